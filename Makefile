@@ -1,0 +1,42 @@
+# kifqa: `make demo` sets everything up and answers a sample corpus; `make test` sets up and runs the tests.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+KIFQA_DATA_DIR ?= $(abspath ../shared/data)
+export KIFQA_DATA_DIR
+DEMO_N ?= 20
+
+.PHONY: setup test test-slow demo bench clean
+
+setup: $(VENV)/.installed
+
+# torch's CPU build goes in first, or sentence-transformers pulls a multi-GB CUDA build.
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q -U pip
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[local,model,embeddings,dev]'
+	touch $@
+
+test: setup
+	$(BIN)/python -m pytest
+
+test-slow: setup
+	$(BIN)/python -m pytest -m slow
+
+runs/demo-questions.jsonl: $(KIFQA_DATA_DIR)/simplequestions-wikidata/valid_answerable.txt
+	mkdir -p runs
+	head -n $(DEMO_N) $< | $(BIN)/python -c 'import json,sys; [print(json.dumps({"id": f"valid-{i}", "question": l.rstrip("\n").split("\t")[3]})) for i, l in enumerate(sys.stdin)]' > $@
+
+demo: setup runs/demo-questions.jsonl
+	$(BIN)/kifqa kb build
+	$(BIN)/kifqa model fetch
+	$(BIN)/kifqa run runs/demo-questions.jsonl --out runs/demo
+
+bench: setup
+	$(BIN)/kifqa bench kb
+	$(BIN)/kifqa bench llm
+	$(BIN)/kifqa bench batch
+
+clean:
+	rm -rf runs .cache .pytest_cache

@@ -1,0 +1,23 @@
+"""``kifqa``: the command line. Each command group lives in its own module of this package."""
+
+from __future__ import annotations
+
+import click
+
+from kifqa.cli import ask, bench, kb, model
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="kifqa")
+def cli() -> None:
+    """Answer natural-language questions over knowledge graphs with KIF and LLMs."""
+
+
+cli.add_command(ask.ask)
+cli.add_command(bench.bench)
+cli.add_command(kb.kb)
+cli.add_command(model.model)
+
+
+def main() -> None:
+    cli()

@@ -1,0 +1,27 @@
+"""``kifqa bench kb|llm|batch``: benchmarks that print ratios measured in one run."""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+#: Subcommand → the module holding a click command of that name.
+_BENCHES = {"kb": "kifqa.kb.bench", "llm": "kifqa.llm.bench", "batch": "kifqa.batch.bench"}
+
+
+class _LazyGroup(click.Group):
+    """Imports a benchmark's module only when it runs (each pulls in heavy dependencies)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(_BENCHES)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in _BENCHES:
+            return None
+        return getattr(importlib.import_module(_BENCHES[name]), name)
+
+
+@click.group(cls=_LazyGroup)
+def bench() -> None:
+    """Measure the KB layer, the model backend or the whole batch job."""

@@ -1,0 +1,48 @@
+"""Options shared by several commands, and turning them into :class:`Settings`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from kifqa.config import Settings
+from kifqa.errors import KifqaError
+
+
+def settings_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``--config``, ``--kb``, ``--model`` and ``--examples``."""
+    for option in reversed([
+        click.option("--config", "config", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                     help="A YAML settings file."),
+        click.option("--kb", "kb", help="KB spec: local, local-server, wikidata, dbpedia, sparql+wikidata:URL, ..."),
+        click.option("--model", "model", help="Model: qwen2.5-coder-1.5b, qwen2.5-coder-0.5b, a .gguf path or a served name."),
+        click.option("--examples", "examples", type=click.Choice(["fixed", "retrieved"]),
+                     help="Few-shot examples: a fixed set or the k most similar training questions."),
+    ]):
+        func = option(func)
+    return func
+
+
+def load_settings(config: Path | None, kb: str | None = None, model: str | None = None,
+                  examples: str | None = None) -> Settings:
+    """Settings from the file and environment, with the command-line choices on top."""
+    try:
+        settings = Settings.load(config)
+    except (ValueError, OSError) as err:
+        raise click.UsageError(f"bad settings: {err}") from err
+    update: dict[str, Any] = {}
+    if kb:
+        update["kb"] = settings.kb.model_copy(update={"spec": kb})
+    if model:
+        update["llm"] = settings.llm.model_copy(update={"model": model})
+    if examples:
+        update["examples"] = settings.examples.model_copy(update={"mode": examples})
+    return settings.model_copy(update=update)
+
+
+def fail(err: KifqaError) -> click.ClickException:
+    """A kifqa error as a one-line command-line failure."""
+    return click.ClickException(f"{type(err).__name__}: {err}")

@@ -1,0 +1,169 @@
+"""Settings: one object read from defaults, a YAML file, ``KIFQA_*`` environment variables and CLI flags."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+#: Where the shared development data lives relative to a checkout (see the README).
+DEFAULT_DATA_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+
+
+class KBSettings(BaseModel):
+    """Which knowledge base to query and how politely."""
+
+    spec: str = "local"
+    #: Largest number of statements one filter may return (also Oxigraph's page size).
+    max_results: int = 10_000
+    #: Per-request timeout in seconds.
+    timeout_s: float = 30.0
+    #: Most KB calls one knowledge base runs at once.
+    max_concurrency: int = 8
+    #: Retries of a failed KB call (transport errors, timeouts, HTTP 429/5xx).
+    retries: int = 3
+    #: Contact put in the User-Agent of remote calls (Wikimedia's policy asks for one).
+    contact: str = "https://example.org/kifqa (kifqa@example.org)"
+    #: Port of ``kifqa kb serve`` and of the ``local-server`` spec.
+    server_port: int = 7878
+
+
+class LLMSettings(BaseModel):
+    """Which model answers and how it is served."""
+
+    backend: Literal["local", "openai", "vllm"] = "local"
+    #: ``qwen2.5-coder-1.5b`` (default), ``qwen2.5-coder-0.5b``, a GGUF path, or a served model name.
+    model: str = "qwen2.5-coder-1.5b"
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    max_concurrency: int = 8
+    timeout_s: float = 120.0
+    #: SQLite record/replay cache; ``None`` disables it.
+    cache: Path | None = None
+    #: ``record`` (read and write), ``replay`` (read only; a miss is an error) or ``off``.
+    cache_mode: Literal["record", "replay", "off"] = "record"
+    threads: int = 1
+    context: int = 4096
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+
+class ExamplesSettings(BaseModel):
+    """Few-shot examples for the draft step."""
+
+    mode: Literal["fixed", "retrieved"] = "fixed"
+    k: int = 5
+    #: Use only the first N questions of the pool (tests); ``None`` uses all of it.
+    pool_limit: int | None = None
+
+
+class PipelineSettings(BaseModel):
+    """Limits and switches of the five steps."""
+
+    #: Longer questions are refused as input errors.
+    max_question_chars: int = 1000
+    #: Candidates asked of the search for a label.
+    search_limit: int = 50
+    #: Exactly named entities carried on to the relation step.
+    max_entities: int = 10
+    #: Near-match entities carried on when nothing is named exactly.
+    max_near_entities: int = 5
+    #: Options shown to the model in the relation step.
+    max_options: int = 12
+    #: Constrain the draft's known entity to runs of the question's words.
+    constrain_draft: bool = True
+
+
+class EndpointLimit(BaseModel):
+    """One limit on the requests to one endpoint, shared by every KB actor of a job."""
+
+    #: Requests in flight at once.
+    max_concurrent: int = Field(default=5, ge=1)
+    #: Requests started per second; ``None`` for no rate limit.
+    per_second: float | None = Field(default=None, gt=0)
+
+
+def _default_limits() -> dict[str, EndpointLimit]:
+    return {
+        "query.wikidata.org": EndpointLimit(max_concurrent=5, per_second=5.0),
+        "dbpedia.org": EndpointLimit(max_concurrent=50),
+    }
+
+
+class BatchSettings(BaseModel):
+    """How ``kifqa run`` spreads a corpus over a Ray cluster (see docs/batch.md)."""
+
+    #: The corpus (JSONL, CSV or Parquet) and the output folder; the command line may give them.
+    corpus: Path | None = None
+    out: Path | None = None
+    #: Column names of the corpus; ids are generated (``q000001``...) when the id column is absent.
+    id_column: str = "id"
+    question_column: str = "question"
+    #: Questions per shard: one Ray task, one pair of Parquet files.
+    shard_size: int = Field(default=100, ge=1)
+    #: Questions one task runs concurrently.
+    task_concurrency: int = Field(default=16, ge=1)
+    #: Shard tasks in flight at once.
+    max_tasks: int = Field(default=4, ge=1)
+    #: Reruns of a shard task whose worker died.
+    task_max_retries: int = Field(default=3, ge=0)
+    #: Seconds one question may take before it is given up with an error trace.
+    question_timeout_s: float = Field(default=600.0, gt=0)
+    #: LLM actors, each holding one model (one llama.cpp process or one vLLM engine).
+    llm_actors: int = Field(default=1, ge=1)
+    llm_actor_cpus: float = Field(default=1.0, ge=0)
+    llm_actor_gpus: float = Field(default=0.0, ge=0)
+    #: Requests one LLM actor accepts at once (they reach the backend together).
+    llm_actor_concurrency: int = Field(default=64, ge=1)
+    #: KB actors, each holding its own knowledge base (KIF store and search).
+    kb_actors: int = Field(default=1, ge=1)
+    kb_actor_concurrency: int = Field(default=32, ge=1)
+    #: Per-endpoint limits by host name, shared by all KB actors; unlisted endpoints are unlimited.
+    limits: dict[str, EndpointLimit] = Field(default_factory=_default_limits)
+    #: Cache KB results in ``cache_dir`` (shared by all actors and reruns).
+    kb_cache: bool = True
+    #: Skip shards a previous run with the same config finished.
+    resume: bool = True
+    #: Rerun the questions whose trace has an error (input errors excepted).
+    retry_failed: bool = False
+    #: The Ray cluster to join (``auto``, ``ray://host:10001``); ``None`` joins a running one or starts one.
+    ray_address: str | None = None
+
+
+class Settings(BaseSettings):
+    """All of kifqa's settings.
+
+    Environment variables use the ``KIFQA_`` prefix and ``__`` for nesting (``KIFQA_KB__SPEC=wikidata``);
+    ``KIFQA_DATA_DIR`` and ``KIFQA_CACHE_DIR`` name the data and cache folders.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="KIFQA_", env_nested_delimiter="__", extra="forbid")
+
+    data_dir: Path = DEFAULT_DATA_DIR
+    cache_dir: Path = Path.home() / ".cache" / "kifqa"
+    kb: KBSettings = Field(default_factory=KBSettings)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    examples: ExamplesSettings = Field(default_factory=ExamplesSettings)
+    pipeline: PipelineSettings = Field(default_factory=PipelineSettings)
+    batch: BatchSettings = Field(default_factory=BatchSettings)
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, **overrides: Any) -> Settings:
+        """Settings from an optional YAML file, the environment, then ``overrides`` (highest)."""
+        data: dict[str, Any] = {}
+        if path is not None:
+            loaded = yaml.safe_load(Path(path).read_text()) or {}
+            if not isinstance(loaded, dict):
+                raise ValueError(f"{path}: a settings file must hold a mapping")
+            data = loaded
+        base = cls(**data)
+        return base.model_copy(update=overrides, deep=True) if overrides else base
+
+    def digest(self) -> str:
+        """A short stable hash of these settings (for manifests and resume checks)."""
+        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -1,0 +1,104 @@
+"""The knowledge-base interface the pipeline talks to, in plain data types.
+
+Everything the pipeline needs from a knowledge base goes through :class:`KnowledgeBase`: the
+in-process implementation wraps a KIF (Store, Search) pair; the batch layer hands the pipeline an
+actor-backed implementation of the same interface. Ids are compact strings: Wikidata entities as
+``Q42``/``P19``, everything else as its full IRI (see :mod:`kifqa.kb.ids`).
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Literal
+
+#: ``forward``: the entity is the statement's subject; ``backward``: it is the statement's value.
+Direction = Literal["forward", "backward"]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """An entity or property found by a search, with what the LLM needs to judge it."""
+
+    id: str
+    label: str
+    aliases: tuple[str, ...] = ()
+    description: str = ""
+    #: Search rank score, higher is better (exact label matches score highest).
+    score: float = 0.0
+
+
+@dataclass(frozen=True)
+class PropertyUse:
+    """A property an entity really has, and in which direction."""
+
+    property: Candidate
+    direction: Direction
+    #: How many statements of this property and direction the entity has.
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One statement ``(subject, property, value)`` with labels for display."""
+
+    subject: str
+    subject_label: str
+    property: str
+    property_label: str
+    value: str
+    value_label: str
+    #: ``item``, ``property``, ``iri``, ``string``, ``text``, ``quantity``, ``time`` or ``external_id``.
+    value_type: str = "item"
+
+
+@dataclass(frozen=True)
+class FilterResult:
+    """The statements one KIF filter returned, with the filter and the SPARQL it compiled to."""
+
+    facts: tuple[Fact, ...]
+    filter: str
+    sparql: str = ""
+    #: True when the store may have cut the result short (e.g. an endpoint row limit).
+    truncated: bool = False
+
+
+@dataclass
+class KBStats:
+    """Counters of the calls one knowledge base served."""
+
+    calls: int = 0
+    retries: int = 0
+    cache_hits: int = 0
+    seconds: float = 0.0
+    by_kind: dict[str, int] = field(default_factory=dict)
+
+
+class KnowledgeBase(abc.ABC):
+    """Async access to one knowledge base. Errors surface as :class:`kifqa.errors.KBError`."""
+
+    #: The spec this base was opened from (``local``, ``wikidata``, ``sparql+wikidata:URL``...).
+    spec: str
+
+    @abc.abstractmethod
+    async def search_entities(self, text: str, *, limit: int = 10) -> list[Candidate]:
+        """Entities whose label or alias matches ``text``, best first."""
+
+    @abc.abstractmethod
+    async def search_properties(self, text: str, *, limit: int = 10) -> list[Candidate]:
+        """Properties whose label, alias or description matches ``text``, best first."""
+
+    @abc.abstractmethod
+    async def properties_of(self, entity: str) -> list[PropertyUse]:
+        """The properties ``entity`` has as subject (forward) and as value (backward), labelled."""
+
+    @abc.abstractmethod
+    async def facts(self, entity: str, property: str, direction: Direction) -> FilterResult:
+        """The statements ``(entity, property, ?)`` (forward) or ``(?, property, entity)`` (backward)."""
+
+    @abc.abstractmethod
+    async def labels(self, ids: list[str]) -> dict[str, str]:
+        """English labels of the given entities (missing ones are left out)."""
+
+    async def aclose(self) -> None:
+        """Releases connections and processes."""

@@ -1,0 +1,76 @@
+"""The model interface the pipeline talks to: a batch of chat requests in, completions out."""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+Role = Literal["system", "user", "assistant"]
+
+
+@dataclass(frozen=True)
+class Message:
+    role: Role
+    content: str
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One chat completion request.
+
+    ``grammar`` (GBNF, as llama.cpp reads it) constrains the output where the backend can; backends
+    that cannot constrain decode freely and the caller's parser still checks the text.
+    """
+
+    messages: tuple[Message, ...]
+    grammar: str | None = None
+    max_tokens: int = 128
+    temperature: float = 0.0
+    stop: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What one request cost."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    #: Prompt tokens served from the backend's prefix cache (not recomputed).
+    cached_prompt_tokens: int = 0
+    latency_s: float = 0.0
+    #: True when the answer came from the record/replay cache (no model time spent).
+    cache_hit: bool = False
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A request's output text, or the error that stopped it (never both meaningful)."""
+
+    text: str = ""
+    usage: Usage = field(default_factory=Usage)
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class LLM(abc.ABC):
+    """A chat model. ``agenerate`` never raises for one bad request: that request's ``error`` says why."""
+
+    #: Identifies the model and decoding setup (part of the record/replay cache key).
+    identity: str
+
+    @abc.abstractmethod
+    async def agenerate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
+        """Completions for ``requests``, in order."""
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
+        """Sync form of :meth:`agenerate` (not from inside a running event loop)."""
+        return asyncio.run(self.agenerate(requests))
+
+    async def aclose(self) -> None:
+        """Releases the model and its connections."""

@@ -1,0 +1,226 @@
+"""What flows through kifqa: questions, drafts, answers and the trace, plus their Arrow schemas."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from kifqa.kb.base import Candidate, Direction, Fact
+
+#: The unknown of a triple pattern.
+UNKNOWN = "?x"
+
+
+@dataclass(frozen=True)
+class Question:
+    """One input question. ``error`` is set when the input row itself was unusable."""
+
+    id: str
+    text: str
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """A triple pattern in words; exactly one of subject and object is :data:`UNKNOWN`."""
+
+    subject: str
+    predicate: str
+    object: str
+
+    @property
+    def known(self) -> str:
+        """The label of the known end."""
+        return self.object if self.subject == UNKNOWN else self.subject
+
+    @property
+    def direction(self) -> Direction:
+        """``forward`` when the known end is the subject (the unknown is the value)."""
+        return "backward" if self.subject == UNKNOWN else "forward"
+
+    def __str__(self) -> str:
+        return f"({self.subject} | {self.predicate} | {self.object})"
+
+
+@dataclass(frozen=True)
+class Relation:
+    """A chosen (entity, property, direction): one KIF filter."""
+
+    entity: str
+    property: str
+    direction: Direction
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One answer statement and the id (and label) in its unknown position."""
+
+    fact: Fact
+    answer: str
+    answer_label: str
+
+
+@dataclass(frozen=True)
+class LLMCall:
+    """One model call made for a question."""
+
+    step: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    latency_s: float = 0.0
+    cache_hit: bool = False
+    output: str = ""
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class FilterRun:
+    """One KIF filter the answer step ran."""
+
+    relation: Relation
+    filter: str
+    sparql: str
+    n_statements: int
+    seconds: float
+    truncated: bool = False
+
+
+@dataclass
+class Trace:
+    """Everything that explains one question's answer (or why it has none)."""
+
+    question_id: str
+    question: str
+    kb: str = ""
+    model: str = ""
+    draft_output: str = ""
+    draft: list[Pattern] = field(default_factory=list)
+    examples: list[str] = field(default_factory=list)
+    candidates: list[Candidate] = field(default_factory=list)
+    entities: list[str] = field(default_factory=list)
+    options: list[Relation] = field(default_factory=list)
+    relations: list[Relation] = field(default_factory=list)
+    filters: list[FilterRun] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    llm_calls: list[LLMCall] = field(default_factory=list)
+    kb_calls: int = 0
+    n_answers: int = 0
+    error: str | None = None
+    error_step: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(c.prompt_tokens for c in self.llm_calls)
+
+    @property
+    def uncached_prompt_tokens(self) -> int:
+        """Prompt tokens the model really computed (no record/replay hit, no prefix-cache hit)."""
+        return sum(c.prompt_tokens - c.cached_prompt_tokens for c in self.llm_calls if not c.cache_hit)
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(c.completion_tokens for c in self.llm_calls)
+
+    @property
+    def seconds(self) -> float:
+        return self.timings.get("total", 0.0)
+
+    def to_row(self) -> dict[str, Any]:
+        """One row of :data:`TRACE_SCHEMA`."""
+        return {
+            "question_id": self.question_id,
+            "question": self.question,
+            "kb": self.kb,
+            "model": self.model,
+            "draft": [str(p) for p in self.draft],
+            "entities": self.entities,
+            "relations": [f"{r.entity} {r.property} {r.direction}" for r in self.relations],
+            "n_answers": self.n_answers,
+            "llm_calls": len(self.llm_calls),
+            "llm_cache_hits": sum(c.cache_hit for c in self.llm_calls),
+            "prompt_tokens": self.prompt_tokens,
+            "uncached_prompt_tokens": self.uncached_prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "kb_calls": self.kb_calls,
+            "seconds": self.seconds,
+            "error": self.error,
+            "error_step": self.error_step,
+            "trace": self.to_json(),
+        }
+
+
+@dataclass
+class Result:
+    """A question's answers and its trace."""
+
+    question: Question
+    answers: list[Answer]
+    trace: Trace
+
+    def answer_rows(self) -> list[dict[str, Any]]:
+        """Rows of :data:`ANSWER_SCHEMA`."""
+        return [
+            {
+                "question_id": self.question.id,
+                "question": self.question.text,
+                "kb": self.trace.kb,
+                "subject": a.fact.subject,
+                "subject_label": a.fact.subject_label,
+                "property": a.fact.property,
+                "property_label": a.fact.property_label,
+                "value": a.fact.value,
+                "value_label": a.fact.value_label,
+                "value_type": a.fact.value_type,
+                "answer": a.answer,
+                "answer_label": a.answer_label,
+            }
+            for a in self.answers
+        ]
+
+
+ANSWER_SCHEMA = pa.schema([
+    ("question_id", pa.string()),
+    ("question", pa.string()),
+    ("kb", pa.string()),
+    ("subject", pa.string()),
+    ("subject_label", pa.string()),
+    ("property", pa.string()),
+    ("property_label", pa.string()),
+    ("value", pa.string()),
+    ("value_label", pa.string()),
+    ("value_type", pa.string()),
+    ("answer", pa.string()),
+    ("answer_label", pa.string()),
+])
+
+TRACE_SCHEMA = pa.schema([
+    ("question_id", pa.string()),
+    ("question", pa.string()),
+    ("kb", pa.string()),
+    ("model", pa.string()),
+    ("draft", pa.list_(pa.string())),
+    ("entities", pa.list_(pa.string())),
+    ("relations", pa.list_(pa.string())),
+    ("n_answers", pa.int32()),
+    ("llm_calls", pa.int32()),
+    ("llm_cache_hits", pa.int32()),
+    ("prompt_tokens", pa.int64()),
+    ("uncached_prompt_tokens", pa.int64()),
+    ("completion_tokens", pa.int64()),
+    ("kb_calls", pa.int32()),
+    ("seconds", pa.float64()),
+    ("error", pa.string()),
+    ("error_step", pa.string()),
+    ("trace", pa.string()),
+])

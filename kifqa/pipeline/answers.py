@@ -1,0 +1,64 @@
+"""Steps 4 and 5: one KIF filter per chosen (entity, property, direction), run concurrently;
+constraint patterns then narrow the answers."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from kifqa.kb.base import FilterResult, KnowledgeBase
+from kifqa.model import Answer, FilterRun, Pattern, Relation
+from kifqa.pipeline.entities import link
+from kifqa.pipeline.text import similarity
+
+#: How well a constraint's predicate must name a property to be applied without the model.
+CONSTRAINT_MIN_SIMILARITY = 0.5
+
+
+async def run_filters(kb: KnowledgeBase, relations: list[Relation]) -> tuple[list[Answer], list[FilterRun]]:
+    """Runs every relation's filter concurrently; the answers are the union of their statements."""
+
+    async def one(r: Relation) -> tuple[FilterResult, float]:
+        start = time.perf_counter()
+        result = await kb.facts(r.entity, r.property, r.direction)
+        return result, time.perf_counter() - start
+
+    results = await asyncio.gather(*(one(r) for r in relations))
+    answers: dict[tuple[str, str, str], Answer] = {}
+    runs = []
+    for r, (result, seconds) in zip(relations, results):
+        runs.append(FilterRun(r, result.filter, result.sparql, len(result.facts), seconds, result.truncated))
+        for f in result.facts:
+            key = (f.subject, f.property, f.value)
+            if r.direction == "forward":
+                answers.setdefault(key, Answer(f, f.value, f.value_label))
+            else:
+                answers.setdefault(key, Answer(f, f.subject, f.subject_label))
+    return list(answers.values()), runs
+
+
+async def constrain(kb: KnowledgeBase, answers: list[Answer], constraint: Pattern,
+                    notes: list[str]) -> list[Answer]:
+    """Keeps the answers ``a`` for which ``(a, p, e)`` holds, where ``e`` is the constraint's
+    entity and ``p`` the property of ``e`` (as value) that best names the constraint's predicate.
+    A constraint that cannot be resolved, or that no answer meets, leaves the answers as they are
+    (noted in the trace): a constraint narrows, it never empties."""
+    linking = await link(kb, constraint.object)
+    if not linking.exact:
+        notes.append(f"constraint {constraint}: no entity named {constraint.object!r}; not applied")
+        return answers
+    allowed: set[str] = set()
+    for entity in linking.kept:
+        uses = [u for u in await kb.properties_of(entity.id) if u.direction == "backward"]
+        scored = [(similarity(constraint.predicate, [u.property.label, *u.property.aliases]), u) for u in uses]
+        best = max(scored, key=lambda s: s[0], default=(0.0, None))
+        if best[1] is None or best[0] < CONSTRAINT_MIN_SIMILARITY:
+            continue
+        result = await kb.facts(entity.id, best[1].property.id, "backward")
+        allowed.update(f.subject for f in result.facts)
+    kept = [a for a in answers if a.answer in allowed]
+    if not kept:
+        notes.append(f"constraint {constraint}: no answer meets it; not applied")
+        return answers
+    notes.append(f"constraint {constraint}: kept {len(kept)} of {len(answers)} answers")
+    return kept

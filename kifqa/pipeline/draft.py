@@ -1,0 +1,70 @@
+"""Step 1: the model drafts the question as triple patterns with one unknown."""
+
+from __future__ import annotations
+
+import json
+import re
+from importlib import resources
+
+from kifqa.llm.base import ChatRequest, Message
+from kifqa.model import UNKNOWN, Pattern
+from kifqa.pipeline.examples import Example
+from kifqa.pipeline.text import ngrams
+
+_LINE = re.compile(r"^\((.+?) \| (.+?) \| (.+?)\)$")
+#: Characters a predicate may use (the grammar and the parser agree on them).
+_PREDICATE = r"[^|()\n?]{1,48}"
+_SYSTEM = resources.files("kifqa.pipeline").joinpath("prompts/draft_system.txt").read_text().strip()
+
+
+class DraftError(ValueError):
+    """The model's draft is not a valid pattern list."""
+
+
+def grammar(question: str) -> str:
+    """GBNF for the draft of ``question``: one main pattern with exactly one ``?x``, an optional
+    constraint pattern ``(?x | predicate | entity)``, and known entities that are runs of the
+    question's own words (the draft cannot name something the question does not)."""
+    grams = ngrams(question)
+    known = " | ".join(json.dumps(g, ensure_ascii=False) for g in grams) if grams else '"?"'
+    return "\n".join([
+        'root ::= main ( "\\n" constraint )?',
+        'main ::= "(" known " | " pred " | ?x)" | "(?x | " pred " | " known ")"',
+        'constraint ::= "(?x | " pred " | " known ")"',
+        f"pred ::= {_PREDICATE}",
+        f"known ::= {known}",
+    ])
+
+
+def request(question: str, examples: list[Example], *, constrain: bool = True) -> ChatRequest:
+    """The draft request: a fixed system prompt (a shared, cacheable prefix), then the examples
+    and the question."""
+    shots = "\n\n".join(f"Q: {e.question}\nA: {e.draft}" for e in examples)
+    user = f"{shots}\n\nQ: {question}\nA:" if shots else f"Q: {question}\nA:"
+    return ChatRequest(
+        messages=(Message("system", _SYSTEM), Message("user", user)),
+        grammar=grammar(question) if constrain else None,
+        max_tokens=64,
+    )
+
+
+def parse(text: str) -> list[Pattern]:
+    """Patterns from the model's text; the first is the main one and has exactly one ``?x``,
+    the others are constraints ``(?x | p | entity)``."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        raise DraftError("the draft is empty")
+    patterns = []
+    for line in lines:
+        match = _LINE.match(line)
+        if match is None:
+            raise DraftError(f"not a pattern '(subject | predicate | object)': {line[:200]!r}")
+        patterns.append(Pattern(*(part.strip() for part in match.groups())))
+    main, constraints = patterns[0], patterns[1:]
+    unknowns = [main.subject, main.predicate, main.object].count(UNKNOWN)
+    if unknowns != 1 or main.predicate == UNKNOWN:
+        raise DraftError(f"the main pattern needs exactly one {UNKNOWN} as subject or object: {main}")
+    for c in constraints:
+        if c.subject != UNKNOWN or UNKNOWN in (c.predicate, c.object):
+            raise DraftError(f"a constraint must read ({UNKNOWN} | predicate | entity): {c}")
+    return patterns

@@ -1,0 +1,67 @@
+"""Per-question bookkeeping: step timings, the failing step, counted KB calls and LLM calls."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from kifqa.kb.base import Direction, FilterResult, KnowledgeBase, PropertyUse, Candidate
+from kifqa.llm.base import LLM, ChatRequest, Completion
+from kifqa.model import LLMCall, Trace
+
+
+class Recorder:
+    """Fills a :class:`Trace` while one question runs."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        self.current_step = "input"
+
+    @contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        """Times a step; an exception escaping it is attributed to it."""
+        self.current_step = name
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.trace.timings[name] = round(time.perf_counter() - start, 6)
+
+    async def generate(self, llm: LLM, request: ChatRequest) -> Completion:
+        """One model call, recorded in the trace under the current step."""
+        [completion] = await llm.agenerate([request])
+        u = completion.usage
+        self.trace.llm_calls.append(LLMCall(
+            self.current_step, u.prompt_tokens, u.completion_tokens, u.cached_prompt_tokens,
+            u.latency_s, u.cache_hit, completion.text, completion.error))
+        return completion
+
+
+class CountingKB(KnowledgeBase):
+    """Passes calls through to a knowledge base, counting them in a trace."""
+
+    def __init__(self, kb: KnowledgeBase, trace: Trace) -> None:
+        self._kb = kb
+        self._trace = trace
+        self.spec = kb.spec
+
+    async def search_entities(self, text: str, *, limit: int = 10) -> list[Candidate]:
+        self._trace.kb_calls += 1
+        return await self._kb.search_entities(text, limit=limit)
+
+    async def search_properties(self, text: str, *, limit: int = 10) -> list[Candidate]:
+        self._trace.kb_calls += 1
+        return await self._kb.search_properties(text, limit=limit)
+
+    async def properties_of(self, entity: str) -> list[PropertyUse]:
+        self._trace.kb_calls += 1
+        return await self._kb.properties_of(entity)
+
+    async def facts(self, entity: str, property: str, direction: Direction) -> FilterResult:
+        self._trace.kb_calls += 1
+        return await self._kb.facts(entity, property, direction)
+
+    async def labels(self, ids: list[str]) -> dict[str, str]:
+        self._trace.kb_calls += 1
+        return await self._kb.labels(ids)

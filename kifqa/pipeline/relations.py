@@ -1,0 +1,96 @@
+"""Step 3: the properties the kept entities really have; the one that fits the draft is chosen."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+from kifqa.kb.base import Candidate, Direction, KnowledgeBase, PropertyUse
+from kifqa.llm.base import ChatRequest, Message
+from kifqa.model import UNKNOWN, Pattern, Relation
+from kifqa.pipeline.entities import Linking
+from kifqa.pipeline.text import similarity
+
+_SYSTEM = resources.files("kifqa.pipeline").joinpath("prompts/choose_system.txt").read_text().strip()
+
+
+@dataclass(frozen=True)
+class Option:
+    """A way to answer: a property in one direction, for a group of entities that share it."""
+
+    entities: tuple[Candidate, ...]
+    property: Candidate
+    direction: Direction
+    score: float
+
+    def relations(self) -> list[Relation]:
+        return [Relation(e.id, self.property.id, self.direction) for e in self.entities]
+
+    def render(self, number: int) -> str:
+        entity = self.entities[0]
+        about = ", ".join(x for x in (entity.description, "aka " + "; ".join(entity.aliases[:2])
+                                      if entity.aliases else "") if x)
+        name = f"{entity.label} [{about}]" if about else entity.label
+        triple = (f"({name} | {self.property.label} | {UNKNOWN})" if self.direction == "forward"
+                  else f"({UNKNOWN} | {self.property.label} | {name})")
+        gloss = f" — {self.property.description[:60]}" if self.property.description else ""
+        return f"{number}. {triple}{gloss}"
+
+
+async def uses(kb: KnowledgeBase, entities: list[Candidate]) -> dict[str, list[PropertyUse]]:
+    """Each entity's real properties with their direction, fetched concurrently."""
+    found = await asyncio.gather(*(kb.properties_of(e.id) for e in entities))
+    return {e.id: u for e, u in zip(entities, found)}
+
+
+def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[PropertyUse]]) -> list[Option]:
+    """The ways to answer, best first by how well the property names the draft's predicate (and
+    whether its direction agrees with the draft). Exactly-named entities share one option per
+    (property, direction); near matches get options of their own."""
+    groups: dict[tuple, tuple[list[Candidate], PropertyUse]] = {}
+    for entity in linking.kept:
+        for use in by_entity.get(entity.id, []):
+            key = (use.property.id, use.direction) if linking.exact else (entity.id, use.property.id, use.direction)
+            members, _ = groups.setdefault(key, ([], use))
+            members.append(entity)
+    out = []
+    for members, use in groups.values():
+        score = similarity(pattern.predicate, [use.property.label, *use.property.aliases])
+        score += 0.05 if use.direction == pattern.direction else 0.0
+        out.append(Option(tuple(members), use.property, use.direction, score))
+    out.sort(key=lambda o: -o.score)
+    return out
+
+
+def obvious(ranked: list[Option]) -> Option | None:
+    """The option to take without asking the model: the only one, or the only one whose property
+    is named exactly by the draft's predicate (direction agreeing with the draft breaks ties)."""
+    if len(ranked) == 1:
+        return ranked[0]
+    exact = [o for o in ranked if o.score >= 1.0]
+    if len(exact) == 1:
+        return exact[0]
+    if exact and exact[0].score > exact[1].score and len({o.property.id for o in exact}) == 1:
+        return exact[0]
+    return None
+
+
+def request(question: str, pattern: Pattern, shown: list[Option]) -> ChatRequest:
+    """Asks the model for one option's number (the grammar admits only the shown numbers)."""
+    listing = "\n".join(o.render(i) for i, o in enumerate(shown, 1))
+    user = f"Question: {question}\nDraft: {pattern}\nOptions:\n{listing}\nNumber:"
+    numbers = " | ".join(f'"{i}"' for i in range(1, len(shown) + 1))
+    return ChatRequest(
+        messages=(Message("system", _SYSTEM), Message("user", user)),
+        grammar=f"root ::= {numbers}",
+        max_tokens=4,
+    )
+
+
+def parse(text: str, shown: list[Option]) -> Option:
+    match = re.fullmatch(r"\s*(\d+)\s*\.?\s*", text)
+    if match is None or not 1 <= int(match.group(1)) <= len(shown):
+        raise ValueError(f"expected an option number 1..{len(shown)}, got {text[:100]!r}")
+    return shown[int(match.group(1)) - 1]

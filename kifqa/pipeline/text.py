@@ -1,0 +1,75 @@
+"""Text normalisation and matching shared by the pipeline steps."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable
+
+_WORD = re.compile(r"\w+(?:['’.&-]\w+)*")
+_POSSESSIVE = re.compile(r"['’]s$")
+_ARTICLES = ("the ", "a ", "an ")
+
+
+def normalize(text: str) -> str:
+    """Lower-case, NFKC, punctuation to spaces, spaces collapsed."""
+    text = unicodedata.normalize("NFKC", text).casefold()
+    return " ".join(_WORD.findall(text))
+
+
+def words(text: str) -> list[str]:
+    """The words of ``text`` as written (case kept)."""
+    return _WORD.findall(unicodedata.normalize("NFKC", text))
+
+
+def ngrams(text: str, *, max_len: int = 8) -> list[str]:
+    """Every run of up to ``max_len`` consecutive words of ``text`` (possessive ``'s`` also dropped)."""
+    ws = words(text)
+    out: dict[str, None] = {}
+    for i in range(len(ws)):
+        for j in range(i + 1, min(i + max_len, len(ws)) + 1):
+            gram = " ".join(ws[i:j])
+            out[gram] = None
+            bare = _POSSESSIVE.sub("", gram)
+            if bare and bare != gram:
+                out[bare] = None
+    return list(out)
+
+
+def relaxed(text: str) -> list[str]:
+    """Looser forms of a label to search when the label itself finds nothing."""
+    norm = normalize(_POSSESSIVE.sub("", text.strip()))
+    forms = [norm]
+    for article in _ARTICLES:
+        if norm.startswith(article):
+            forms.append(norm[len(article):])
+    return [f for f in dict.fromkeys(forms) if f and f != text]
+
+
+def _stem(word: str) -> str:
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+_STOP = frozenset("a an the of in on at by for to is was are were be been what which who whom where".split())
+
+
+def tokens(text: str) -> frozenset[str]:
+    """Content-word stems of ``text``."""
+    return frozenset(_stem(w) for w in normalize(text).split() if w not in _STOP)
+
+
+def similarity(text: str, names: Iterable[str]) -> float:
+    """How well ``text`` names one of ``names``: 1.0 for an exact (normalised) match, else the best
+    token Jaccard overlap below 1."""
+    norm, toks = normalize(text), tokens(text)
+    best = 0.0
+    for name in names:
+        if normalize(name) == norm:
+            return 1.0
+        other = tokens(name)
+        if toks and other:
+            best = max(best, 0.99 * len(toks & other) / len(toks | other))
+    return best

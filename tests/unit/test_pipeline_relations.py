@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+from kifqa.kb.base import Candidate, PropertyUse
+from kifqa.model import Pattern
+from kifqa.pipeline import relations
+from kifqa.pipeline.entities import Linking
+from kifqa.pipeline.text import normalize, ngrams, relaxed, similarity
+
+BROWN_1 = Candidate("Q5950", "James Brown", ("Mr. Dynamite",), "American musician", 10.0)
+BROWN_2 = Candidate("Q6130343", "James Brown", (), "", 10.0)
+P19 = Candidate("P19", "place of birth", ("born in", "birthplace"), "most specific known birth location")
+P20 = Candidate("P20", "place of death", ("died in",), "")
+P175 = Candidate("P175", "performer", (), "")
+
+
+def test_text_helpers() -> None:
+    assert normalize("  James  BROWN's! ") == "james brown's"
+    assert "sasha vujačić" in ngrams("where was sasha vujačić born")
+    assert relaxed("The Beatles's") == ["beatles"] or "beatles" in relaxed("The Beatles's")
+    assert similarity("born in", ["place of birth", "born in"]) == 1.0
+    assert 0 < similarity("birth place", ["place of birth"]) < 1
+
+
+def _linking(*kept: Candidate, exact: bool = True) -> Linking:
+    return Linking("james brown", list(kept), list(kept), exact)
+
+
+def test_exact_entities_share_options_and_exact_predicate_needs_no_model() -> None:
+    by_entity = {
+        BROWN_1.id: [PropertyUse(P19, "forward"), PropertyUse(P20, "forward"), PropertyUse(P175, "backward")],
+        BROWN_2.id: [PropertyUse(P19, "forward")],
+    }
+    ranked = relations.options(Pattern("james brown", "born in", "?x"), _linking(BROWN_1, BROWN_2), by_entity)
+    assert ranked[0].property.id == "P19" and {e.id for e in ranked[0].entities} == {BROWN_1.id, BROWN_2.id}
+    assert relations.obvious(ranked) is ranked[0]
+    assert [r.entity for r in ranked[0].relations()] == [BROWN_1.id, BROWN_2.id]
+
+
+def test_vague_predicate_goes_to_the_model_with_numbered_options() -> None:
+    by_entity = {BROWN_1.id: [PropertyUse(P19, "forward"), PropertyUse(P20, "forward")]}
+    ranked = relations.options(Pattern("james brown", "hometown", "?x"), _linking(BROWN_1), by_entity)
+    assert relations.obvious(ranked) is None
+    req = relations.request("what is james brown's hometown", ranked[0:1] and ranked, ranked)
+    assert req.grammar == 'root ::= "1" | "2"'
+    assert "1. (James Brown [American musician, aka Mr. Dynamite] | place of" in req.messages[1].content
+    assert relations.parse("2", ranked) is ranked[1]
+
+
+def test_direction_follows_the_real_statements() -> None:
+    # drafted the wrong way round: the entity is really the value of P175
+    by_entity = {BROWN_1.id: [PropertyUse(P175, "backward")]}
+    ranked = relations.options(Pattern("james brown", "performer", "?x"), _linking(BROWN_1), by_entity)
+    assert relations.obvious(ranked).direction == "backward"
