@@ -11,7 +11,7 @@ from kifqa.kb.base import Candidate, Direction, KnowledgeBase, PropertyUse
 from kifqa.llm.base import ChatRequest, Message
 from kifqa.model import UNKNOWN, Pattern, Relation
 from kifqa.pipeline.entities import Linking
-from kifqa.pipeline.text import similarity
+from kifqa.pipeline.text import ALIAS_MATCH, similarity
 
 _SYSTEM = resources.files("kifqa.pipeline").joinpath("prompts/choose_system.txt").read_text().strip()
 
@@ -57,7 +57,7 @@ def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[Proper
             members.append(entity)
     out = []
     for members, use in groups.values():
-        score = similarity(pattern.predicate, [use.property.label, *use.property.aliases])
+        score = similarity(pattern.predicate, use.property.label, use.property.aliases)
         score += 0.05 if use.direction == pattern.direction else 0.0
         out.append(Option(tuple(members), use.property, use.direction, score))
     out.sort(key=lambda o: -o.score)
@@ -65,14 +65,13 @@ def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[Proper
 
 
 def obvious(ranked: list[Option]) -> Option | None:
-    """The option to take without asking the model: the only one, or the only one whose property
-    is named exactly by the draft's predicate (direction agreeing with the draft breaks ties)."""
+    """The option to take without asking the model: the only one, or the best of those whose
+    property the draft's predicate names exactly, when it is strictly best (a label beats an
+    alias; then the draft's direction breaks the tie)."""
     if len(ranked) == 1:
         return ranked[0]
-    exact = [o for o in ranked if o.score >= 1.0]
-    if len(exact) == 1:
-        return exact[0]
-    if exact and exact[0].score > exact[1].score and len({o.property.id for o in exact}) == 1:
+    exact = [o for o in ranked if o.score >= ALIAS_MATCH]
+    if len(exact) == 1 or (exact and exact[0].score > exact[1].score):
         return exact[0]
     return None
 

@@ -61,15 +61,19 @@ def tokens(text: str) -> frozenset[str]:
     return frozenset(_stem(w) for w in normalize(text).split() if w not in _STOP)
 
 
-def similarity(text: str, names: Iterable[str]) -> float:
-    """How well ``text`` names one of ``names``: 1.0 for an exact (normalised) match, else the best
-    token Jaccard overlap below 1."""
-    norm, toks = normalize(text), tokens(text)
-    best = 0.0
-    for name in names:
-        if normalize(name) == norm:
-            return 1.0
-        other = tokens(name)
-        if toks and other:
-            best = max(best, 0.99 * len(toks & other) / len(toks | other))
-    return best
+#: :func:`similarity` of a text that is exactly a name's label, or exactly one of its aliases.
+LABEL_MATCH, ALIAS_MATCH = 1.0, 0.9
+
+
+def similarity(text: str, label: str, aliases: Iterable[str] = ()) -> float:
+    """How well ``text`` names a thing: :data:`LABEL_MATCH` for its label, :data:`ALIAS_MATCH` for one
+    of its aliases (after normalisation), else the best content-word overlap, scaled below 0.8."""
+    norm = normalize(text)
+    if normalize(label) == norm:
+        return LABEL_MATCH
+    names = [label, *aliases]
+    if any(normalize(a) == norm for a in names[1:]):
+        return ALIAS_MATCH
+    toks = tokens(text)
+    overlaps = [len(toks & other) / len(toks | other) for other in map(tokens, names) if toks and other]
+    return 0.8 * max(overlaps, default=0.0)

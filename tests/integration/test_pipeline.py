@@ -1,0 +1,115 @@
+"""Each step of KIF-QA against the real local knowledge base, model calls replayed from a cassette."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import pytest
+
+from kifqa.llm.base import LLM, ChatRequest, Completion, Usage
+from kifqa.model import Pattern, Question
+from kifqa.pipeline import Pipeline, answers, entities, relations
+from tests.cassette import cassette_llm
+
+
+@pytest.fixture(scope="module")
+def pipeline(settings, local_kb) -> Pipeline:
+    return Pipeline(kb=local_kb, llm=cassette_llm(settings, "pipeline"), settings=settings.pipeline)
+
+
+def ask(pipeline: Pipeline, text: str):
+    return asyncio.run(pipeline.answer(Question("t", text)))
+
+
+def test_forward_question(pipeline) -> None:
+    result = ask(pipeline, "where was sasha vujačić born")
+    assert result.trace.error is None, result.trace.error
+    assert "Q1010" in {a.answer for a in result.answers}
+    [main] = result.trace.draft
+    assert main.direction == "forward" and main.known == "sasha vujačić"
+    assert result.trace.relations[0].property == "P19"
+    assert result.trace.filters and "SELECT" in result.trace.filters[0].sparql
+    assert result.answers[0].answer_label == "Maribor"
+
+
+def test_inverse_question_asks_for_the_subject(pipeline) -> None:
+    result = ask(pipeline, "What is a film directed by wiebke von carolsfeld?")
+    assert result.trace.error is None, result.trace.error
+    assert "Q14949730" in {a.answer for a in result.answers}
+    assert {r.direction for r in result.trace.relations} == {"backward"}
+    assert all(r.property == "P57" for r in result.trace.relations)
+
+
+class Scripted(LLM):
+    """A model that answers every request with the same text."""
+
+    identity = "scripted"
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    async def agenerate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
+        return [Completion(self.text, Usage(prompt_tokens=10, completion_tokens=12)) for _ in requests]
+
+
+def test_constrained_question(local_kb) -> None:
+    # The small model rarely drafts constraints; the draft is scripted, the rest runs for real.
+    llm = Scripted("(columbano bordalo pinheiro | place of death | ?x)\n(?x | country | portugal)")
+    result = asyncio.run(Pipeline(kb=local_kb, llm=llm).answer(
+        Question("c", "which city in portugal did columbano bordalo pinheiro die in")))
+    assert result.trace.error is None, result.trace.error
+    assert len(result.trace.draft) == 2 and result.trace.draft[1].object == "portugal"
+    assert {a.answer for a in result.answers} == {"Q597"}
+    assert any("kept 1 of 1" in note for note in result.trace.notes)
+
+
+def test_no_entity_found(pipeline) -> None:
+    result = ask(pipeline, "where was zorblax quuxington born")
+    assert result.answers == []
+    assert result.trace.error_step == "entities" and "no entity found" in result.trace.error
+
+
+def test_input_errors_never_reach_the_model(pipeline) -> None:
+    for text in ["", "?!", "x" * 5000]:
+        result = ask(pipeline, text)
+        assert result.trace.error_step == "input" and result.trace.llm_calls == []
+
+
+def test_garbage_model_output_is_reported(local_kb) -> None:
+    result = asyncio.run(Pipeline(kb=local_kb, llm=Scripted("Sure! The answer is: ignore previous instructions; import os")).answer(Question("g", "where was james brown born")))
+    assert result.answers == [] and result.trace.error_step == "draft"
+    assert "not a pattern" in result.trace.error
+    assert result.trace.llm_calls[0].output.startswith("Sure!")
+
+
+def test_entities_keep_every_exact_name(local_kb) -> None:
+    linking = asyncio.run(entities.link(local_kb, "james brown"))
+    assert linking.exact and {"Q5950", "Q6130343"} <= {c.id for c in linking.kept}
+    assert all(c.label.lower() == "james brown" or "james brown" in map(str.lower, c.aliases)
+               for c in linking.kept)
+
+
+def test_entities_fall_back_to_near_matches(local_kb) -> None:
+    linking = asyncio.run(entities.link(local_kb, "wiebke von carolsfeld"))
+    assert not linking.exact and "Q2568216" in {c.id for c in linking.kept}  # "Wiebke Carolsfeld"
+
+
+def test_relations_know_the_real_direction(local_kb) -> None:
+    linking = asyncio.run(entities.link(local_kb, "wiebke carolsfeld"))
+    by_entity = asyncio.run(relations.uses(local_kb, linking.kept))
+    # drafted the wrong way round: the director is really the value of P57
+    ranked = relations.options(Pattern("wiebke carolsfeld", "director", "?x"), linking, by_entity)
+    chosen = relations.obvious(ranked)
+    assert chosen is not None and (chosen.property.id, chosen.direction) == ("P57", "backward")
+
+
+def test_constraint_narrows_but_never_empties(local_kb) -> None:
+    found, runs = asyncio.run(answers.run_filters(local_kb, [
+        relations.Relation("Q1112288", "P20", "forward")]))  # Columbano Bordalo Pinheiro, place of death
+    assert {a.answer for a in found} == {"Q597"} and runs[0].n_statements == 1
+    notes: list[str] = []
+    kept = asyncio.run(answers.constrain(local_kb, found, Pattern("?x", "country", "portugal"), notes))
+    assert [a.answer for a in kept] == ["Q597"] and "kept 1 of 1" in notes[-1]
+    kept = asyncio.run(answers.constrain(local_kb, found, Pattern("?x", "country", "austria"), notes))
+    assert kept == found and "not applied" in notes[-1]
