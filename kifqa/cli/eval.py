@@ -13,7 +13,7 @@ from kifqa.api import open_pipeline
 from kifqa.cli.options import fail, load_settings, settings_options
 from kifqa.errors import KifqaError
 from kifqa.eval.datasets import GoldExtender, load_sqwd
-from kifqa.eval.run import Evaluation, evaluate
+from kifqa.eval.run import Evaluation, Scored, evaluate
 
 
 @click.command("eval")
@@ -31,8 +31,10 @@ def eval_(dataset: str, limit: int | None, concurrency: int, out: Path | None, c
     if name != "sqwd" or split not in ("valid", "train"):
         raise click.UsageError(f"unknown dataset {dataset!r}: use sqwd:valid or sqwd:train")
 
-    def progress(q, s) -> None:
-        sys.stderr.write(f"{q.id}\tF1={s.f1:.2f}\t{q.text}\n")
+    def progress(s: Scored) -> None:
+        t = s.result.trace
+        sys.stderr.write(f"{s.gold.id}\tF1={s.score.f1:.2f}\t{s.failure or 'ok'}\t{s.gold.text}\t"
+                         f"{' '.join(map(str, t.draft))}\t{t.error or ''}\n")
 
     async def run() -> Evaluation:
         questions = load_sqwd(settings.data_dir, split, limit=limit)

@@ -106,9 +106,10 @@ async def evaluate(pipeline: Pipeline, questions: list[GoldQuestion], extender: 
             result = await pipeline.answer(Question(q.id, q.text))
         expected = extender.gold(q)
         s = score({a.answer for a in result.answers}, expected)
+        scored = Scored(q, result, expected, s, classify(q, result, s))
         if progress is not None:
-            progress(q, s)
-        return Scored(q, result, expected, s, classify(q, result, s))
+            progress(scored)
+        return scored
 
     start = time.perf_counter()
     scored = await asyncio.gather(*(one(q) for q in questions))

@@ -24,9 +24,9 @@ class DraftError(ValueError):
 def grammar(question: str) -> str:
     """GBNF for the draft of ``question``: one main pattern with exactly one ``?x``, an optional
     constraint pattern ``(?x | predicate | entity)``, and known entities that are runs of the
-    question's own words (the draft cannot name something the question does not)."""
+    question's own words in any letter case (the draft cannot name what the question does not)."""
     grams = ngrams(question)
-    known = " | ".join(json.dumps(g, ensure_ascii=False) for g in grams) if grams else '"?"'
+    known = " | ".join(_any_case(g) for g in grams) if grams else '"?"'
     return "\n".join([
         'root ::= main ( "\\n" constraint )?',
         'main ::= "(" known " | " pred " | ?x)" | "(?x | " pred " | " known ")"',
@@ -36,13 +36,27 @@ def grammar(question: str) -> str:
     ])
 
 
+def _any_case(text: str) -> str:
+    """A GBNF sequence matching ``text`` in any letter case (the model may capitalise names)."""
+    parts = []
+    for ch in text:
+        up, low = ch.upper(), ch.lower()
+        if len(up) == len(low) == 1 and up != low:
+            parts.append(f"[{low}{up}]")
+        else:
+            parts.append(json.dumps(ch, ensure_ascii=False))
+    return "(" + " ".join(parts) + ")"
+
+
 def request(question: str, examples: list[Example], *, constrain: bool = True) -> ChatRequest:
-    """The draft request: a fixed system prompt (a shared, cacheable prefix), then the examples
-    and the question."""
-    shots = "\n\n".join(f"Q: {e.question}\nA: {e.draft}" for e in examples)
-    user = f"{shots}\n\nQ: {question}\nA:" if shots else f"Q: {question}\nA:"
+    """The draft request: the fixed system prompt (a shared, cacheable prefix), each example as a
+    user turn and the assistant's draft, then the question."""
+    messages = [Message("system", _SYSTEM)]
+    for e in examples:
+        messages += [Message("user", e.question), Message("assistant", e.draft)]
+    messages.append(Message("user", question))
     return ChatRequest(
-        messages=(Message("system", _SYSTEM), Message("user", user)),
+        messages=tuple(messages),
         grammar=grammar(question) if constrain else None,
         max_tokens=64,
     )

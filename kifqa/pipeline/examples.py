@@ -55,7 +55,9 @@ def sqwd_pool(data_dir: Path, *, split: str = "train", limit: int | None = None)
     """SimpleQuestions-Wikidata questions with their gold triple verbalised with labels.
 
     ``Pn`` rows ask for the value: ``(topic | property | ?x)``; ``Rn`` rows ask for the subject:
-    ``(?x | property | topic)``. Rows whose topic or property has no label are skipped.
+    ``(?x | property | topic)``. The topic is written as the question writes it when the question
+    contains its label or an alias (so the examples teach copying the name); rows whose topic or
+    property has no label are skipped.
     """
     base = Path(data_dir)
     path = base / "simplequestions-wikidata" / f"{split}_answerable.txt"
@@ -72,16 +74,28 @@ def sqwd_pool(data_dir: Path, *, split: str = "train", limit: int | None = None)
         if len(parts) != 4:
             continue
         topic, prop, _, question = parts
-        topic_label = (entity_labels.get(topic) or [None])[0]
+        names = entity_labels.get(topic) or []
         prop_label = property_labels.get("P" + prop[1:])
-        if not topic_label or not prop_label or not question.strip():
+        if not names or not prop_label or not question.strip():
             continue
+        topic_label = _as_written(question, names)
         draft = (f"({topic_label} | {prop_label} | {UNKNOWN})" if prop.startswith("P")
                  else f"({UNKNOWN} | {prop_label} | {topic_label})")
         pool.append(Example(question.strip(), draft))
         if limit is not None and len(pool) >= limit:
             break
     return pool
+
+
+def _as_written(question: str, names: list[str]) -> str:
+    """The first of ``names`` that ``question`` contains (ignoring case), spelt as in the question;
+    else the first name."""
+    folded = question.casefold()
+    for name in names:
+        at = folded.find(name.casefold())
+        if at >= 0 and len(folded) == len(question):
+            return question[at:at + len(name)]
+    return names[0]
 
 
 class RetrievedExamples(ExampleSource):
@@ -101,7 +115,7 @@ class RetrievedExamples(ExampleSource):
         self._matrix = self._embed_pool(cache_dir)
 
     def _embed_pool(self, cache_dir: Path | None) -> np.ndarray:
-        digest = hashlib.sha256("\n".join(f"{e.question}\t{e.draft}" for e in self.pool).encode())
+        digest = hashlib.sha256("\n".join(e.question for e in self.pool).encode())
         cache = cache_dir / f"pool-{self.MODEL}-{digest.hexdigest()[:16]}.npy" if cache_dir else None
         if cache is not None and cache.exists():
             return np.load(cache)

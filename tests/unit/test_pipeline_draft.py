@@ -31,8 +31,9 @@ def test_parse_rejects_malformed(text: str) -> None:
 def test_grammar_admits_only_the_questions_words() -> None:
     g = draft.grammar("What was Seymour Parker Gilbert's profession?")
     known = next(line for line in g.splitlines() if line.startswith("known ::="))
-    assert '"Seymour Parker Gilbert\'s"' in known and '"Seymour Parker Gilbert"' in known
-    assert '"profession"' in known and "?" not in known.split("::=")[1]
+    assert draft._any_case("Gilbert's") == '([gG] [iI] [lL] [bB] [eE] [rR] [tT] "\'" [sS])'
+    assert draft._any_case("Seymour Parker Gilbert") in known and draft._any_case("Gilbert") in known
+    assert draft._any_case("profession") in known and '"?"' not in known
 
 
 def test_request_puts_the_fixed_prompt_first() -> None:
@@ -40,5 +41,6 @@ def test_request_puts_the_fixed_prompt_first() -> None:
     a = draft.request("where was sasha vujačić born", shots)
     b = draft.request("who wrote hamlet", shots)
     assert a.messages[0] == b.messages[0] and a.messages[0].role == "system"
-    assert a.messages[1].content.endswith("Q: where was sasha vujačić born\nA:")
-    assert a.grammar and "vujačić" in a.grammar
+    assert [m.role for m in a.messages[1:3]] == ["user", "assistant"] and a.messages[2].content == shots[0].draft
+    assert a.messages[-1].content == "where was sasha vujačić born"
+    assert a.grammar and draft._any_case("vujačić") in a.grammar
