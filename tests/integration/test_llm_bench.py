@@ -1,0 +1,26 @@
+"""``kifqa bench llm`` end to end on the 0.5B model (slow: two passes over real llama.cpp)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from click.testing import CliRunner
+
+from kifqa.llm.bench import llm
+
+pytest.importorskip("xllamacpp")
+
+
+@pytest.mark.slow
+def test_the_prefix_cache_pays_off_on_a_few_shot_prompt() -> None:
+    result = CliRunner().invoke(llm, ["--model", "qwen2.5-coder-0.5b", "--questions", "2"])
+    assert result.exit_code == 0, result.output
+    tokens = int(re.search(r"prompt of ~(\d+) tokens", result.output).group(1))
+    assert 400 <= tokens <= 600
+    off = re.search(r"no prefix cache .*?(\d+)%", result.output).group(1)
+    on = re.search(r"\nprefix cache .*?(\d+)%", result.output).group(1)
+    assert off == "0" and int(on) > 80
+    ratios = result.output.split("ratio (on/off)")[1].splitlines()[0]
+    cpu = float(re.findall(r"([\d.]+)x", ratios)[-1])
+    assert cpu > 2  # CPU time per question: the cache's saving, whatever else runs on the machine

@@ -1,0 +1,81 @@
+"""The ``local`` backend with the real 0.5B model (llama.cpp in-process through xllamacpp)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from kifqa.config import Settings
+from kifqa.llm import ChatRequest, LocalLLM, Message
+
+pytest.importorskip("xllamacpp", reason="the local backend needs xllamacpp: pip install 'kifqa[local]'")
+
+MODEL = "qwen2.5-coder-0.5b"
+#: A test grammar for one line ``(subject, predicate, ?x)``.
+TRIPLE = r"""root ::= "(" term ", " term ", ?x)"
+term ::= [a-z0-9] [a-z0-9 .'-]{0,30}"""
+TRIPLE_LINE = re.compile(r"\([a-z0-9][a-z0-9 .'-]{0,30}, [a-z0-9][a-z0-9 .'-]{0,30}, \?x\)")
+SYSTEM = (
+    "Translate the question into a knowledge-graph triple (subject, predicate, ?x), where ?x is "
+    "the answer. Examples:\n"
+    "Q: where was james brown born\nA: (james brown, place of birth, ?x)\n"
+    "Q: what is the nationality of kim jong-un\nA: (kim jong-un, country of citizenship, ?x)\n"
+    "Q: what genre is the album thriller\nA: (thriller, genre, ?x)"
+)
+
+
+def ask(question: str, *, grammar: str | None = TRIPLE) -> ChatRequest:
+    return ChatRequest(messages=(Message("system", SYSTEM), Message("user", question)), grammar=grammar,
+                       max_tokens=32)
+
+
+@pytest.fixture(scope="module")
+def llm() -> Iterator[LocalLLM]:
+    model = LocalLLM(model=MODEL, cache_dir=Settings().cache_dir, parallel=2, context=1024)
+    model.load()
+    yield model
+    asyncio.run(model.aclose())
+
+
+def test_answers_a_question_with_a_grammar_valid_triple(llm: LocalLLM) -> None:
+    (done,) = llm.generate([ask("who wrote the novel dracula")])
+    assert done.ok, done.error
+    assert TRIPLE_LINE.fullmatch(done.text), done.text
+    assert "dracula" in done.text
+    assert done.usage.prompt_tokens > 80 and 0 < done.usage.completion_tokens <= 32
+    assert done.usage.latency_s > 0 and done.usage.generation_s > 0
+
+
+def test_concurrent_requests_all_complete_and_share_the_prefix(llm: LocalLLM) -> None:
+    questions = ["where was alan turing born", "what is the capital of peru", "who directed the film alien",
+                 "which country is porto in"]
+
+    async def main() -> list:
+        return await asyncio.gather(*(llm.agenerate([ask(q)]) for q in questions))
+
+    results = [batch[0] for batch in asyncio.run(main())]
+    assert all(r.ok for r in results), [r.error for r in results]
+    assert all(TRIPLE_LINE.fullmatch(r.text) for r in results), [r.text for r in results]
+    assert sum(r.usage.cached_prompt_tokens > 80 for r in results) >= 2  # the few-shot prefix is reused
+
+
+def test_a_bad_request_fails_alone(llm: LocalLLM) -> None:
+    bad, good = llm.generate([ask("q", grammar='root ::= ("unclosed'), ask("where was einstein born")])
+    assert not bad.ok and "failed to parse grammar" in bad.error
+    assert good.ok and TRIPLE_LINE.fullmatch(good.text)
+
+
+def test_a_late_answer_becomes_a_timeout_error(llm: LocalLLM, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(llm, "timeout_s", 0.05)
+    short = ChatRequest(messages=(Message("user", "say hello"),), max_tokens=8)
+    start = time.perf_counter()
+    late = llm.generate([short, short])
+    assert time.perf_counter() - start < 1.0
+    assert all(not r.ok and "no answer within 0.05 s" in r.error for r in late)
+    monkeypatch.setattr(llm, "timeout_s", 60.0)
+    (done,) = llm.generate([ask("where was alan turing born")])  # waits for the late ones' slots
+    assert done.ok, done.error

@@ -1,0 +1,125 @@
+"""The ``vllm`` backend against a stand-in ``vllm`` package (tests/fake_vllm) with vLLM's API."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kifqa.config import LLMSettings, Settings
+from kifqa.errors import LLMError
+from kifqa.llm import ChatRequest, Message, VllmLLM, open_llm
+
+FAKE_VLLM = Path(__file__).resolve().parents[1] / "fake_vllm"
+GRAMMAR = 'root ::= "(" [a-z ]+ " | " [a-z ]+ " | ?x)"'
+
+
+def _forget_vllm() -> None:
+    for name in [m for m in sys.modules if m == "vllm" or m.startswith("vllm.")]:
+        del sys.modules[name]
+
+
+@pytest.fixture()
+def fake_vllm(monkeypatch: pytest.MonkeyPatch) -> Iterator[type]:
+    """The fake package on ``sys.path``; yields its engine class (which lists its instances)."""
+    _forget_vllm()
+    monkeypatch.syspath_prepend(str(FAKE_VLLM))
+    from vllm import AsyncLLMEngine
+
+    AsyncLLMEngine.instances.clear()
+    yield AsyncLLMEngine
+    _forget_vllm()
+
+
+def ask(text: str, *, grammar: str | None = None, system: str = "Few-shot prefix shared by all.") -> ChatRequest:
+    return ChatRequest(messages=(Message("system", system), Message("user", text)), grammar=grammar, max_tokens=12)
+
+
+def test_generates_with_greedy_grammar_constrained_sampling(fake_vllm: type) -> None:
+    llm = VllmLLM(model="qwen2.5-coder-1.5b", context=2048, engine_options={"gpu_memory_utilization": 0.5})
+    try:
+        constrained, free = llm.generate([ask("who directed alien", grammar=GRAMMAR), ask("hello there")])
+    finally:
+        asyncio.run(llm.aclose())
+    assert constrained.ok and constrained.text == "(fake | grammar | ?x)"
+    assert free.ok and free.text == "echo: hello there"
+    (engine,) = fake_vllm.instances
+    args = engine.engine_args
+    assert (args.model, args.max_model_len, args.enable_prefix_caching, args.gpu_memory_utilization) == (
+        "Qwen/Qwen2.5-Coder-1.5B-Instruct", 2048, True, 0.5)
+    by_text = {prompt.split("user\n")[-1].split("<|im_end|>")[0]: params for prompt, params, _ in engine.requests}
+    params = by_text["who directed alien"]
+    assert params.temperature == 0.0 and params.max_tokens == 12 and params.output_kind.name == "FINAL_ONLY"
+    assert params.structured_outputs.grammar == GRAMMAR
+    assert by_text["hello there"].structured_outputs is None
+    prompt = engine.requests[0][0]
+    assert prompt.startswith("<|im_start|>system\nFew-shot prefix") and prompt.endswith("<|im_start|>assistant\n")
+    assert engine.is_shut_down
+    assert llm.identity == "vllm:Qwen/Qwen2.5-Coder-1.5B-Instruct"
+
+
+def test_reports_tokens_and_prefix_cache_hits(fake_vllm: type) -> None:
+    llm = VllmLLM(model="some/model")
+    try:
+        (first,) = llm.generate([ask("what is the capital of peru")])
+        (second,) = llm.generate([ask("who wrote dracula")])  # a second call: a new caller loop
+    finally:
+        asyncio.run(llm.aclose())
+    assert first.usage.cached_prompt_tokens == 0
+    assert first.usage.prompt_tokens > second.usage.cached_prompt_tokens > 0
+    assert second.usage.completion_tokens == len("echo: who wrote dracula".split())
+    assert len(fake_vllm.instances) == 1  # one engine for both calls
+
+
+def test_concurrent_callers_are_batched_on_one_engine(fake_vllm: type) -> None:
+    llm = VllmLLM(model="m")
+
+    async def main() -> list[list[str]]:
+        try:
+            batches = await asyncio.gather(*(llm.agenerate([ask(f"q{b}-{i}") for i in range(4)]) for b in range(3)))
+        finally:
+            await llm.aclose()
+        return [[c.text for c in batch] for batch in batches]
+
+    assert asyncio.run(main()) == [[f"echo: q{b}-{i}" for i in range(4)] for b in range(3)]
+    (engine,) = fake_vllm.instances
+    assert engine.max_running == 12
+
+
+def test_a_failing_or_late_request_is_an_error_for_that_request_only(fake_vllm: type) -> None:
+    llm = VllmLLM(model="m", timeout_s=0.5)
+    start = time.perf_counter()
+    try:
+        bad, late, good = llm.generate([ask("please RAISE"), ask("a SLOW one"), ask("fine")])
+    finally:
+        asyncio.run(llm.aclose())
+    assert time.perf_counter() - start < 3.0
+    assert not bad.ok and "ValueError: the fake engine was asked to fail" in bad.error
+    assert not late.ok and "no answer within 0.5 s" in late.error
+    assert good.ok and good.text == "echo: fine"
+
+
+def test_open_llm_builds_the_vllm_backend(fake_vllm: type) -> None:
+    llm = open_llm(Settings(llm=LLMSettings(backend="vllm", model="org/model", context=1024,
+                                            extra={"enforce_eager": True})))
+    try:
+        (done,) = llm.generate([ask("q")])
+    finally:
+        asyncio.run(llm.aclose())
+    assert done.ok and isinstance(llm, VllmLLM)
+    assert fake_vllm.instances[0].engine_args.enforce_eager is True
+
+
+def test_without_vllm_the_error_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    _forget_vllm()
+    monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm raises ImportError
+    llm = VllmLLM(model="m")
+    try:
+        with pytest.raises(LLMError, match=r"pip install 'kifqa\[vllm\]'"):
+            llm.generate([ask("q")])
+    finally:
+        asyncio.run(llm.aclose())

@@ -1,0 +1,46 @@
+"""Reading chat-completions answers as llama.cpp, vLLM and OpenAI write them."""
+
+from __future__ import annotations
+
+from kifqa.llm.wire import parse_completion
+
+
+def answer(**extra: object) -> dict:
+    return {"choices": [{"index": 0, "message": {"role": "assistant", "content": "(a | b | ?x)"}}]} | extra
+
+
+def test_llama_cpp_usage_and_timings() -> None:
+    done = parse_completion(answer(
+        usage={"prompt_tokens": 422, "completion_tokens": 9, "prompt_tokens_details": {"cached_tokens": 413}},
+        timings={"cache_n": 413, "prompt_n": 9, "prompt_ms": 250.0, "predicted_n": 9, "predicted_ms": 450.0},
+    ), latency_s=0.8)
+    assert done.text == "(a | b | ?x)"
+    u = done.usage
+    assert (u.prompt_tokens, u.completion_tokens, u.cached_prompt_tokens) == (422, 9, 413)
+    assert (u.prompt_s, u.generation_s, u.latency_s) == (0.25, 0.45, 0.8)
+
+
+def test_cache_hits_from_timings_when_usage_lacks_them() -> None:
+    done = parse_completion(answer(usage={"prompt_tokens": 50, "completion_tokens": 3}, timings={"cache_n": 40}),
+                            latency_s=0.1)
+    assert done.usage.cached_prompt_tokens == 40
+
+
+def test_plain_openai_usage() -> None:
+    done = parse_completion(answer(usage={"prompt_tokens": 50, "completion_tokens": 3, "total_tokens": 53}),
+                            latency_s=0.1)
+    assert (done.usage.prompt_tokens, done.usage.cached_prompt_tokens, done.usage.prompt_s) == (50, 0, 0.0)
+
+
+def test_missing_usage_is_zero_not_an_error() -> None:
+    done = parse_completion(answer(), latency_s=0.1)
+    assert done.ok and done.usage.prompt_tokens == 0
+
+
+def test_errors_and_malformed_answers() -> None:
+    error = parse_completion({"error": {"message": "boom", "code": 400}}, latency_s=0).error
+    assert error == "server error: boom (code 400)"
+    assert parse_completion({"error": "plain"}, latency_s=0).error == "server error: plain"
+    assert "no choices" in parse_completion({"choices": None}, latency_s=0).error
+    assert "no message content" in parse_completion({"choices": [{"message": {"content": None}}]}, latency_s=0).error
+    assert "expected a JSON object" in parse_completion("text", latency_s=0).error
