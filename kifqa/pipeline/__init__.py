@@ -97,7 +97,7 @@ class Pipeline:
             if not ranked:
                 raise StepError(f"no statements about {', '.join(trace.entities)}")
             trace.options = [r for o in ranked for r in o.relations()]
-            chosen = relations.obvious(ranked) if linking.exact else (ranked[0] if len(ranked) == 1 else None)
+            chosen = relations.obvious(ranked)
             if chosen is None:
                 shown = ranked[: s.max_options]
                 out = await rec.generate(self.llm, relations.request(question.text, main, shown))

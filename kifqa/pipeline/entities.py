@@ -5,14 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kifqa.kb.base import Candidate, KnowledgeBase
-from kifqa.pipeline.text import normalize, relaxed
+from kifqa.pipeline.text import name_key, relaxed
 
 
 @dataclass(frozen=True)
 class Linking:
     """What the search found for a label and which candidates are kept.
 
-    ``exact`` is true when the kept entities are all named exactly by the label (or an alias):
+    ``exact`` is true when the kept entities are all named exactly by the label (or an alias;
+    case, punctuation and a leading article aside):
     the question cannot tell them apart by name, so all of them go on and the relation step's
     evidence (which of them has a fitting property) decides. Otherwise the kept ones are the best
     near matches, and the relation step's model call chooses among them too.
@@ -36,8 +37,8 @@ async def link(kb: KnowledgeBase, label: str, *, limit: int = 50, max_kept: int 
         query, candidates = form, await kb.search_entities(form, limit=limit)
         if candidates:
             break
-    wanted = normalize(label)
-    exact = [c for c in candidates if any(normalize(n) == wanted for n in names(c))]
+    wanted = name_key(label)
+    exact = [c for c in candidates if any(name_key(n) == wanted for n in names(c))]
     if exact:
         return Linking(query, candidates, exact[:max_kept], True)
     return Linking(query, candidates, candidates[:max_near], False)

@@ -23,6 +23,9 @@ class Option:
     entities: tuple[Candidate, ...]
     property: Candidate
     direction: Direction
+    #: How well the property names the draft's predicate (:func:`similarity`).
+    match: float
+    #: ``match`` adjusted for direction and entity rank: the order options are shown in.
     score: float
 
     def relations(self) -> list[Relation]:
@@ -48,8 +51,10 @@ async def uses(kb: KnowledgeBase, entities: list[Candidate]) -> dict[str, list[P
 def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[PropertyUse]]) -> list[Option]:
     """The ways to answer, best first by how well the property names the draft's predicate (and
     whether its direction agrees with the draft). Exactly-named entities share one option per
-    (property, direction); near matches get options of their own."""
+    (property, direction); near matches get options of their own, and the search's order among
+    them breaks ties (the better-named entity first)."""
     groups: dict[tuple, tuple[list[Candidate], PropertyUse]] = {}
+    rank = {e.id: i for i, e in enumerate(linking.kept)}
     for entity in linking.kept:
         for use in by_entity.get(entity.id, []):
             key = (use.property.id, use.direction) if linking.exact else (entity.id, use.property.id, use.direction)
@@ -57,9 +62,10 @@ def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[Proper
             members.append(entity)
     out = []
     for members, use in groups.values():
-        score = similarity(pattern.predicate, use.property.label, use.property.aliases)
-        score += 0.05 if use.direction == pattern.direction else 0.0
-        out.append(Option(tuple(members), use.property, use.direction, score))
+        match = similarity(pattern.predicate, use.property.label, use.property.aliases)
+        score = match + (0.05 if use.direction == pattern.direction else 0.0)
+        score -= 0.0 if linking.exact else 0.01 * rank[members[0].id]
+        out.append(Option(tuple(members), use.property, use.direction, match, score))
     out.sort(key=lambda o: -o.score)
     return out
 
@@ -67,10 +73,10 @@ def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[Proper
 def obvious(ranked: list[Option]) -> Option | None:
     """The option to take without asking the model: the only one, or the best of those whose
     property the draft's predicate names exactly, when it is strictly best (a label beats an
-    alias; then the draft's direction breaks the tie)."""
+    alias; then the draft's direction, then the search's order of near-match entities)."""
     if len(ranked) == 1:
         return ranked[0]
-    exact = [o for o in ranked if o.score >= ALIAS_MATCH]
+    exact = [o for o in ranked if o.match >= ALIAS_MATCH]
     if len(exact) == 1 or (exact and exact[0].score > exact[1].score):
         return exact[0]
     return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -15,6 +16,15 @@ def normalize(text: str) -> str:
     """Lower-case, NFKC, punctuation to spaces, spaces collapsed."""
     text = unicodedata.normalize("NFKC", text).casefold()
     return " ".join(_WORD.findall(text))
+
+
+def name_key(text: str) -> str:
+    """What makes two names the same name: :func:`normalize` without a leading article."""
+    norm = normalize(text)
+    for article in _ARTICLES:
+        if norm.startswith(article):
+            return norm[len(article):]
+    return norm
 
 
 def words(text: str) -> list[str]:
@@ -67,7 +77,8 @@ LABEL_MATCH, ALIAS_MATCH = 1.0, 0.9
 
 def similarity(text: str, label: str, aliases: Iterable[str] = ()) -> float:
     """How well ``text`` names a thing: :data:`LABEL_MATCH` for its label, :data:`ALIAS_MATCH` for one
-    of its aliases (after normalisation), else the best content-word overlap, scaled below 0.8."""
+    of its aliases (after normalisation), else the best of content-word overlap and spelling
+    similarity (typos: "chid" for "child"), scaled below 0.8."""
     norm = normalize(text)
     if normalize(label) == norm:
         return LABEL_MATCH
@@ -76,4 +87,6 @@ def similarity(text: str, label: str, aliases: Iterable[str] = ()) -> float:
         return ALIAS_MATCH
     toks = tokens(text)
     overlaps = [len(toks & other) / len(toks | other) for other in map(tokens, names) if toks and other]
-    return 0.8 * max(overlaps, default=0.0)
+    spelling = [difflib.SequenceMatcher(None, " ".join(sorted(toks)), " ".join(sorted(tokens(n)))).ratio()
+                for n in names]
+    return 0.8 * max(overlaps + spelling, default=0.0)

@@ -4,7 +4,7 @@ from kifqa.kb.base import Candidate, PropertyUse
 from kifqa.model import Pattern
 from kifqa.pipeline import relations
 from kifqa.pipeline.entities import Linking
-from kifqa.pipeline.text import normalize, ngrams, relaxed, similarity
+from kifqa.pipeline.text import name_key, ngrams, normalize, relaxed, similarity
 
 BROWN_1 = Candidate("Q5950", "James Brown", ("Mr. Dynamite",), "American musician", 10.0)
 BROWN_2 = Candidate("Q6130343", "James Brown", (), "", 10.0)
@@ -15,6 +15,7 @@ P175 = Candidate("P175", "performer", (), "")
 
 def test_text_helpers() -> None:
     assert normalize("  James  BROWN's! ") == "james brown's"
+    assert name_key("The Sheltering Sky") == name_key("sheltering sky")
     assert "sasha vujačić" in ngrams("where was sasha vujačić born")
     assert relaxed("The Beatles's") == ["beatles"] or "beatles" in relaxed("The Beatles's")
     assert similarity("place of birth", "place of birth", ["born in"]) == 1.0
@@ -43,6 +44,25 @@ def test_a_label_beats_an_alias() -> None:
     by_entity = {BROWN_1.id: [PropertyUse(p27, "forward"), PropertyUse(p17, "forward")]}
     ranked = relations.options(Pattern("james brown", "country", "?x"), _linking(BROWN_1), by_entity)
     assert relations.obvious(ranked).property.id == "P17"
+
+
+def test_near_matches_prefer_the_better_named_entity() -> None:
+    sky = Candidate("Q1988792", "The Sheltering Sky")
+    vanilla = Candidate("Q110278", "Vanilla Sky")
+    genre = Candidate("P136", "genre")
+    by_entity = {sky.id: [PropertyUse(genre, "forward")], vanilla.id: [PropertyUse(genre, "forward")]}
+    linking = Linking("sheltering sky", [sky, vanilla], [sky, vanilla], False)
+    ranked = relations.options(Pattern("sheltering sky", "genre", "?x"), linking, by_entity)
+    assert [o.entities[0].id for o in ranked] == [sky.id, vanilla.id]
+    assert relations.obvious(ranked).entities == (sky,)
+
+
+def test_typos_still_rank_the_intended_property_first() -> None:
+    p40 = Candidate("P40", "child", ("has child",))
+    p50 = Candidate("P50", "author", ("writer",))
+    by_entity = {BROWN_1.id: [PropertyUse(p50, "backward"), PropertyUse(p40, "forward")]}
+    ranked = relations.options(Pattern("?x", "chid of", "james brown"), _linking(BROWN_1), by_entity)
+    assert ranked[0].property.id == "P40" and relations.obvious(ranked) is None
 
 
 def test_vague_predicate_goes_to_the_model_with_numbered_options() -> None:
