@@ -1,4 +1,9 @@
-"""``kifqa eval``: answer a gold dataset and score it with the KIF-QA paper's metrics."""
+"""``kifqa eval``: answer a gold dataset and score it with the KIF-QA paper's metrics.
+
+Three ways to get the answers, one scoring path: in-process (default), the batch job (``--batch``,
+into the ``--out`` run folder) or an existing batch run folder (``--run DIR``). ``--compare A B``
+sets two scored folders side by side.
+"""
 
 from __future__ import annotations
 
@@ -9,47 +14,117 @@ from pathlib import Path
 
 import click
 
-from kifqa.api import open_pipeline
 from kifqa.cli.options import fail, load_settings, settings_options
+from kifqa.config import Settings
 from kifqa.errors import KifqaError
-from kifqa.eval.datasets import GoldExtender, load_sqwd
-from kifqa.eval.run import Evaluation, Scored, evaluate
 
 
 @click.command("eval")
 @click.option("--dataset", default="sqwd:valid", show_default=True,
-              help="sqwd:valid or sqwd:train (SimpleQuestions-Wikidata, answerable questions).")
+              help="sqwd:valid, sqwd:train (SimpleQuestions-Wikidata, answerable questions), sdbqa:valid "
+                   "(SimpleDBpediaQA), or a gold file (JSONL/CSV/TSV/Parquet with question and answers columns).")
 @click.option("--limit", type=int, help="Only the first N questions.")
-@click.option("--concurrency", type=int, default=1, show_default=True, help="Questions in flight at once.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="Write metrics.json and questions.jsonl here.")
+@click.option("--concurrency", type=int, default=1, show_default=True, help="Questions in flight at once (in-process).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="Write metrics.json, questions.jsonl, report.md and plots here (with --batch: the run folder).")
+@click.option("--batch", is_flag=True, help="Answer with the Ray batch job (kifqa run) into --out, then score it.")
+@click.option("--run", "run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Score an existing batch run folder (answers/, traces/); writes into it unless --out is given.")
+@click.option("--compare", nargs=2, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              metavar="RUN_A RUN_B", help="Compare two scored folders (or batch run folders, scored on --dataset).")
+@click.option("--show", type=int, default=20, show_default=True, help="--compare: questions listed per direction.")
+@click.option("--report/--no-report", default=True, show_default=True, help="Write report.md and plots with --out.")
 @settings_options
-def eval_(dataset: str, limit: int | None, concurrency: int, out: Path | None, config: Path | None,
+def eval_(dataset: str, limit: int | None, concurrency: int, out: Path | None, batch: bool, run_dir: Path | None,
+          compare: tuple[Path, Path] | None, show: int, report: bool, config: Path | None,
           kb: str | None, model: str | None, examples: str | None) -> None:
-    """Answer DATASET in-process and print precision, recall, F1, failure classes and costs."""
+    """Answer DATASET (or read a run) and print precision, recall, F1, linking accuracy, failure classes and costs."""
+    if sum(bool(x) for x in (batch, run_dir, compare)) > 1:
+        raise click.UsageError("use one of --batch, --run and --compare")
+    if batch and out is None:
+        raise click.UsageError("--batch needs --out (the run folder)")
     settings = load_settings(config, kb, model, examples)
-    name, _, split = dataset.partition(":")
-    if name != "sqwd" or split not in ("valid", "train"):
-        raise click.UsageError(f"unknown dataset {dataset!r}: use sqwd:valid or sqwd:train")
-
-    def progress(s: Scored) -> None:
-        t = s.result.trace
-        sys.stderr.write(f"{s.gold.id}\tF1={s.score.f1:.2f}\t{s.failure or 'ok'}\t{s.gold.text}\t"
-                         f"{' '.join(map(str, t.draft))}\t{t.error or ''}\n")
-
-    async def run() -> Evaluation:
-        questions = load_sqwd(settings.data_dir, split, limit=limit)
-        async with open_pipeline(settings=settings) as pipeline:
-            evaluation = await evaluate(pipeline, questions, GoldExtender(settings.data_dir),
-                                        concurrency=concurrency, progress=progress)
-        evaluation.extra = {"dataset": dataset, "model": settings.llm.model, "kb": settings.kb.spec,
-                            "examples": f"{settings.examples.mode} k={settings.examples.k}",
-                            "concurrency": concurrency}
-        return evaluation
-
     try:
-        evaluation = asyncio.run(run())
+        if compare:
+            _compare(settings, dataset, compare, out, show)
+            return
+        evaluation = _evaluate(settings, dataset, limit, concurrency, out, batch, run_dir)
     except KifqaError as err:
         raise fail(err) from err
+    target = out or run_dir
+    if target is not None:
+        evaluation.write(target, report=report)
+    click.echo(json.dumps(evaluation.metrics(), indent=2, ensure_ascii=False))
+
+
+def _evaluate(settings: Settings, dataset: str, limit: int | None, concurrency: int, out: Path | None, batch: bool,
+              run_dir: Path | None):
+    from kifqa.eval.datasets import GoldExtender, load_gold
+    from kifqa.eval.run import Evaluation, Scored, evaluate, evaluate_batch, evaluate_run
+
+    extender = GoldExtender(settings.data_dir)
+    about = {"dataset": dataset, "model": settings.llm.model, "kb": settings.kb.spec,
+             "examples": f"{settings.examples.mode} k={settings.examples.k}"}
+    if run_dir is not None:
+        evaluation = evaluate_run(run_dir, load_gold(dataset, settings.data_dir), extender, limit=limit)
+        evaluation.extra = {"dataset": dataset, **_run_about(run_dir), **evaluation.extra}
+        if not evaluation.scored:
+            raise click.ClickException(f"no question of {dataset} is in the run {run_dir} (do the ids match?)")
+        return evaluation
+    questions = load_gold(dataset, settings.data_dir, limit=limit)
+    if batch:
+        assert out is not None
+        evaluation = evaluate_batch(settings, questions, extender, out)
+        evaluation.extra = {**about, **evaluation.extra}
+        return evaluation
+
+    from kifqa.api import open_pipeline
+
+    def progress(s: Scored) -> None:
+        t = s.trace
+        draft = " ".join(f"({p['subject']} | {p['predicate']} | {p['object']})" for p in t.get("draft") or [])
+        sys.stderr.write(f"{s.gold.id}\tF1={s.score.f1:.2f}\t{s.failure or 'ok'}\t{s.gold.text}\t"
+                         f"{draft}\t{t.get('error') or ''}\n")
+
+    async def run() -> Evaluation:
+        async with open_pipeline(settings=settings) as pipeline:
+            return await evaluate(pipeline, questions, extender, concurrency=concurrency, progress=progress)
+
+    evaluation = asyncio.run(run())
+    evaluation.extra = {**about, "concurrency": concurrency}
+    return evaluation
+
+
+def _run_about(run_dir: Path) -> dict[str, str]:
+    """Model, KB and examples of a batch run, from its manifest's settings."""
+    try:
+        config = json.loads((run_dir / "manifest.json").read_text()).get("config") or {}
+    except (OSError, ValueError):
+        return {}
+    examples = config.get("examples") or {}
+    return {"model": (config.get("llm") or {}).get("model", ""), "kb": (config.get("kb") or {}).get("spec", ""),
+            "examples": f"{examples.get('mode', '')} k={examples.get('k', '')}" if examples else ""}
+
+
+def _compare(settings: Settings, dataset: str, folders: tuple[Path, Path], out: Path | None, show: int) -> None:
+    from kifqa.eval.compare import compare, load_scored, render
+
+    loaded = []
+    for folder in folders:
+        if (folder / "questions.jsonl").is_file():
+            loaded.append(load_scored(folder))
+        else:  # a batch run folder that was never scored: score it on --dataset
+            from kifqa.eval.datasets import GoldExtender, load_gold
+            from kifqa.eval.run import evaluate_run
+
+            evaluation = evaluate_run(folder, load_gold(dataset, settings.data_dir), GoldExtender(settings.data_dir))
+            evaluation.extra = {"dataset": dataset, **evaluation.extra}
+            rows = {s.gold.id: {k: v for k, v in s.row().items() if k != "trace"} for s in evaluation.scored}
+            loaded.append((evaluation.metrics(), rows))
+    result = compare(loaded[0], loaded[1], names=(str(folders[0]), str(folders[1])))
+    text = render(result, show=show)
     if out is not None:
-        evaluation.write(out)
-    click.echo(json.dumps(evaluation.metrics(), indent=2))
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "compare.md").write_text(text)
+        (out / "compare.json").write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    click.echo(text)

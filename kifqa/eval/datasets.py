@@ -1,36 +1,124 @@
-"""Evaluation datasets: questions with their gold triple and answers."""
+"""Evaluation datasets: questions with their gold triple and answers.
+
+Three sources, one record (:class:`GoldQuestion`):
+
+- SimpleQuestions-Wikidata (:func:`load_sqwd`): ``topic, Pn|Rn, answer, question``; ``Rn`` means
+  the question asks for the statement's subject.
+- SimpleDBpediaQA (:func:`load_simpledbpediaqa`): a subject IRI and a list of alternative
+  predicates (IRI, direction, optional class constraint); no answer objects.
+- Any corpus with gold answers (:func:`load_gold_file`): JSONL, CSV/TSV or Parquet with a question
+  column, an answers column and, optionally, the gold topic entity and property.
+
+:func:`load_gold` turns a dataset spec (``sqwd:valid``, ``sdbqa:valid``, a file path) into questions.
+"""
 
 from __future__ import annotations
 
+import csv
 import json
+import re
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import unquote
 
 from kifqa.errors import DataError
 from kifqa.pipeline.text import normalize
+
+Direction = Literal["forward", "backward"]
+
+#: The label the Wikidata crawls put where an item had none (not a name; see ``kifqa.kb.data``).
+NO_LABEL = "no label defined"
+
+_SQWD_PROPERTY = re.compile(r"[PR][1-9][0-9]*")
+_WIKIDATA_ENTITY = "http://www.wikidata.org/entity/"
+
+
+@dataclass(frozen=True)
+class GoldRelation:
+    """One acceptable (property, direction) for a question's topic entity. ``forward``: the topic
+    is the statement's subject; ``backward``: it is the statement's value (the question asks for
+    the subject). ``constraint`` is a class the answers must belong to (SimpleDBpediaQA)."""
+
+    property: str
+    direction: Direction
+    constraint: str | None = None
 
 
 @dataclass(frozen=True)
 class GoldQuestion:
     """A question with its gold topic entity, property (``Pn``, or ``Rn`` when the question asks
-    for the subject) and answer."""
+    for the subject) and answer.
+
+    Datasets other than SimpleQuestions-Wikidata fill what they have: ``answers`` (all gold
+    answers), ``alternatives`` (acceptable relations, any one is right), ``dataset`` (its name).
+    Empty strings mean "not known".
+    """
 
     id: str
     text: str
     topic: str
     property: str
     answer: str
+    answers: tuple[str, ...] = ()
+    alternatives: tuple[GoldRelation, ...] = ()
+    dataset: str = ""
 
     @property
     def pid(self) -> str:
-        return "P" + self.property[1:]
+        """``Pn`` for SimpleQuestions' ``Pn``/``Rn``; other properties as they are."""
+        return "P" + self.property[1:] if self.sqwd_style else self.property
 
     @property
     def inverse(self) -> bool:
-        return self.property.startswith("R")
+        """True when the question asks for the statement's subject."""
+        if self.sqwd_style:
+            return self.property.startswith("R")
+        return bool(self.alternatives) and self.alternatives[0].direction == "backward"
 
+    @property
+    def sqwd_style(self) -> bool:
+        """True when ``property`` is SimpleQuestions-Wikidata's ``Pn``/``Rn``."""
+        return bool(_SQWD_PROPERTY.fullmatch(self.property))
+
+    @property
+    def relations(self) -> tuple[GoldRelation, ...]:
+        """The acceptable (property, direction) pairs (empty when the dataset has none)."""
+        if self.alternatives:
+            return self.alternatives
+        if self.sqwd_style:
+            return (GoldRelation(self.pid, "backward" if self.inverse else "forward"),)
+        if self.property:
+            return (GoldRelation(self.property, "forward"),)
+        return ()
+
+    @property
+    def gold_answers(self) -> frozenset[str]:
+        """The answers the dataset itself gives (not extended)."""
+        return frozenset(a for a in (self.answer, *self.answers) if a)
+
+
+def same_id(a: str, b: str) -> bool:
+    """True when two KB ids name the same thing: compact Wikidata ids and their entity IRIs,
+    percent-encoded and plain IRIs, with or without angle brackets."""
+    return canonical_id(a) == canonical_id(b)
+
+
+def canonical_id(x: str) -> str:
+    x = unquote(x.strip().removeprefix("<").removesuffix(">"))
+    return x.removeprefix(_WIKIDATA_ENTITY)
+
+
+def iri_name(iri: str) -> str:
+    """A readable name from an IRI's local part: ``.../Clyde,_Missouri`` → ``Clyde, Missouri``."""
+    local = re.split(r"[/#]", canonical_id(iri).rstrip("/"))[-1]
+    return local.replace("_", " ")
+
+
+# --- SimpleQuestions-Wikidata ---------------------------------------------------------------------
 
 def load_sqwd(data_dir: Path, split: str = "valid", *, limit: int | None = None) -> list[GoldQuestion]:
     """SimpleQuestions-Wikidata ``{split}_answerable.txt``: ``topic, property, answer, question``."""
@@ -45,27 +133,193 @@ def load_sqwd(data_dir: Path, split: str = "valid", *, limit: int | None = None)
         if len(parts) != 4:
             raise DataError(f"{path}:{n + 1}: expected 4 tab-separated columns")
         topic, prop, ans, text = parts
-        out.append(GoldQuestion(f"sqwd-{split}-{n}", text.strip(), topic, prop, ans))
+        out.append(GoldQuestion(f"sqwd-{split}-{n}", text.strip(), topic, prop, ans, dataset=f"sqwd:{split}"))
     return out
 
 
+# --- SimpleDBpediaQA --------------------------------------------------------------------------------
+
+def load_simpledbpediaqa(data_dir: Path, split: str = "valid", *, limit: int | None = None,
+                         path: Path | None = None) -> list[GoldQuestion]:
+    """SimpleDBpediaQA ``simpledbpediaqa/{split}.json`` (or ``path``): ``{"Questions": [{"ID",
+    "Query", "Subject", "PredicateList": [{"Predicate", "Direction", "Constraint"}]}]}``.
+
+    The predicates of a question are alternatives (any one answers it); ``property`` is the first.
+    """
+    path = Path(path) if path else Path(data_dir) / "simpledbpediaqa" / f"{split}.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise DataError(f"cannot read {path} ({err}); set KIFQA_DATA_DIR") from err
+    rows = data.get("Questions") if isinstance(data, dict) else None
+    if not isinstance(rows, list):
+        raise DataError(f"{path}: expected an object with a 'Questions' list")
+    out = []
+    for n, row in enumerate(rows[:limit] if limit else rows):
+        try:
+            alternatives = tuple(
+                GoldRelation(p["Predicate"], _direction(p["Direction"]), p.get("Constraint") or None)
+                for p in row["PredicateList"])
+            out.append(GoldQuestion(
+                f"sdbqa-{split}-{row['ID']}", str(row["Query"]).strip(), row["Subject"],
+                alternatives[0].property if alternatives else "", "", alternatives=alternatives,
+                dataset=f"sdbqa:{split}"))
+        except (KeyError, TypeError, ValueError) as err:
+            raise DataError(f"{path}: question {n + 1} is malformed ({type(err).__name__}: {err})") from err
+    return out
+
+
+def _direction(text: Any) -> Direction:
+    d = str(text).strip().lower()
+    if d not in ("forward", "backward"):
+        raise ValueError(f"direction must be forward or backward, not {text!r}")
+    return d  # type: ignore[return-value]
+
+
+# --- any corpus with gold answers ------------------------------------------------------------------
+
+#: Column names read by :func:`load_gold_file` (the first one present wins).
+ID_COLUMNS = ("id", "question_id")
+QUESTION_COLUMNS = ("question", "text", "query")
+ANSWER_COLUMNS = ("answers", "answer", "gold")
+TOPIC_COLUMNS = ("topic", "subject", "entity")
+PROPERTY_COLUMNS = ("property", "predicate", "relation")
+
+
+def load_gold_file(path: str | Path, *, limit: int | None = None) -> list[GoldQuestion]:
+    """A corpus with gold answers: JSONL (``.jsonl``), CSV/TSV (``.csv``, ``.tsv``) or Parquet.
+
+    Columns: ``question``, ``answers`` (a list; in CSV a JSON list or ``|``-separated ids) and
+    optionally ``id`` (else ``q000001``... by row, as ``kifqa run`` numbers them), ``topic`` (the
+    gold topic entity), ``property`` (``Pn``/``Rn``, or any property id with ``direction``
+    ``forward``/``backward``).
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    try:
+        if suffix in (".jsonl", ".ndjson"):
+            rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        elif suffix in (".csv", ".tsv"):
+            with path.open(newline="", encoding="utf-8") as f:
+                rows = list(csv.DictReader(f, delimiter="\t" if suffix == ".tsv" else ","))
+        elif suffix in (".parquet", ".pq"):
+            import pyarrow.parquet as pq
+
+            rows = pq.read_table(path).to_pylist()
+        else:
+            raise DataError(f"{path}: unknown gold format (use .jsonl, .csv, .tsv or .parquet)")
+    except (OSError, ValueError) as err:
+        raise DataError(f"cannot read {path} ({err})") from err
+    has_ids = any(isinstance(r, dict) and _first(r, ID_COLUMNS) not in (None, "") for r in rows)
+    out = []
+    for n, row in enumerate(rows, 1):
+        if limit and len(out) >= limit:
+            break
+        if not isinstance(row, dict):
+            raise DataError(f"{path}: row {n} is not an object")
+        text = _first(row, QUESTION_COLUMNS)
+        if not isinstance(text, str) or not text.strip():
+            raise DataError(f"{path}: row {n} has no question")
+        qid = _first(row, ID_COLUMNS) if has_ids else None
+        qid = str(qid) if qid not in (None, "") else f"q{n:06d}"
+        answers = _answers(_first(row, ANSWER_COLUMNS))
+        topic = str(_first(row, TOPIC_COLUMNS) or "")
+        prop = str(_first(row, PROPERTY_COLUMNS) or "")
+        alternatives: tuple[GoldRelation, ...] = ()
+        if prop and not _SQWD_PROPERTY.fullmatch(prop):
+            try:
+                alternatives = (GoldRelation(prop, _direction(row.get("direction") or "forward")),)
+            except ValueError as err:
+                raise DataError(f"{path}: row {n}: {err}") from err
+        out.append(GoldQuestion(qid, text.strip(), topic, prop, "", answers=answers, alternatives=alternatives,
+                                dataset=str(path)))
+    return out
+
+
+def _first(row: dict[str, Any], names: Iterable[str]) -> Any:
+    for name in names:
+        if name in row and row[name] is not None:
+            return row[name]
+    return None
+
+
+def _answers(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                value = json.loads(text)
+            except ValueError:
+                value = [text]
+        else:
+            value = [a for a in (p.strip() for p in text.split("|")) if a]
+    if not isinstance(value, (list, tuple)):
+        value = [value]
+    return tuple(dict.fromkeys(str(a) for a in value if a not in (None, "")))
+
+
+# --- dataset specs ---------------------------------------------------------------------------------
+
+#: Dataset names of :func:`load_gold` and the loader of each.
+DATASETS = {"sqwd": "SimpleQuestions-Wikidata", "sdbqa": "SimpleDBpediaQA"}
+_ALIASES = {"simplequestions-wikidata": "sqwd", "simpledbpediaqa": "sdbqa"}
+
+
+def load_gold(spec: str, data_dir: Path, *, limit: int | None = None) -> list[GoldQuestion]:
+    """Questions of a dataset spec: ``sqwd:valid``, ``sqwd:train``, ``sdbqa:valid`` (the data
+    folder's files), or the path of a gold file (JSONL/CSV/TSV/Parquet, or a SimpleDBpediaQA-format
+    ``.json``)."""
+    name, sep, split = spec.partition(":")
+    name = _ALIASES.get(name.lower(), name.lower())
+    if sep and name in DATASETS:
+        if name == "sqwd":
+            if split not in ("valid", "train"):
+                raise DataError(f"unknown split {split!r} of sqwd: use sqwd:valid or sqwd:train")
+            return load_sqwd(data_dir, split, limit=limit)
+        return load_simpledbpediaqa(data_dir, split or "valid", limit=limit)
+    if name in DATASETS and not sep:
+        return load_gold(f"{name}:valid", data_dir, limit=limit)
+    path = Path(spec)
+    if not path.is_file():
+        raise DataError(f"unknown dataset {spec!r}: use sqwd:valid, sqwd:train, sdbqa:valid or a gold file "
+                        "(.jsonl, .csv, .tsv, .parquet, SimpleDBpediaQA .json)")
+    if path.suffix.lower() == ".json":
+        return load_simpledbpediaqa(data_dir, path.stem, limit=limit, path=path)
+    return load_gold_file(path, limit=limit)
+
+
+# --- gold extension and names ----------------------------------------------------------------------
+
 class GoldExtender:
     """Extends a gold answer as the KIF-QA paper does: with the answers of the same property for
-    every item whose label or alias equals the gold topic entity's label."""
+    every item whose label or alias equals the gold topic entity's label.
+
+    Applies to questions with a SimpleQuestions-Wikidata property (``Pn``/``Rn``) and topic, using
+    the data folder's labels and statements; other questions keep the answers their dataset gives.
+    Also names things for reports: :meth:`names` of an entity, :meth:`property_label`.
+    """
 
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = Path(data_dir)
 
     @cached_property
     def _labels(self) -> dict[str, list[str]]:
-        return json.loads((self.data_dir / "wikidata" / "entity_labels_en.json").read_text())
+        path = self.data_dir / "wikidata" / "entity_labels_en.json"
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise DataError(f"cannot read {path} ({err}); set KIFQA_DATA_DIR") from err
 
     @cached_property
     def _by_name(self) -> dict[str, set[str]]:
         index: dict[str, set[str]] = defaultdict(set)
         for qid, names in self._labels.items():
             for name in names:
-                index[normalize(name)].add(qid)
+                key = normalize(name)
+                if key and key != NO_LABEL:
+                    index[key].add(qid)
         return index
 
     @cached_property
@@ -79,12 +333,45 @@ class GoldExtender:
             backward[o, p].add(s)
         return forward, backward
 
+    @cached_property
+    def _property_labels(self) -> dict[str, str]:
+        path = self.data_dir / "wikidata" / "properties_en.json"
+        try:
+            return {p["id"]: p.get("label") or p["id"] for p in json.loads(path.read_text(encoding="utf-8"))}
+        except (OSError, ValueError, KeyError, TypeError):
+            return {}
+
     def gold(self, q: GoldQuestion) -> set[str]:
-        label = (self._labels.get(q.topic) or [""])[0]
-        twins = self._by_name.get(normalize(label), set()) | {q.topic} if label else {q.topic}
+        if not (q.sqwd_style and q.topic):
+            return set(q.gold_answers)
+        label = self._label(q.topic)
+        twins = (self._by_name.get(normalize(label), set()) | {q.topic}) if label else {q.topic}
         forward, backward = self._triples
         index = backward if q.inverse else forward
-        found = {q.answer}
+        found = set(q.gold_answers)
         for e in twins:
             found |= index.get((e, q.pid), set())
         return found
+
+    def _label(self, qid: str) -> str:
+        label = (self._labels.get(qid) or [""])[0]
+        return "" if normalize(label) == NO_LABEL else label
+
+    def names(self, entity: str) -> list[str]:
+        """An entity's label and aliases (Wikidata items of the data folder), or the readable
+        local name of an IRI; empty when nothing is known."""
+        entity = canonical_id(entity)
+        if "/" in entity or "#" in entity:
+            name = iri_name(entity)
+            return [name, re.sub(r"\s*[(,].*$", "", name)] if name else []
+        try:
+            names = self._labels.get(entity) or []
+        except DataError:
+            return []
+        return [n for n in names if normalize(n) != NO_LABEL]
+
+    def property_label(self, prop: str) -> str:
+        """A property's label (Wikidata ids from the data folder, IRIs by their local name)."""
+        if "/" in prop or "#" in prop:
+            return iri_name(prop)
+        return self._property_labels.get(prop, prop)

@@ -1,63 +1,218 @@
-"""Scores a pipeline on a gold dataset: per-question scores, failure classes, costs."""
+"""Scores a pipeline on a gold dataset: per-question scores, linking accuracy, failure classes, costs.
+
+One scoring path for every source: :func:`evaluate_predictions` scores (question id →
+:class:`~kifqa.eval.traces.Prediction`) pairs. :func:`evaluate` gets them by answering in-process,
+:func:`evaluate_run` from a batch run folder, :func:`evaluate_batch` by running the batch job first.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import statistics
 import time
-from collections import Counter
+from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Any
 
-from kifqa.eval.datasets import GoldExtender, GoldQuestion
+from kifqa.eval.datasets import GoldExtender, GoldQuestion, same_id
 from kifqa.eval.metrics import Score, score, summarize
+from kifqa.eval.traces import STEPS, Prediction, known_label, patterns, read_run, relations, run_seconds
+from kifqa.eval import traces as tr
 from kifqa.model import Question, Result
 from kifqa.pipeline import Pipeline
+from kifqa.pipeline.text import normalize, tokens
 
 #: Failure classes, in the order they are checked.
 FAILURES = ("error", "draft", "entity", "relation", "empty", "partial")
 
+#: Linking checks against the gold triple (see :func:`linking`).
+LINKING = ("entity", "relation", "property", "triple")
+
+#: Properties shown in the per-property table and plot.
+TOP_PROPERTIES = 15
+
+#: Examples kept per failure class in metrics.json and the report.
+EXAMPLES = 3
+
 
 @dataclass
 class Scored:
-    """One question's result against its gold."""
+    """One question's result against its gold.
+
+    ``result`` is the in-process :class:`Result` (``None`` when scored from a batch run folder);
+    ``prediction`` holds what every source has: answers, their labels, the trace as a dict.
+    """
 
     gold: GoldQuestion
-    result: Result
+    result: Result | None
     expected: set[str]
     score: Score
     failure: str | None
+    prediction: Prediction | None = None
+    detail: str | None = None
+    linking: dict[str, bool | None] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.prediction is None:
+            if self.result is None:
+                raise ValueError("Scored needs a result or a prediction")
+            self.prediction = Prediction.from_result(self.result)
+
+    @property
+    def trace(self) -> dict[str, Any]:
+        return self.prediction.trace  # type: ignore[union-attr]
+
+    @property
+    def predicted(self) -> set[str]:
+        return self.prediction.answer_set  # type: ignore[union-attr]
+
+    @property
+    def has_gold(self) -> bool:
+        """True when the question has gold answers (only those get precision, recall and F1)."""
+        return bool(self.expected)
 
     def row(self) -> dict[str, Any]:
-        t = self.result.trace
+        t = self.trace
+        answers = self.prediction.answers  # type: ignore[union-attr]
         return {
             "id": self.gold.id, "question": self.gold.text, "topic": self.gold.topic,
             "property": self.gold.property, "gold": sorted(self.expected),
-            "predicted": sorted({a.answer for a in self.result.answers}),
+            "predicted": sorted(answers), "labels": {a: answers[a] for a in sorted(answers)},
             "precision": self.score.precision, "recall": self.score.recall, "f1": self.score.f1,
-            "failure": self.failure, "error": t.error, "error_step": t.error_step,
-            "llm_calls": len(t.llm_calls), "prompt_tokens": t.prompt_tokens,
-            "uncached_prompt_tokens": t.uncached_prompt_tokens, "seconds": t.seconds,
-            "trace": t.to_dict(),
+            "scored": self.has_gold,
+            "failure": self.failure, "failure_detail": self.detail, "linking": self.linking,
+            "error": t.get("error"), "error_step": t.get("error_step"),
+            "llm_calls": len(t.get("llm_calls") or []), "prompt_tokens": tr.prompt_tokens(t),
+            "uncached_prompt_tokens": tr.uncached_prompt_tokens(t), "seconds": tr.seconds(t),
+            "trace": t,
         }
 
 
+# --- linking accuracy and failure classes -----------------------------------------------------------
+
+def linking(gold: GoldQuestion, trace: dict[str, Any]) -> dict[str, bool | None]:
+    """Entity and relation linking against the gold triple (``None`` where the dataset has no gold):
+
+    - ``entity``: the gold topic entity is among the kept entities;
+    - ``relation``: a chosen relation has a gold property in its gold direction;
+    - ``property``: a chosen relation has a gold property (either direction);
+    - ``triple``: one chosen relation has the gold topic, a gold property and its direction.
+    """
+    chosen = relations(trace)
+    want = gold.relations
+    topic = gold.topic
+
+    def rel_ok(p: str, d: str) -> bool:
+        return any(same_id(p, g.property) and d == g.direction for g in want)
+
+    return {
+        "entity": any(same_id(topic, e) for e in trace.get("entities") or []) if topic else None,
+        "relation": any(rel_ok(p, d) for _, p, d in chosen) if want else None,
+        "property": any(same_id(p, g.property) for _, p, _ in chosen for g in want) if want else None,
+        "triple": any(same_id(topic, e) and rel_ok(p, d) for e, p, d in chosen) if topic and want else None,
+    }
+
+
+def resembles(text: str, names: list[str]) -> bool:
+    """True when ``text`` is (nearly) one of ``names``: equal, contained, or close in spelling."""
+    k = normalize(text)
+    if not k:
+        return False
+    for name in names:
+        n = normalize(name)
+        if not n:
+            continue
+        if k == n or (min(len(k), len(n)) >= 3 and (k in n or n in k)):
+            return True
+        if SequenceMatcher(None, k, n).ratio() >= 0.6:
+            return True
+        a, b = tokens(k), tokens(n)
+        if a and b and len(a & b) / len(a | b) >= 0.5:
+            return True
+    return False
+
+
+def failure_of(gold: GoldQuestion, trace: dict[str, Any], predicted: set[str], s: Score, *,
+               has_gold: bool = True, names: list[str] | None = None) -> tuple[str | None, str | None]:
+    """Why a question fell short of F1 = 1, and a detail (``(None, None)`` if it did not).
+
+    Checked in order: ``draft`` (the draft step failed to give a pattern, or the pattern's known
+    entity is not the gold topic at all: the unknown is in the wrong place), ``error`` (any other
+    error outside the entity and relation steps, or a failed model call), ``entity`` (the gold
+    topic entity is not among the kept entities), ``relation`` (no chosen relation has the gold
+    property in the gold direction), ``empty`` (no answer), ``partial`` (answers, but not exactly
+    the gold ones). Questions without gold answers (SimpleDBpediaQA) get a class only from the
+    trace and the gold triple. ``names`` (the gold topic's names) enable the wrong-unknown check.
+    """
+    if has_gold and s.f1 >= 1.0:
+        return None, None
+    step, error = trace.get("error_step"), trace.get("error")
+    if error and str(error).startswith("model call failed"):
+        return "error", f"{step}: {error}"
+    if step == "draft":
+        return "draft", f"malformed: {error}"
+    if error and step not in ("entities", "relations"):
+        return "error", f"{step}: {error}"
+    drafted = patterns(trace)
+    link = linking(gold, trace)
+    if gold.topic:
+        if not link["entity"]:
+            candidates = [c.get("id", "") for c in trace.get("candidates") or [] if isinstance(c, dict)]
+            if any(same_id(gold.topic, c) for c in candidates):
+                return "entity", "found by the search but not kept"
+            known = known_label(drafted[0]) if drafted else ""
+            if known and names and not resembles(known, names):
+                return "draft", f"wrong unknown: drafted {known!r} as the known entity, gold topic is {names[0]!r}"
+            return "entity", f"not found{f' for {known!r}' if known else ''}" + (f" ({error})" if error else "")
+    elif step == "entities":
+        return "entity", str(error)
+    if gold.relations:
+        if not link["relation"]:
+            chosen = ", ".join(f"{p} {d}" for _, p, d in relations(trace)) or "none"
+            if link["property"]:
+                return "relation", f"wrong direction (chose {chosen})"
+            return "relation", f"wrong property (chose {chosen})" + (f"; {error}" if error else "")
+    elif step == "relations":
+        return "relation", str(error)
+    if not predicted:
+        return "empty", str(error) if error else "the filters gave no statement"
+    if has_gold:
+        return "partial", f"{s.true_positives} right of {s.predicted} predicted, {s.gold} gold"
+    return None, None
+
+
 def classify(gold: GoldQuestion, result: Result, s: Score) -> str | None:
-    """Why a question fell short of F1 = 1 (``None`` if it did not)."""
-    if s.f1 >= 1.0:
-        return None
-    t = result.trace
-    if t.error_step == "draft":
-        return "draft"
-    if t.error and t.error_step not in ("entities", "relations"):
-        return "error"
-    if gold.topic not in t.entities:
-        return "entity"
-    want = "backward" if gold.inverse else "forward"
-    if not any(r.property == gold.pid and r.direction == want for r in t.relations):
-        return "relation"
-    return "empty" if not result.answers else "partial"
+    """Why a question fell short of F1 = 1 (``None`` if it did not); see :func:`failure_of`."""
+    return failure_of(gold, result.trace.to_dict(), {a.answer for a in result.answers}, s)[0]
+
+
+def score_prediction(gold: GoldQuestion, prediction: Prediction, extender: GoldExtender | None, *,
+                     result: Result | None = None) -> Scored:
+    """Scores one question's prediction (gold extended as in the paper)."""
+    expected = extender.gold(gold) if extender is not None else set(gold.gold_answers)
+    predicted = prediction.answer_set
+    s = score(predicted, expected)
+    names = extender.names(gold.topic) if extender is not None and gold.topic else None
+    failure, detail = failure_of(gold, prediction.trace, predicted, s, has_gold=bool(expected), names=names)
+    return Scored(gold, result, expected, s, failure, prediction, detail, linking(gold, prediction.trace))
+
+
+# --- evaluations -------------------------------------------------------------------------------------
+
+def _stats(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {"n": 0}
+    v = sorted(values)
+
+    def q(p: float) -> float:
+        return v[min(len(v) - 1, int(round(p * (len(v) - 1))))]
+
+    return {"n": len(v), "mean": round(statistics.fmean(v), 4), "p50": round(q(0.5), 4),
+            "p90": round(q(0.9), 4), "p99": round(q(0.99), 4), "max": round(v[-1], 4)}
 
 
 @dataclass
@@ -65,52 +220,207 @@ class Evaluation:
     scored: list[Scored]
     wall_s: float
     extra: dict[str, Any] = field(default_factory=dict)
+    #: Names properties and entities in reports (optional).
+    extender: GoldExtender | None = None
+
+    def property_label(self, prop: str) -> str:
+        if self.extender is None:
+            return prop
+        return self.extender.property_label(prop)
+
+    def by_property(self, top: int = TOP_PROPERTIES) -> list[dict[str, Any]]:
+        """The ``top`` most frequent gold properties: questions, macro P/R/F1, relation accuracy."""
+        groups: dict[str, list[Scored]] = defaultdict(list)
+        for s in self.scored:
+            if s.gold.property:
+                groups[s.gold.property].append(s)
+        out = []
+        for prop, items in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:top]:
+            gold_items = [s.score for s in items if s.has_gold]
+            summary = summarize(gold_items)
+            rel = [s.linking.get("relation") for s in items if s.linking.get("relation") is not None]
+            pid = items[0].gold.pid
+            out.append({
+                "property": prop, "label": self.property_label(pid) + (" (inverse)" if items[0].gold.inverse and
+                                                                       items[0].gold.sqwd_style else ""),
+                "questions": len(items), "answers_scored": summary.n,
+                "precision": round(summary.macro_precision, 4) if summary.n else None,
+                "recall": round(summary.macro_recall, 4) if summary.n else None,
+                "f1": round(summary.macro_f1, 4) if summary.n else None,
+                "relation_accuracy": round(sum(rel) / len(rel), 4) if rel else None,
+            })
+        return out
+
+    def latency(self) -> dict[str, dict[str, float]]:
+        """Per-step seconds (mean and percentiles) over the questions that reached the step."""
+        out = {}
+        for step in STEPS:
+            values = [float(t[step]) for s in self.scored if (t := s.trace.get("timings") or {}).get(step) is not None]
+            out[step] = _stats(values)
+        return out
+
+    def linking_accuracy(self) -> dict[str, dict[str, float]]:
+        out = {}
+        for key in LINKING:
+            checks = [s.linking.get(key) for s in self.scored if s.linking.get(key) is not None]
+            out[key] = {"n": len(checks), "correct": sum(checks),
+                        "accuracy": round(sum(checks) / len(checks), 4) if checks else None}
+        return out
 
     def metrics(self) -> dict[str, Any]:
         n = len(self.scored) or 1
-        single = [s.score for s in self.scored if len(s.expected) == 1]
-        traces = [s.result.trace for s in self.scored]
+        answered = [s for s in self.scored if s.has_gold]
+        single = [s.score for s in answered if len(s.expected) == 1]
+        traces = [s.trace for s in self.scored]
         failures = Counter(s.failure for s in self.scored if s.failure)
+        details: dict[str, Counter[str]] = defaultdict(Counter)
+        examples: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for s in self.scored:
+            if not s.failure:
+                continue
+            details[s.failure][_detail_kind(s.detail)] += 1
+            if len(examples[s.failure]) < EXAMPLES:
+                examples[s.failure].append({
+                    "id": s.gold.id, "question": s.gold.text,
+                    "draft": [tr.pattern_text(p) for p in patterns(s.trace)],
+                    "detail": s.detail, "gold": sorted(s.expected)[:5], "predicted": sorted(s.predicted)[:5]})
         return {
             "questions": len(self.scored),
-            "all": summarize([s.score for s in self.scored]).as_dict(),
+            "answers_scored": len(answered),
+            "correct": sum(s.score.f1 >= 1.0 for s in answered),
+            "all": summarize([s.score for s in answered]).as_dict(),
             "single_answer": summarize(single).as_dict(),
+            "linking": self.linking_accuracy(),
             "failures": {k: failures.get(k, 0) / n for k in FAILURES},
             "failure_counts": {k: failures.get(k, 0) for k in FAILURES},
-            "llm_calls_per_question": sum(len(t.llm_calls) for t in traces) / n,
-            "prompt_tokens_per_question": sum(t.prompt_tokens for t in traces) / n,
-            "uncached_prompt_tokens_per_question": sum(t.uncached_prompt_tokens for t in traces) / n,
-            "completion_tokens_per_question": sum(t.completion_tokens for t in traces) / n,
-            "kb_calls_per_question": sum(t.kb_calls for t in traces) / n,
-            "seconds_per_question": sum(t.seconds for t in traces) / n,
+            "failure_details": {k: dict(details[k].most_common()) for k in FAILURES if details[k]},
+            "failure_examples": {k: examples[k] for k in FAILURES if examples[k]},
+            "by_property": self.by_property(),
+            "latency_s": self.latency(),
+            "llm_calls_per_question": sum(len(t.get("llm_calls") or []) for t in traces) / n,
+            "prompt_tokens_per_question": sum(tr.prompt_tokens(t) for t in traces) / n,
+            "uncached_prompt_tokens_per_question": sum(tr.uncached_prompt_tokens(t) for t in traces) / n,
+            "completion_tokens_per_question": sum(tr.completion_tokens(t) for t in traces) / n,
+            "kb_calls_per_question": sum(t.get("kb_calls") or 0 for t in traces) / n,
+            "seconds_per_question": sum(tr.seconds(t) for t in traces) / n,
             "wall_s": round(self.wall_s, 2),
             "questions_per_s": round(len(self.scored) / self.wall_s, 3) if self.wall_s else 0.0,
             **self.extra,
         }
 
-    def write(self, out: Path) -> None:
+    def write(self, out: Path, *, report: bool = True) -> None:
+        """``metrics.json`` and ``questions.jsonl``; with ``report``, also ``report.md`` and its plots."""
+        out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "metrics.json").write_text(json.dumps(self.metrics(), indent=2) + "\n")
+        metrics = self.metrics()
+        (out / "metrics.json").write_text(json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
         with (out / "questions.jsonl").open("w") as f:
             for s in self.scored:
                 f.write(json.dumps(s.row(), ensure_ascii=False) + "\n")
+        if report:
+            from kifqa.eval.report import write_report
+
+            write_report(self, out, metrics)
+
+
+def _detail_kind(detail: str | None) -> str:
+    """The kind of a failure detail, without its particulars (``wrong property (chose P1 ...)`` →
+    ``wrong property``)."""
+    if not detail:
+        return ""
+    return detail.split(" (")[0].split(":")[0].split(";")[0].strip()
+
+
+def evaluate_predictions(questions: list[GoldQuestion], predictions: Mapping[str, Prediction],
+                         extender: GoldExtender | None, *, wall_s: float = 0.0,
+                         results: Mapping[str, Result] | None = None) -> Evaluation:
+    """Scores ``questions`` against ``predictions`` by question id: the one scoring path of every
+    source. A question without a prediction is scored as an error (``missing`` step)."""
+    scored = []
+    for q in questions:
+        p = predictions.get(q.id)
+        if p is None:
+            p = Prediction(q.id, {}, {"question_id": q.id, "question": q.text, "error": "no trace in the run",
+                                      "error_step": "missing"})
+        scored.append(score_prediction(q, p, extender, result=(results or {}).get(q.id)))
+    return Evaluation(scored, wall_s, extender=extender)
+
+
+async def answer_all(pipeline: Pipeline, questions: list[Question], *, concurrency: int = 1,
+                     progress: Callable[[Result], None] | None = None) -> list[Result]:
+    """Answers ``questions`` in-process, ``concurrency`` at a time, in input order."""
+    gate = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(q: Question) -> Result:
+        async with gate:
+            result = await pipeline.answer(q)
+        if progress is not None:
+            progress(result)
+        return result
+
+    return list(await asyncio.gather(*(one(q) for q in questions)))
 
 
 async def evaluate(pipeline: Pipeline, questions: list[GoldQuestion], extender: GoldExtender, *,
                    concurrency: int = 1, progress: Any = None) -> Evaluation:
     """Answers ``questions`` (``concurrency`` at a time) and scores them."""
-    gate = asyncio.Semaphore(concurrency)
+    by_id = {q.id: q for q in questions}
 
-    async def one(q: GoldQuestion) -> Scored:
-        async with gate:
-            result = await pipeline.answer(Question(q.id, q.text))
-        expected = extender.gold(q)
-        s = score({a.answer for a in result.answers}, expected)
-        scored = Scored(q, result, expected, s, classify(q, result, s))
+    def scored_progress(result: Result) -> None:
         if progress is not None:
-            progress(scored)
-        return scored
+            q = by_id[result.question.id]
+            progress(score_prediction(q, Prediction.from_result(result), extender, result=result))
 
     start = time.perf_counter()
-    scored = await asyncio.gather(*(one(q) for q in questions))
-    return Evaluation(list(scored), time.perf_counter() - start)
+    results = await answer_all(pipeline, [Question(q.id, q.text) for q in questions], concurrency=concurrency,
+                               progress=scored_progress)
+    wall = time.perf_counter() - start
+    return evaluate_predictions(questions, {r.question.id: Prediction.from_result(r) for r in results}, extender,
+                                wall_s=wall, results={r.question.id: r for r in results})
+
+
+def evaluate_run(folder: str | Path, questions: list[GoldQuestion], extender: GoldExtender | None, *,
+                 limit: int | None = None, require_all: bool = False) -> Evaluation:
+    """Scores a batch run folder: the questions of ``questions`` that the run answered (in dataset
+    order, the first ``limit`` of them), or all of ``questions`` with ``require_all`` (those the
+    run lacks count as errors)."""
+    predictions = read_run(folder)
+    gold_ids = {q.id for q in questions}
+    chosen = questions if require_all else [q for q in questions if q.id in predictions]
+    if limit:
+        chosen = chosen[:limit]
+    evaluation = evaluate_predictions(chosen, predictions, extender, wall_s=run_seconds(folder))
+    evaluation.extra = {"run": str(Path(folder).absolute()),
+                        "run_questions": len(predictions),
+                        "run_questions_not_in_dataset": sum(1 for qid in predictions if qid not in gold_ids)}
+    return evaluation
+
+
+def write_corpus(questions: list[GoldQuestion], path: Path) -> Path:
+    """The questions as a ``kifqa run`` corpus (JSONL with ``id`` and ``question``)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = "".join(json.dumps({"id": q.id, "question": q.text}, ensure_ascii=False) + "\n" for q in questions)
+    if not path.is_file() or path.read_text() != text:  # unchanged: the job's corpus hash stays (resume)
+        path.write_text(text)
+    return path
+
+
+def corpus_settings(settings: Any) -> Any:
+    """``settings`` reading the columns :func:`write_corpus` writes."""
+    batch = settings.batch.model_copy(update={"id_column": "id", "question_column": "question"})
+    return settings.model_copy(update={"batch": batch})
+
+
+def evaluate_batch(settings: Any, questions: list[GoldQuestion], extender: GoldExtender, out: Path,
+                   **run_job_options: Any) -> Evaluation:
+    """Runs the batch job (:func:`kifqa.batch.run_job`) on ``questions`` into ``out`` (a run folder,
+    with ``corpus.jsonl``), then scores it. ``run_job_options`` go to ``run_job`` (doubles, progress)."""
+    from kifqa.batch import run_job
+
+    out = Path(out)
+    corpus = write_corpus(questions, out / "corpus.jsonl")
+    summary = run_job(corpus_settings(settings), corpus, out, **run_job_options)
+    evaluation = evaluate_run(out, questions, extender, require_all=True)
+    evaluation.extra["batch"] = {"ok": summary.ok, "seconds": summary.seconds, "startup_s": summary.startup_s,
+                                 "shards_failed": list(summary.shards_failed)}
+    return evaluation

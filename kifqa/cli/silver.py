@@ -1,0 +1,80 @@
+"""``kifqa silver``: a silver KBQA dataset from unlabelled questions (see docs/eval.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import click
+
+from kifqa.cli.options import fail, load_settings, settings_options
+from kifqa.errors import KifqaError
+
+
+@click.command()
+@click.argument("corpus", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Write silver.parquet, silver.jsonl and silver-summary.json here (with --batch: also the run).")
+@click.option("--limit", type=int, help="Only the first N questions of CORPUS.")
+@click.option("--concurrency", type=int, default=1, show_default=True, help="Questions in flight at once (in-process).")
+@click.option("--batch", is_flag=True, help="Answer with the Ray batch job (kifqa run) into --out.")
+@click.option("--run", "run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Build the silver data from an existing batch run folder instead of answering CORPUS.")
+@click.option("--min-confidence", type=click.FloatRange(0.0, 1.0), default=0.0, show_default=True,
+              help="Leave out answered questions below this confidence.")
+@settings_options
+def silver(corpus: Path | None, out: Path, limit: int | None, concurrency: int, batch: bool, run_dir: Path | None,
+           min_confidence: float, config: Path | None, kb: str | None, model: str | None,
+           examples: str | None) -> None:
+    """Answer the unlabelled questions of CORPUS (JSONL, CSV or Parquet with id and question columns)
+    and write each answered one with its logical form, answers and a confidence."""
+    from kifqa.eval.silver import build_silver, write_silver
+    from kifqa.eval.traces import Prediction, read_run
+
+    if (corpus is None) == (run_dir is None):
+        raise click.UsageError("give either CORPUS or --run DIR")
+    if run_dir is not None and batch:
+        raise click.UsageError("--batch answers CORPUS; --run reads a finished run")
+    settings = load_settings(config, kb, model, examples)
+    try:
+        if run_dir is not None:
+            predictions = list(read_run(run_dir).values())
+        else:
+            from kifqa.batch.corpus import read_corpus
+
+            b = settings.batch
+            questions = read_corpus(corpus, id_column=b.id_column, question_column=b.question_column,
+                                    max_chars=settings.pipeline.max_question_chars).questions
+            questions = questions[:limit] if limit else questions
+            if batch:
+                from kifqa.batch import run_job
+                from kifqa.eval.datasets import GoldQuestion
+                from kifqa.eval.run import corpus_settings, write_corpus
+
+                if limit:  # the first N usable questions, as a corpus of their own
+                    path = write_corpus([GoldQuestion(q.id, q.text, "", "", "") for q in questions if not q.error],
+                                        out / "corpus.jsonl")
+                    summary = run_job(corpus_settings(settings), path, out)
+                else:
+                    summary = run_job(settings, corpus, out)
+                click.echo(summary.render(), err=True)
+                predictions = list(read_run(out).values())
+            else:
+                from kifqa.api import open_pipeline
+                from kifqa.eval.run import answer_all
+
+                def progress(r) -> None:
+                    sys.stderr.write(f"{r.question.id}\t{len(r.answers)} answers\t{r.trace.error or ''}\n")
+
+                async def run():
+                    async with open_pipeline(settings=settings) as pipeline:
+                        return await answer_all(pipeline, questions, concurrency=concurrency, progress=progress)
+
+                predictions = [Prediction.from_result(r) for r in asyncio.run(run())]
+        rows, summary = build_silver(predictions, min_confidence=min_confidence)
+        parquet, jsonl = write_silver(rows, out, summary)
+    except KifqaError as err:
+        raise fail(err) from err
+    click.echo(summary.render())
+    click.echo(f"wrote {parquet} and {jsonl}")

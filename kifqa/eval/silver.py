@@ -1,0 +1,248 @@
+"""Silver KBQA data from unlabelled questions: each answered question with the logical form the
+pipeline chose (triple pattern with ids, KIF filter, SPARQL), its answers with labels, and a
+confidence in [0, 1] derived from the trace (see :func:`confidence` and docs/eval.md).
+
+Written as ``silver.parquet`` (:data:`SILVER_SCHEMA`) and ``silver.jsonl`` (the same rows), which
+pandas and ``datasets.load_dataset("parquet", data_files=...)`` read.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from kifqa.eval.traces import Prediction, known_label, pattern_text, patterns, relations
+from kifqa.model import UNKNOWN
+from kifqa.pipeline.text import normalize
+
+#: Entity factor when namesakes of the chosen entity were dropped by the relation evidence.
+NAMESAKES_DROPPED = 0.9
+#: Entity factor range of a near (not exact) name match: NEAR_BASE + NEAR_MARGIN × margin.
+NEAR_BASE, NEAR_MARGIN = 0.5, 0.4
+#: Relation factors: the only option; named exactly by the draft; picked by the model (the
+#: lexically best option / another one).
+ONLY_OPTION, NAMED_OPTION, MODEL_TOP, MODEL_OTHER = 1.0, 0.9, 0.75, 0.5
+#: Constraint factors: met by some answers; not met by any; not resolvable; no outcome recorded.
+CONSTRAINT_MET, CONSTRAINT_UNMET, CONSTRAINT_UNRESOLVED, CONSTRAINT_UNKNOWN = 1.0, 0.5, 0.75, 0.75
+#: Answer-set factor 1 / (1 + ANSWER_DECAY × log2 n); halved when a filter was truncated.
+ANSWER_DECAY = 0.5
+
+_RELATION = pa.struct([("entity", pa.string()), ("entity_label", pa.string()), ("property", pa.string()),
+                       ("property_label", pa.string()), ("direction", pa.string())])
+
+SILVER_SCHEMA = pa.schema([
+    ("id", pa.string()),
+    ("question", pa.string()),
+    ("draft", pa.list_(pa.string())),
+    ("logical_form", pa.string()),
+    ("relations", pa.list_(_RELATION)),
+    ("constraints", pa.list_(pa.string())),
+    ("kif_filter", pa.list_(pa.string())),
+    ("sparql", pa.list_(pa.string())),
+    ("answers", pa.list_(pa.string())),
+    ("answer_labels", pa.list_(pa.string())),
+    ("n_answers", pa.int32()),
+    ("confidence", pa.float64()),
+    ("confidence_entity", pa.float64()),
+    ("confidence_relation", pa.float64()),
+    ("confidence_constraints", pa.float64()),
+    ("confidence_answers", pa.float64()),
+    ("notes", pa.list_(pa.string())),
+    ("kb", pa.string()),
+    ("model", pa.string()),
+])
+
+
+@dataclass(frozen=True)
+class Confidence:
+    """The factors of a question's confidence and their product."""
+
+    entity: float
+    relation: float
+    constraints: float
+    answers: float
+
+    @property
+    def value(self) -> float:
+        return round(self.entity * self.relation * self.constraints * self.answers, 4)
+
+
+def _names(candidate: dict[str, Any]) -> list[str]:
+    return [candidate.get("label") or "", *(candidate.get("aliases") or [])]
+
+
+def entity_factor(trace: dict[str, Any]) -> float:
+    """1 / m when the m entities the chosen relations use are named exactly by the draft (× 0.9 if
+    other exactly named entities were dropped); for a near match 0.5 + 0.4 × the search-score
+    margin between the best used candidate and the best other one (relative to the former)."""
+    used = list(dict.fromkeys(e for e, _, _ in relations(trace)))
+    if not used:
+        return 0.0
+    drafted = patterns(trace)
+    known = normalize(known_label(drafted[0])) if drafted else ""
+    candidates = [c for c in trace.get("candidates") or [] if isinstance(c, dict)]
+    by_id = {c.get("id"): c for c in candidates}
+    exact = [c for c in candidates if known and any(normalize(n) == known for n in _names(c))]
+    exact_ids = {c.get("id") for c in exact}
+    if used and all(e in exact_ids for e in used):
+        factor = 1.0 / len(used)
+        return factor * (NAMESAKES_DROPPED if len(exact_ids) > len(used) else 1.0)
+    s_used = max((float(by_id[e].get("score") or 0.0) for e in used if e in by_id), default=0.0)
+    s_other = max((float(c.get("score") or 0.0) for c in candidates if c.get("id") not in used), default=0.0)
+    margin = min(1.0, max(0.0, (s_used - s_other) / s_used)) if s_used > 0 else 0.0
+    return (NEAR_BASE + NEAR_MARGIN * margin) / len(used)
+
+
+def relation_factor(trace: dict[str, Any]) -> float:
+    """1 for the only option, 0.9 for an option the draft's predicate names exactly (taken without
+    the model), 0.75 when the model picked the lexically best option, 0.5 when it picked another."""
+    if not relations(trace):
+        return 0.0
+    calls = [c for c in trace.get("llm_calls") or [] if isinstance(c, dict) and c.get("step") == "relations"]
+    if not calls:
+        options = {(o.get("property"), o.get("direction")) for o in trace.get("options") or [] if isinstance(o, dict)}
+        return ONLY_OPTION if len(options) <= 1 else NAMED_OPTION
+    return MODEL_TOP if str(calls[-1].get("output", "")).strip().rstrip(".") == "1" else MODEL_OTHER
+
+
+def constraint_factor(trace: dict[str, Any]) -> float:
+    """The product over the draft's constraint patterns: 1 when some answers met it, 0.5 when none
+    did (not applied), 0.75 when it could not be resolved or left no note; 1 with no constraint."""
+    constraints = patterns(trace)[1:]
+    if not constraints:
+        return 1.0
+    notes = [n for n in trace.get("notes") or [] if str(n).startswith("constraint")]
+    factor = 1.0
+    for i in range(len(constraints)):
+        note = notes[i] if i < len(notes) else ""
+        if re.search(r"kept \d+ of \d+", note):
+            factor *= CONSTRAINT_MET
+        elif "no answer meets it" in note:
+            factor *= CONSTRAINT_UNMET
+        elif note:
+            factor *= CONSTRAINT_UNRESOLVED
+        else:
+            factor *= CONSTRAINT_UNKNOWN
+    return factor
+
+
+def answer_factor(trace: dict[str, Any], n_answers: int) -> float:
+    """1 / (1 + 0.5 log2 n) for n answers (1 → 1, 2 → 0.67, 4 → 0.5, 16 → 0.33); halved when a
+    filter's result may have been cut short; 0 for no answer."""
+    if n_answers <= 0:
+        return 0.0
+    factor = 1.0 / (1.0 + ANSWER_DECAY * math.log2(n_answers))
+    if any(f.get("truncated") for f in trace.get("filters") or [] if isinstance(f, dict)):
+        factor *= 0.5
+    return factor
+
+
+def confidence(trace: dict[str, Any], n_answers: int) -> Confidence:
+    """A question's confidence factors; all 0 when the trace has an error or there is no answer."""
+    if trace.get("error") or n_answers <= 0:
+        return Confidence(0.0, 0.0, 0.0, 0.0)
+    return Confidence(round(entity_factor(trace), 4), round(relation_factor(trace), 4),
+                      round(constraint_factor(trace), 4), round(answer_factor(trace, n_answers), 4))
+
+
+def logical_form(rels: Iterable[tuple[str, str, str]]) -> str:
+    """The chosen relations as triple patterns with ids, joined by ``UNION``."""
+    return " UNION ".join(f"({e} | {p} | {UNKNOWN})" if d == "forward" else f"({UNKNOWN} | {p} | {e})"
+                          for e, p, d in rels)
+
+
+def silver_row(p: Prediction) -> dict[str, Any]:
+    """One row of :data:`SILVER_SCHEMA`."""
+    t = p.trace
+    rels = relations(t)
+    labels = {c.get("id"): c.get("label") or "" for c in t.get("candidates") or [] if isinstance(c, dict)}
+    c = confidence(t, len(p.answers))
+    drafted = patterns(t)
+    filters = [f for f in t.get("filters") or [] if isinstance(f, dict)]
+    return {
+        "id": p.question_id,
+        "question": t.get("question") or "",
+        "draft": [pattern_text(x) for x in drafted],
+        "logical_form": logical_form(rels),
+        "relations": [{"entity": e, "entity_label": labels.get(e, ""), "property": prop,
+                       "property_label": p.property_labels.get(prop, ""), "direction": d} for e, prop, d in rels],
+        "constraints": [pattern_text(x) for x in drafted[1:]],
+        "kif_filter": [f.get("filter") or "" for f in filters],
+        "sparql": [f.get("sparql") or "" for f in filters],
+        "answers": list(p.answers),
+        "answer_labels": [p.answers[a] or "" for a in p.answers],
+        "n_answers": len(p.answers),
+        "confidence": c.value,
+        "confidence_entity": c.entity,
+        "confidence_relation": c.relation,
+        "confidence_constraints": c.constraints,
+        "confidence_answers": c.answers,
+        "notes": [str(n) for n in t.get("notes") or []],
+        "kb": t.get("kb") or "",
+        "model": t.get("model") or "",
+    }
+
+
+@dataclass
+class SilverSummary:
+    questions: int
+    rows: int
+    no_answer: int
+    errors: int
+    below_threshold: int
+    mean_confidence: float
+    #: Rows by confidence band: ``[0.0, 0.25)``, ``[0.25, 0.5)``, ``[0.5, 0.75)``, ``[0.75, 1.0]``.
+    bands: dict[str, int]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def render(self) -> str:
+        bands = ", ".join(f"{k}: {v}" for k, v in self.bands.items())
+        return (f"questions {self.questions}: {self.rows} silver rows, {self.no_answer} without answer "
+                f"({self.errors} errors), {self.below_threshold} below the confidence threshold\n"
+                f"confidence mean {self.mean_confidence:.3f}; by band {bands}")
+
+
+def build_silver(predictions: Iterable[Prediction], *, min_confidence: float = 0.0) -> tuple[list[dict[str, Any]],
+                                                                                          SilverSummary]:
+    """Silver rows of the answered questions whose confidence is at least ``min_confidence``."""
+    rows, n, no_answer, errors, below = [], 0, 0, 0, 0
+    for p in predictions:
+        n += 1
+        if not p.answers or p.trace.get("error"):
+            no_answer += 1
+            errors += bool(p.trace.get("error"))
+            continue
+        row = silver_row(p)
+        if row["confidence"] < min_confidence:
+            below += 1
+            continue
+        rows.append(row)
+    bands = {"0.00-0.25": 0, "0.25-0.50": 0, "0.50-0.75": 0, "0.75-1.00": 0}
+    for r in rows:
+        bands[list(bands)[min(3, int(r["confidence"] * 4))]] += 1
+    mean = sum(r["confidence"] for r in rows) / len(rows) if rows else 0.0
+    return rows, SilverSummary(n, len(rows), no_answer, errors, below, round(mean, 4), bands)
+
+
+def write_silver(rows: list[dict[str, Any]], out: Path, summary: SilverSummary | None = None) -> tuple[Path, Path]:
+    """``silver.parquet`` and ``silver.jsonl`` (and ``silver-summary.json``) in ``out``."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    parquet, jsonl = out / "silver.parquet", out / "silver.jsonl"
+    pq.write_table(pa.Table.from_pylist(rows, schema=SILVER_SCHEMA), parquet)
+    with jsonl.open("w") as f:
+        for r in rows:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    if summary is not None:
+        (out / "silver-summary.json").write_text(json.dumps(summary.as_dict(), indent=2) + "\n")
+    return parquet, jsonl

@@ -1,0 +1,179 @@
+"""A small real evaluation: the real pipeline on the built local KB with a scripted model (drafts chosen
+per question to hit each failure class), scored in-process and from a batch-shaped run folder, with
+the report and its plots; ``kifqa eval`` on both paths."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+import kifqa.api
+from kifqa.cli import cli
+from kifqa.eval.datasets import GoldExtender, load_sqwd
+from kifqa.eval.report import PLOTS
+from kifqa.eval.run import Evaluation, evaluate, evaluate_run
+from kifqa.llm.base import LLM, ChatRequest, Completion, Usage
+from kifqa.model import ANSWER_SCHEMA, TRACE_SCHEMA, Result
+from kifqa.pipeline import Pipeline
+
+N = 14
+
+#: Draft per question (by its position in sqwd:valid) and, where the relation step asks the model, its pick.
+DRAFTS = {
+    0: "(sasha vujačić | place of birth | ?x)",
+    1: "(?x | director | wiebke von carolsfeld)",       # near match: the model picks option 1
+    2: "(seymour parker gilbert | occupation | ?x)",
+    3: "(french city | place of death | ?x)",            # draft: the wrong unknown
+    4: "(jamie hewlett | job | ?x)",
+    5: "(ghost house | country | ?x)",
+    6: "(yamakinkaru film | country of origin | ?x)",    # entity: not found
+    7: "(fritz leiber | relative | ?x)",                 # relation: the model picks 'author'
+    8: "(marcy rae | occupation | ?x)",
+    9: "(bill hosket, jr. | position | ?x)",
+    10: "(third man | country of origin | ?x)",          # entity: found but not kept
+    11: "Sure! The answer is Spyglass.",                 # draft: malformed
+    12: None,                                            # error: the model call fails
+    13: "(weird war | genre | ?x)",
+}
+EXPECTED = {3: "draft", 6: "entity", 7: "relation", 10: "entity", 11: "draft", 12: "error"}
+
+
+class ScriptedLLM(LLM):
+    """Answers the draft request of each known question with its scripted draft, and the relation
+    request with option 1 (or ``picks[question]``)."""
+
+    identity = "scripted"
+
+    def __init__(self, drafts: dict[str, str | None], picks: dict[str, str] | None = None) -> None:
+        self.drafts = drafts
+        self.picks = picks or {}
+
+    async def agenerate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
+        out = []
+        for r in requests:
+            text = r.messages[-1].content
+            usage = Usage(prompt_tokens=120, completion_tokens=12, latency_s=0.05)
+            if text.startswith("Question: "):
+                question = text.split("\n", 1)[0].removeprefix("Question: ")
+                out.append(Completion(self.picks.get(question, "1"), usage))
+            elif self.drafts.get(text) is None:
+                out.append(Completion(error="scripted failure"))
+            else:
+                out.append(Completion(self.drafts[text], usage))
+        return out
+
+
+def scripted(data_dir: Path) -> ScriptedLLM:
+    qs = load_sqwd(data_dir, "valid", limit=N)
+    return ScriptedLLM({qs[i].text: d for i, d in DRAFTS.items()}, {qs[7].text: "1"})
+
+
+@pytest.fixture(scope="module")
+def evaluation(data_dir: Path, local_kb) -> Evaluation:
+    questions = load_sqwd(data_dir, "valid", limit=N)
+    pipeline = Pipeline(kb=local_kb, llm=scripted(data_dir))
+    ev = asyncio.run(evaluate(pipeline, questions, GoldExtender(data_dir), concurrency=4))
+    ev.extra = {"dataset": "sqwd:valid", "model": "scripted", "kb": "local"}
+    return ev
+
+
+@pytest.fixture(scope="module")
+def written(evaluation: Evaluation, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("eval")
+    evaluation.write(out)
+    return out
+
+
+def test_scores_and_failure_classes(evaluation: Evaluation) -> None:
+    failures = {int(s.gold.id.rsplit("-", 1)[1]): s.failure for s in evaluation.scored}
+    assert {i: f for i, f in failures.items() if f} == EXPECTED
+    by_id = {s.gold.id: s for s in evaluation.scored}
+    assert by_id["sqwd-valid-0"].prediction.answers == {"Q1010": "Maribor"}
+    assert "wrong unknown" in by_id["sqwd-valid-3"].detail
+    assert by_id["sqwd-valid-10"].detail == "found by the search but not kept"
+    m = evaluation.metrics()
+    assert m["questions"] == N and m["correct"] == N - len(EXPECTED)
+    assert m["failure_counts"] == {"error": 1, "draft": 2, "entity": 2, "relation": 1, "empty": 0, "partial": 0}
+    assert m["linking"]["entity"]["correct"] == N - 5  # draft (2), entity (2) and error lose the topic
+    assert m["linking"]["relation"]["correct"] == N - 6
+    assert m["all"]["macro_f1"] == pytest.approx((N - len(EXPECTED)) / N, abs=1e-4)
+    assert m["latency_s"]["total"]["n"] == N and m["latency_s"]["relations"]["n"] == N - 2  # two fail at the draft
+    assert {e["id"] for e in m["failure_examples"]["entity"]} == {"sqwd-valid-6", "sqwd-valid-10"}
+    assert m["by_property"][0]["property"] in {"P106", "P495"} and m["by_property"][0]["questions"] == 3
+
+
+def test_report_and_plots(written: Path, evaluation: Evaluation) -> None:
+    import matplotlib.image
+
+    m = json.loads((written / "metrics.json").read_text())
+    report = (written / "report.md").read_text()
+    for png in PLOTS:
+        assert f"]({png})" in report
+        image = matplotlib.image.imread(written / png)
+        assert image.shape[0] > 300 and image.shape[1] > 600  # a real figure, not an empty canvas
+        assert image[..., :3].std() > 0.05
+    assert f"| all | {N} | {m['all']['macro_precision']:.3f} |" in report
+    assert "| draft | 2 | 14.3% | malformed: 1; wrong unknown: 1 |" in report or \
+        "| draft | 2 | 14.3% | wrong unknown: 1; malformed: 1 |" in report
+    assert "`sqwd-valid-11`" in report and "| `P106` | occupation | 3 |" in report
+    rows = [json.loads(x) for x in (written / "questions.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in rows] == [s.gold.id for s in evaluation.scored]
+    assert rows[0]["labels"] == {"Q1010": "Maribor"} and rows[0]["trace"]["relations"][0]["property"] == "P19"
+
+
+def write_run(folder: Path, results: list[Result]) -> Path:
+    """``results`` as a batch run folder (the job's schemas, two shards)."""
+    for name in ("answers", "traces"):
+        (folder / name).mkdir(parents=True)
+    for i, part in enumerate((results[:7], results[7:])):
+        pq.write_table(pa.Table.from_pylist([row for r in part for row in r.answer_rows()], schema=ANSWER_SCHEMA),
+                       folder / "answers" / f"shard-{i:05d}.parquet")
+        pq.write_table(pa.Table.from_pylist([r.trace.to_row() for r in part], schema=TRACE_SCHEMA),
+                       folder / "traces" / f"shard-{i:05d}.parquet")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def run_folder(evaluation: Evaluation, tmp_path_factory) -> Path:
+    return write_run(tmp_path_factory.mktemp("run") / "run", [s.result for s in evaluation.scored])
+
+
+def test_run_folder_scores_the_same(run_folder: Path, evaluation: Evaluation, data_dir: Path) -> None:
+    from_run = evaluate_run(run_folder, load_sqwd(data_dir, "valid"), GoldExtender(data_dir))
+    assert [s.gold.id for s in from_run.scored] == [s.gold.id for s in evaluation.scored]
+    assert [(s.score, s.failure, s.detail, s.linking) for s in from_run.scored] == \
+        [(s.score, s.failure, s.detail, s.linking) for s in evaluation.scored]
+    a, b = from_run.metrics(), evaluation.metrics()
+    for key in ("all", "single_answer", "linking", "failure_counts", "by_property", "llm_calls_per_question"):
+        assert a[key] == b[key], key
+
+
+def test_eval_command_on_a_run_folder(run_folder: Path, evaluation: Evaluation, data_dir: Path, monkeypatch) -> None:
+    monkeypatch.setenv("KIFQA_DATA_DIR", str(data_dir))
+    result = CliRunner().invoke(cli, ["eval", "--run", str(run_folder), "--dataset", "sqwd:valid"])
+    assert result.exit_code == 0, result.output
+    m = json.loads((run_folder / "metrics.json").read_text())
+    assert m["all"] == evaluation.metrics()["all"] and m["questions"] == N
+    assert all((run_folder / png).is_file() for png in PLOTS) and (run_folder / "report.md").is_file()
+
+
+def test_eval_command_in_process(data_dir: Path, local_kb, monkeypatch, tmp_path: Path) -> None:
+    real = kifqa.api.open_pipeline
+    monkeypatch.setattr(kifqa.api, "open_pipeline",
+                        lambda *, settings=None, **_: real(settings=settings, kb=local_kb, llm=scripted(data_dir)))
+    monkeypatch.setenv("KIFQA_DATA_DIR", str(data_dir))
+    result = CliRunner().invoke(cli, ["eval", "--dataset", "sqwd:valid", "--limit", "4", "--concurrency", "2",
+                                      "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    m = json.loads((tmp_path / "metrics.json").read_text())
+    assert m["questions"] == 4 and m["correct"] == 3 and m["failure_counts"]["draft"] == 1
+    assert m["dataset"] == "sqwd:valid" and m["concurrency"] == 2
+    assert len((tmp_path / "questions.jsonl").read_text().splitlines()) == 4
+    assert (tmp_path / "report.md").is_file()

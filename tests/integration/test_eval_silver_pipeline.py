@@ -1,0 +1,92 @@
+"""``kifqa silver`` on real questions: the real pipeline on the built local KB with a scripted model,
+in-process and from a batch-shaped run folder; the files read back with pyarrow and pandas."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+import kifqa.api
+from kifqa.cli import cli
+from kifqa.eval.datasets import load_sqwd
+from kifqa.eval.run import answer_all
+from kifqa.eval.silver import SILVER_SCHEMA, build_silver
+from kifqa.eval.traces import Prediction
+from kifqa.model import Question, Result
+from kifqa.pipeline import Pipeline
+from tests.integration.test_eval_report import scripted, write_run
+
+#: sasha (exact, one option), carolsfeld (near match, model pick), french city (wrong unknown, many
+#: answers), spyglass (malformed draft), weird war.
+PICKED = (0, 1, 3, 11, 13)
+
+
+@pytest.fixture(scope="module")
+def results(data_dir: Path, local_kb) -> list[Result]:
+    qs = load_sqwd(data_dir, "valid", limit=14)
+    pipeline = Pipeline(kb=local_kb, llm=scripted(data_dir))
+    return asyncio.run(answer_all(pipeline, [Question(qs[i].id, qs[i].text) for i in PICKED], concurrency=3))
+
+
+def test_silver_rows(results: list[Result]) -> None:
+    rows, summary = build_silver([Prediction.from_result(r) for r in results])
+    by_id = {r["id"]: r for r in rows}
+    assert summary.questions == 5 and summary.errors == 1 and set(by_id) == {
+        "sqwd-valid-0", "sqwd-valid-1", "sqwd-valid-3", "sqwd-valid-13"}
+    sasha = by_id["sqwd-valid-0"]
+    assert sasha["logical_form"] == "(Q318926 | P19 | ?x)"
+    assert sasha["relations"][0] | {"entity_label": ""} == {"entity": "Q318926", "entity_label": "",
+                                                           "property": "P19", "property_label": "place of birth",
+                                                           "direction": "forward"}
+    assert sasha["answers"] == ["Q1010"] and sasha["answer_labels"] == ["Maribor"]
+    assert sasha["kif_filter"][0].startswith("Filter(") and "SELECT" in sasha["sparql"][0]
+    assert sasha["confidence"] == 1.0 and sasha["draft"] == ["(sasha vujačić | place of birth | ?x)"]
+    carolsfeld = by_id["sqwd-valid-1"]
+    assert carolsfeld["logical_form"] == "(?x | P57 | Q2568216)" and carolsfeld["answer_labels"] == ["Stay"]
+    assert carolsfeld["confidence_entity"] < 0.6  # a near match ('wiebke carolsfeld'), close search scores
+    assert carolsfeld["confidence"] == pytest.approx(
+        carolsfeld["confidence_entity"] * carolsfeld["confidence_relation"] * carolsfeld["confidence_answers"], abs=1e-3)
+    assert carolsfeld["confidence"] < 0.6 < sasha["confidence"]
+    wrong = by_id["sqwd-valid-3"]  # the 'french city' draft: many answers, low confidence
+    assert wrong["n_answers"] > 1 and wrong["confidence"] < carolsfeld["confidence"] + 0.3
+
+
+def test_silver_command_from_a_run(results: list[Result], tmp_path: Path, data_dir: Path, monkeypatch) -> None:
+    monkeypatch.setenv("KIFQA_DATA_DIR", str(data_dir))
+    run = write_run(tmp_path / "run", results)
+    out = tmp_path / "silver"
+    result = CliRunner().invoke(cli, ["silver", "--run", str(run), "--out", str(out), "--min-confidence", "0.5"])
+    assert result.exit_code == 0, result.output
+    assert "5: 2 silver rows" in result.output  # sasha and weird war clear 0.5
+    table = pq.read_table(out / "silver.parquet")
+    assert table.schema.equals(SILVER_SCHEMA) and table.column("id").to_pylist() == ["sqwd-valid-0", "sqwd-valid-13"]
+    assert min(table.column("confidence").to_pylist()) >= 0.5
+    assert [json.loads(x)["id"] for x in (out / "silver.jsonl").read_text().splitlines()] == table.column("id").to_pylist()
+    pd = pytest.importorskip("pandas")
+    assert pd.read_parquet(out / "silver.parquet")["answer_labels"].iloc[0].tolist() == ["Maribor"]
+
+
+def test_silver_command_in_process(data_dir: Path, local_kb, tmp_path: Path, monkeypatch) -> None:
+    real = kifqa.api.open_pipeline
+    monkeypatch.setattr(kifqa.api, "open_pipeline",
+                        lambda *, settings=None, **_: real(settings=settings, kb=local_kb, llm=scripted(data_dir)))
+    monkeypatch.setenv("KIFQA_DATA_DIR", str(data_dir))
+    qs = load_sqwd(data_dir, "valid", limit=3)
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"id": f"u{i}", "question": q.text}) + "\n" for i, q in enumerate(qs))
+                      + '{"id": "bad"}\n')
+    out = tmp_path / "silver"
+    result = CliRunner().invoke(cli, ["silver", str(corpus), "--out", str(out), "--concurrency", "2"])
+    assert result.exit_code == 0, result.output
+    table = pq.read_table(out / "silver.parquet")
+    assert table.column("id").to_pylist() == ["u0", "u1", "u2"]
+    assert table.column("answers").to_pylist() == [["Q1010"], ["Q14949730"], ["Q40348"]]
+    summary = json.loads((out / "silver-summary.json").read_text())
+    assert summary["questions"] == 4 and summary["errors"] == 1  # the row without a question
+    result = CliRunner().invoke(cli, ["silver", "--out", str(out)])
+    assert result.exit_code == 2 and "either CORPUS or --run" in result.output

@@ -1,0 +1,105 @@
+"""Scoring a batch run folder (``kifqa eval --run``): SimpleDBpediaQA questions with hand-made traces
+written in the batch job's Parquet schemas (its end-to-end use needs a DBpedia KB)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from kifqa.cli import cli
+from kifqa.eval.datasets import load_simpledbpediaqa
+from kifqa.eval.traces import read_run
+from kifqa.kb.base import Candidate, Fact
+from kifqa.model import ANSWER_SCHEMA, TRACE_SCHEMA, Answer, Pattern, Question, Relation, Result, Trace
+
+DBR, DBO = "http://dbpedia.org/resource/", "http://dbpedia.org/ontology/"
+
+
+def result(qid: str, text: str, known: str, entity: str, prop: str, direction: str,
+           answers: list[tuple[str, str]]) -> Result:
+    t = Trace(qid, text, kb="dbpedia", model="hand", draft=[Pattern(known, "p", "?x")],
+              candidates=[Candidate(entity, known.title(), score=3.0)], entities=[entity],
+              relations=[Relation(entity, prop, direction)], timings={"draft": 0.2, "total": 1.0},
+              n_answers=len(answers))
+    facts = [Answer(Fact(entity, known, prop, prop.rsplit("/", 1)[-1], a, label), a, label) for a, label in answers]
+    return Result(Question(qid, text), facts, t)
+
+
+def write_run(folder: Path, results: list[Result]) -> Path:
+    (folder / "answers").mkdir(parents=True)
+    (folder / "traces").mkdir()
+    pq.write_table(pa.Table.from_pylist([row for r in results for row in r.answer_rows()], schema=ANSWER_SCHEMA),
+                   folder / "answers" / "shard-00000.parquet")
+    pq.write_table(pa.Table.from_pylist([r.trace.to_row() for r in results], schema=TRACE_SCHEMA),
+                   folder / "traces" / "shard-00000.parquet")
+    (folder / "manifest.json").write_text(json.dumps({
+        "summary": {"seconds": 4.0}, "config": {"llm": {"model": "hand"}, "kb": {"spec": "dbpedia"}}}))
+    return folder
+
+
+@pytest.fixture
+def sdbqa_run(tmp_path: Path, data_dir: Path) -> Path:
+    """Runs on four real SimpleDBpediaQA questions: right, wrong predicate, wrong entity, no answer;
+    and one question that is not in the dataset."""
+    q = {x.id: x for x in load_simpledbpediaqa(data_dir, limit=10)}
+    sasha, gilbert, fevin, langmuir = (q[f"sdbqa-valid-{i}"] for i in ("00002", "00009", "00012", "00014"))
+    return write_run(tmp_path / "run", [
+        result(sasha.id, sasha.text, "sasha vujačić", f"{DBR}Sasha_Vuja%C4%8Di%C4%87", f"{DBO}birthPlace", "forward",
+               [(f"{DBR}Maribor", "Maribor")]),
+        result(gilbert.id, gilbert.text, "seymour parker gilbert", gilbert.topic, f"{DBO}occupation", "forward",
+               [(f"{DBR}Lawyer", "Lawyer")]),
+        result(fevin.id, fevin.text, "antoine", f"{DBR}Antoine", f"{DBO}deathPlace", "forward", []),
+        result(langmuir.id, langmuir.text, "irving langmuir", langmuir.topic, langmuir.relations[0].property,
+               langmuir.relations[0].direction, []),
+        result("other-1", "not in the dataset", "x", f"{DBR}X", f"{DBO}p", "forward", [("y", "y")]),
+    ])
+
+
+def test_read_run(sdbqa_run: Path) -> None:
+    runs = read_run(sdbqa_run)
+    assert set(runs) == {"sdbqa-valid-00002", "sdbqa-valid-00009", "sdbqa-valid-00012", "sdbqa-valid-00014", "other-1"}
+    p = runs["sdbqa-valid-00002"]
+    assert p.answers == {f"{DBR}Maribor": "Maribor"} and p.property_labels == {f"{DBO}birthPlace": "birthPlace"}
+    assert p.trace["relations"] == [{"entity": f"{DBR}Sasha_Vuja%C4%8Di%C4%87", "property": f"{DBO}birthPlace",
+                                     "direction": "forward"}]
+    assert runs["sdbqa-valid-00012"].answers == {}
+
+
+def test_eval_run_on_simpledbpediaqa(sdbqa_run: Path) -> None:
+    result = CliRunner().invoke(cli, ["eval", "--run", str(sdbqa_run), "--dataset", "sdbqa:valid"])
+    assert result.exit_code == 0, result.output
+    m = json.loads((sdbqa_run / "metrics.json").read_text())
+    assert m["questions"] == 4 and m["answers_scored"] == 0 and m["run_questions_not_in_dataset"] == 1
+    assert m["linking"]["entity"] == {"n": 4, "correct": 3, "accuracy": 0.75}  # subject IRI
+    assert m["linking"]["relation"] == {"n": 4, "correct": 3, "accuracy": 0.75}  # predicate
+    assert m["linking"]["triple"] == {"n": 4, "correct": 2, "accuracy": 0.5}  # both, in one relation
+    assert m["failure_counts"] == {"error": 0, "draft": 0, "entity": 1, "relation": 1, "empty": 1, "partial": 0}
+    assert (m["model"], m["kb"], m["wall_s"]) == ("hand", "dbpedia", 4.0)
+    report = (sdbqa_run / "report.md").read_text()
+    assert "| subject IRI | 4 | 3 | 0.750 |" in report and "| predicate (with direction) | 4 | 3 | 0.750 |" in report
+    for png in ("scores.png", "failures.png", "by_property.png", "latency.png"):
+        assert (sdbqa_run / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rows = [json.loads(x) for x in (sdbqa_run / "questions.jsonl").read_text().splitlines()]
+    assert [r["failure"] for r in rows] == [None, "relation", "entity", "empty"]
+
+
+def test_eval_run_limit_and_no_match(sdbqa_run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "scored"
+    result = CliRunner().invoke(cli, ["eval", "--run", str(sdbqa_run), "--dataset", "sdbqa:valid", "--limit", "2",
+                                      "--out", str(out), "--no-report"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "metrics.json").read_text())["questions"] == 2 and not (out / "report.md").exists()
+    result = CliRunner().invoke(cli, ["eval", "--run", str(sdbqa_run), "--dataset", "sqwd:valid"])
+    assert result.exit_code != 0 and "no question of sqwd:valid" in result.output
+
+
+def test_eval_options_conflict(sdbqa_run: Path) -> None:
+    result = CliRunner().invoke(cli, ["eval", "--run", str(sdbqa_run), "--batch", "--out", "x"])
+    assert result.exit_code == 2 and "one of --batch, --run and --compare" in result.output
+    result = CliRunner().invoke(cli, ["eval", "--batch"])
+    assert result.exit_code == 2 and "--batch needs --out" in result.output
