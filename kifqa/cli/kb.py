@@ -1,0 +1,190 @@
+"""``kifqa kb``: build, serve, inspect and query the knowledge base."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import json
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from kifqa.cli.options import fail, load_settings
+from kifqa.config import Settings
+from kifqa.errors import KifqaError
+from kifqa.kb import build as kb_build
+from kifqa.kb.kifkb import KifKnowledgeBase
+from kifqa.kb.server import OxigraphServer
+from kifqa.kb.spec import endpoint_info, open_kb, resolve
+
+T = TypeVar("T")
+
+_config_option = click.option("--config", "config", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                              help="A YAML settings file.")
+_kb_option = click.option("--kb", "spec", metavar="SPEC", default=None,
+                          help="Knowledge base: local (default), local-server[:PORT], wikidata, dbpedia, "
+                               "sparql+wikidata:URL, sparql+dbpedia:URL, kif:STORE[?K=V...].")
+_json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+
+
+def _friendly(command: Callable[..., None]) -> Callable[..., None]:
+    """Reports kifqa's own errors as one-line CLI errors instead of tracebacks."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        try:
+            command(*args, **kwargs)
+        except KifqaError as err:
+            raise fail(err) from err
+
+    return wrapper
+
+
+def _with_kb(settings: Settings, call: Callable[[KifKnowledgeBase], Awaitable[T]]) -> T:
+    async def run() -> T:
+        kb = open_kb(None, settings)
+        try:
+            return await call(kb)
+        finally:
+            await kb.aclose()
+
+    return asyncio.run(run())
+
+
+def _dump(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+
+
+@click.group()
+def kb() -> None:
+    """Build, serve, inspect and query the knowledge base."""
+
+
+@kb.command()
+@click.option("--force", is_flag=True, help="Rebuild even if a build of the same inputs exists.")
+@_config_option
+@_friendly
+def build(force: bool, config: Path | None) -> None:
+    """Build the local knowledge base (Oxigraph store + label index) from the data folder."""
+    settings = load_settings(config)
+    built, new = kb_build.build(settings, force=force)
+    counts = built.manifest["counts"]
+    click.echo(f"{'built' if new else 'up to date'}: {built.root}")
+    click.echo(f"  hash {built.digest}, {counts['statements']:,} statements, {counts['rdf_triples']:,} RDF triples, "
+               f"{counts['items']:,} items, {counts['properties']:,} properties; build took "
+               f"{built.manifest['seconds']} s")
+
+
+@kb.command()
+@click.option("--port", type=int, default=None, help="Port (default: kb.server_port, 7878).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@_config_option
+@_friendly
+def serve(port: int | None, host: str, config: Path | None) -> None:
+    """Serve the built store over SPARQL with `oxigraph serve-read-only` until interrupted."""
+    settings = load_settings(config)
+    built = kb_build.locate(settings)
+    server = OxigraphServer(built.store_dir, port=port or settings.kb.server_port, host=host)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stop the server on `kill` too
+    with server:
+        click.echo(f"serving {built.store_dir} at {server.url} (query it with --kb local-server:{server.port}); "
+                   "Ctrl-C stops")
+        try:
+            server.wait()
+        except KeyboardInterrupt:
+            pass
+
+
+@kb.command()
+@_kb_option
+@_config_option
+@_json_option
+@_friendly
+def info(spec: str | None, config: Path | None, as_json: bool) -> None:
+    """Where the knowledge base is: the local build (path, hash, counts) and the endpoints of SPEC."""
+    settings = load_settings(config, kb=spec)
+    spec = settings.kb.spec
+    report: dict[str, Any] = {"spec": spec, "data_dir": str(settings.data_dir)}
+    try:
+        built = kb_build.locate(settings)
+        report["local_build"] = {"path": str(built.root), **built.manifest}
+    except KifqaError as err:
+        report["local_build"] = f"none ({err})"
+    store, search = resolve(spec, settings)
+    report["endpoints"] = endpoint_info(store, search)
+    if as_json:
+        _dump(report)
+        return
+    for key, value in report.items():
+        if isinstance(value, dict):
+            click.echo(f"{key}:")
+            for k, v in value.items():
+                click.echo(f"  {k}: {v}")
+        else:
+            click.echo(f"{key}: {value}")
+
+
+@kb.command()
+@click.argument("text")
+@click.option("--property", "properties", is_flag=True, help="Search properties instead of items.")
+@click.option("--limit", type=int, default=10, show_default=True)
+@_kb_option
+@_config_option
+@_json_option
+@_friendly
+def search(text: str, properties: bool, limit: int, spec: str | None, config: Path | None, as_json: bool) -> None:
+    """Search items (or properties) by label and alias, best first."""
+    found = _with_kb(load_settings(config, kb=spec),
+                     lambda kb: (kb.search_properties if properties else kb.search_entities)(text, limit=limit))
+    if as_json:
+        _dump([dataclasses.asdict(c) for c in found])
+        return
+    for rank, c in enumerate(found, 1):
+        aliases = f"  aka {', '.join(c.aliases)}" if c.aliases else ""
+        description = f"  — {c.description}" if c.description else ""
+        click.echo(f"{rank:2}. {c.id:<12} {c.label or '(no label)'}{aliases}{description}  [{c.score:.2f}]")
+
+
+@kb.command()
+@click.argument("entity")
+@_kb_option
+@_config_option
+@_json_option
+@_friendly
+def properties(entity: str, spec: str | None, config: Path | None, as_json: bool) -> None:
+    """The properties ENTITY has as subject (forward) and as value (backward)."""
+    uses = _with_kb(load_settings(config, kb=spec), lambda kb: kb.properties_of(entity))
+    if as_json:
+        _dump([dataclasses.asdict(u) for u in uses])
+        return
+    for u in uses:
+        click.echo(f"{u.direction:<8} {u.property.id:<8} {u.property.label:<40} x{u.count}")
+
+
+@kb.command("filter")
+@click.option("--subject", metavar="ID", help="Subject id (Q42 or IRI).")
+@click.option("--property", "prop", metavar="ID", help="Property id (P19 or IRI).")
+@click.option("--value", metavar="ID", help="Value id (Q42 or IRI).")
+@click.option("--sparql", is_flag=True, help="Also print the SPARQL the filter compiled to.")
+@_kb_option
+@_config_option
+@_json_option
+@_friendly
+def filter_(subject: str | None, prop: str | None, value: str | None, sparql: bool, spec: str | None,
+            config: Path | None, as_json: bool) -> None:
+    """Print the statements matching a KIF filter, with labels."""
+    result = _with_kb(load_settings(config, kb=spec), lambda kb: kb.filter(subject=subject, property=prop, value=value))
+    if as_json:
+        _dump(dataclasses.asdict(result))
+        return
+    for f in result.facts:
+        click.echo(f"{f.subject} ({f.subject_label})  {f.property} ({f.property_label})  {f.value} ({f.value_label})")
+    more = " (truncated: raise kb.max_results)" if result.truncated else ""
+    click.echo(f"{len(result.facts)} statement(s){more}; filter: {result.filter}", err=True)
+    if sparql:
+        click.echo(result.sparql)

@@ -1,0 +1,321 @@
+""":class:`KifKnowledgeBase`: the :class:`~kifqa.kb.base.KnowledgeBase` interface over a KIF (Store, Search) pair.
+
+KIF stores are not thread-safe and their async HTTP clients belong to the event loop that first used
+them, so each knowledge base owns a private event loop on a daemon thread and runs every KIF call
+there (through KIF's async API, under :class:`~kifqa.kb.guard.Guard`). Callers may await it from any
+event loop and run many coroutines on it at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import weakref
+from collections import Counter
+from collections.abc import AsyncIterator, Coroutine, Iterable
+from typing import Any, TypeVar
+
+from kif_lib import (
+    IRI,
+    AliasProperty,
+    Datatype,
+    DescriptionProperty,
+    ExternalId,
+    Filter,
+    LabelProperty,
+    Property,
+    Quantity,
+    Search,
+    Statement,
+    Store,
+    String,
+    Text,
+    Time,
+)
+from kif_lib.model import Entity, Item, OrFingerprint, Value, ValueSnak
+from kif_lib.store.mixer import MixerStore
+
+from kifqa.config import KBSettings
+from kifqa.errors import KBError
+from kifqa.kb import ids
+from kifqa.kb.base import Candidate, Direction, Fact, FilterResult, KBStats, KnowledgeBase, PropertyUse
+from kifqa.kb.data import normalize
+from kifqa.kb.guard import Guard
+from kifqa.kb.index import LabelIndex
+from kifqa.kb.search import check_query
+from kifqa.kb.sparql import compile_filter
+
+T = TypeVar("T")
+
+#: Entities per KIF label query of a remote knowledge base.
+LABEL_BATCH = 50
+
+
+class KifKnowledgeBase(KnowledgeBase):
+    """A knowledge base over a KIF ``store`` and ``search``.
+
+    Parameters:
+       store: KIF store answering filters.
+       search: KIF search finding entities and properties by name.
+       spec: The spec it was opened from (for messages).
+       settings: Timeouts, retries, concurrency and result limits.
+       index: The label index of a locally built base: labels and descriptions come from it; without
+          one they are asked from ``store`` through KIF (and cached).
+    """
+
+    def __init__(self, store: Store, search: Search, *, spec: str, settings: KBSettings,
+                 index: LabelIndex | None = None) -> None:
+        self.spec = spec
+        self.store = store
+        self.search = search
+        self.settings = settings
+        self.index = index
+        self.stats = KBStats()
+        self._guard = Guard(spec, settings, self.stats)
+        self._masks = masks(index) if index is not None else {}
+        self._label_cache: dict[str, str] = {}
+        self._closed = False
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name=f"kifqa-kb[{spec}]", daemon=True)
+        self._thread.start()
+        #: Stops the private loop when this knowledge base is closed or forgotten.
+        self._stop_loop = weakref.finalize(self, self._loop.call_soon_threadsafe, self._loop.stop)
+
+    # -- KnowledgeBase -------------------------------------------------------
+
+    async def search_entities(self, text: str, *, limit: int = 10) -> list[Candidate]:
+        return await self._run(self._search(text, limit, properties=False))
+
+    async def search_properties(self, text: str, *, limit: int = 10) -> list[Candidate]:
+        return await self._run(self._search(text, limit, properties=True))
+
+    async def properties_of(self, entity: str) -> list[PropertyUse]:
+        return await self._run(self._properties_of(entity))
+
+    async def facts(self, entity: str, property: str, direction: Direction) -> FilterResult:
+        e, p = ids.entity(entity), typed_property(property, self.index)
+        if direction == "forward":
+            return await self.filter(subject=e, property=p)
+        if direction == "backward":
+            return await self.filter(property=p, value=e)
+        raise KBError(f"direction must be 'forward' or 'backward', not {direction!r}")
+
+    async def labels(self, ids: list[str]) -> dict[str, str]:
+        return await self._run(self._labels(ids))
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self._submit(self._aclose_engines())
+        finally:
+            self._stop_loop()
+            await asyncio.to_thread(self._thread.join)
+            self._loop.close()
+            if self.index is not None:
+                self.index.close()
+
+    # -- beyond the interface ------------------------------------------------
+
+    async def filter(self, subject: Entity | str | None = None, property: Property | str | None = None,
+                     value: Entity | str | None = None) -> FilterResult:
+        """The value statements matching the given subject, property and value (ids or KIF entities)."""
+        if subject is None and property is None and value is None:
+            raise KBError("give at least one of subject, property and value")
+        f = Filter(
+            subject=ids.entity(subject) if isinstance(subject, str) else subject,
+            property=typed_property(property, self.index) if isinstance(property, str) else property,
+            value=ids.entity(value) if isinstance(value, str) else value,
+            snak_mask=Filter.VALUE_SNAK,
+            **self._masks,
+        )
+        return await self._run(self._filter(f))
+
+    # -- running on the private loop -----------------------------------------
+
+    async def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self._closed:
+            coro.close()
+            raise KBError(f"{self.spec}: the knowledge base is closed")
+        return await self._submit(coro)
+
+    async def _submit(self, coro: Coroutine[Any, Any, T]) -> T:
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._loop))
+
+    async def _aclose_engines(self) -> None:
+        for engine in (*_stores(self.store), self.search):
+            await engine.aclose()
+            engine.close()
+
+    # -- implementations (on the private loop) -------------------------------
+
+    async def _search(self, text: str, limit: int, *, properties: bool) -> list[Candidate]:
+        check_query(text)
+        find = self.search.aproperty_descriptor if properties else self.search.aitem_descriptor
+        pairs = await self._guard.run(
+            "search_properties" if properties else "search_entities",
+            lambda: _collect(find(text, limit=limit)))
+        key, n = normalize(text), len(pairs)
+        found = []
+        for rank, (entity, desc) in enumerate(pairs):
+            c = _candidate(entity, desc)
+            tier = 3.0 if normalize(c.label) == key else 2.0 if key in map(normalize, c.aliases) else 1.0
+            found.append(Candidate(c.id, c.label, c.aliases, c.description, tier + 0.9 * (n - rank) / n))
+        return sorted(found, key=lambda c: -c.score)
+
+    async def _properties_of(self, entity: str) -> list[PropertyUse]:
+        e = ids.entity(entity)
+        real = {"property_mask": Filter.PropertyMask.REAL, "snak_mask": Filter.VALUE_SNAK, **self._masks}
+        forward, backward = await asyncio.gather(
+            self._statements(Filter(subject=e, **real), "properties_of"),
+            self._statements(Filter(value=e, **real), "properties_of"))
+        uses: Counter[tuple[Property, Direction]] = Counter()
+        uses.update((s.snak.property, "forward") for s in forward[0])
+        uses.update((s.snak.property, "backward") for s in backward[0])
+        described = await self._describe(list(dict.fromkeys(p for p, _ in uses)))
+        return [PropertyUse(described[ids.to_id(p)], direction, count)
+                for (p, direction), count in sorted(uses.items(), key=lambda u: (-u[1], ids.to_id(u[0][0])))]
+
+    async def _filter(self, f: Filter) -> FilterResult:
+        limit = self.settings.max_results
+        statements, truncated = await self._statements(f, "filter")
+        names = await self._labels([ids.to_id(x) for s in statements for x in _entities(s)])
+        facts = tuple(_fact(s, names) for s in statements)
+        return FilterResult(facts, filter=repr(f), sparql=compile_filter(self.store, f, limit=limit + 1),
+                            truncated=truncated)
+
+    async def _statements(self, f: Filter, kind: str) -> tuple[list[Statement], bool]:
+        """The statements of ``f``, at most ``max_results``, and whether there were more."""
+        limit = self.settings.max_results
+        found = await self._guard.run(kind, lambda: _collect(self.store.afilter(
+            filter=f, annotated=False, limit=limit + 1, page_size=limit + 1, timeout=self.settings.timeout_s)))
+        return found[:limit], len(found) > limit
+
+    async def _labels(self, wanted: Iterable[str]) -> dict[str, str]:
+        wanted = list(dict.fromkeys(wanted))
+        if self.index is not None:
+            return self.index.labels(wanted)
+        self.stats.cache_hits += sum(id in self._label_cache for id in wanted)
+        missing = [ids.entity(id) for id in wanted if id not in self._label_cache]
+        for id, texts in (await self._kif_texts(missing, (LabelProperty(),))).items():
+            self._label_cache[id] = texts["label"]
+        return {id: self._label_cache[id] for id in wanted if self._label_cache.get(id)}
+
+    async def _describe(self, properties: list[Property]) -> dict[str, Candidate]:
+        """Labelled candidates of ``properties`` (bare ids where nothing is known)."""
+        keys = [ids.to_id(p) for p in properties]
+        if self.index is not None:
+            entries = self.index.entries(keys)
+            known = {id: Candidate(id, e.label, e.aliases, e.description) for id, e in entries.items()}
+        else:
+            texts = await self._kif_texts(properties, (LabelProperty(), AliasProperty(), DescriptionProperty()))
+            known = {id: Candidate(id, t["label"], tuple(sorted(t["aliases"])), t["description"])
+                     for id, t in texts.items()}
+        return {id: known.get(id) or Candidate(id, id) for id in keys}
+
+    async def _kif_texts(self, entities: list[Entity], kinds: tuple[Property, ...]) -> dict[str, dict[str, Any]]:
+        """English label, aliases and description of ``entities``, asked from the store."""
+        batches = [entities[i:i + LABEL_BATCH] for i in range(0, len(entities), LABEL_BATCH)]
+        results = await asyncio.gather(*(self._statements(Filter(
+            subject=OrFingerprint(*batch), property=OrFingerprint(*kinds), language="en",
+            snak_mask=Filter.VALUE_SNAK), "labels") for batch in batches))
+        texts: dict[str, dict[str, Any]] = {ids.to_id(e): {"label": "", "aliases": set(), "description": ""}
+                                            for e in entities}
+        for statements, _ in results:
+            for s in statements:
+                entry, (prop, value) = texts[ids.to_id(s.subject)], (s.snak.property, s.snak.value)
+                if isinstance(prop, LabelProperty):
+                    entry["label"] = value.content
+                elif isinstance(prop, AliasProperty):
+                    entry["aliases"].add(value.content)
+                elif isinstance(prop, DescriptionProperty):
+                    entry["description"] = value.content
+        return texts
+
+
+#: KIF's datatype mask of each Wikidata datatype (KIF reads the types it does not model as strings).
+_DATATYPE_MASKS = {
+    "wikibase-item": Filter.ITEM,
+    "wikibase-property": Filter.PROPERTY,
+    "wikibase-lexeme": Filter.LEXEME,
+    "url": Filter.IRI,
+    "monolingualtext": Filter.TEXT,
+    "external-id": Filter.EXTERNAL_ID,
+    "quantity": Filter.QUANTITY,
+    "time": Filter.TIME,
+}
+
+
+def typed_property(id: str, index: LabelIndex | None) -> Property:
+    """The property of ``id``, with its datatype when ``index`` knows it (KIF then compiles one query
+    branch instead of one per datatype)."""
+    prop = ids.property(id)
+    entry = index.entries([ids.to_id(prop)]).get(ids.to_id(prop)) if index is not None else None
+    return Property(prop.iri, Datatype.check(entry.datatype)) if entry and entry.datatype else prop
+
+
+def masks(index: LabelIndex) -> dict[str, Filter.DatatypeMask]:
+    """Subject and value masks covering just what the indexed base holds: they spare KIF's compiler
+    (and Oxigraph) the query branches of absent datatypes."""
+    value_mask = Filter.DatatypeMask(0)
+    for datatype in index.value_datatypes():
+        value_mask |= _DATATYPE_MASKS.get(datatype, Filter.STRING)
+    subject_mask = Filter.DatatypeMask(0)
+    for kind in index.subject_kinds():
+        subject_mask |= Filter.PROPERTY if kind == "property" else Filter.ITEM
+    return {"subject_mask": subject_mask, "value_mask": value_mask}
+
+
+async def _collect(it: AsyncIterator[T]) -> list[T]:
+    return [x async for x in it]
+
+
+def _stores(store: Store) -> list[Store]:
+    """``store`` and, for a mixer, every store under it (a mixer does not close its sources)."""
+    if isinstance(store, MixerStore):
+        return [store, *(s for source in store.sources for s in _stores(source))]
+    return [store]
+
+
+def _candidate(entity: Entity, desc: dict[str, Any]) -> Candidate:
+    label = desc.get("labels", {}).get("en")
+    description = desc.get("descriptions", {}).get("en")
+    aliases = sorted(a.content for a in desc.get("aliases", {}).get("en", ()))
+    return Candidate(ids.to_id(entity), label.content if label else "", tuple(aliases),
+                     description.content if description else "")
+
+
+def _entities(s: Statement) -> list[Entity]:
+    assert isinstance(s.snak, ValueSnak)
+    return [s.subject, s.snak.property, *([s.snak.value] if isinstance(s.snak.value, Entity) else [])]
+
+
+def _fact(s: Statement, labels: dict[str, str]) -> Fact:
+    assert isinstance(s.snak, ValueSnak)
+    subject, prop = ids.to_id(s.subject), ids.to_id(s.snak.property)
+    value, value_type, value_label = _value(s.snak.value, labels)
+    return Fact(subject, labels.get(subject, subject), prop, labels.get(prop, prop), value, value_label, value_type)
+
+
+def _value(v: Value, labels: dict[str, str]) -> tuple[str, str, str]:
+    """The (value, value_type, value_label) of a KIF value."""
+    if isinstance(v, Entity):
+        id = ids.to_id(v)
+        kind = "item" if isinstance(v, Item) else "property" if isinstance(v, Property) else "iri"
+        return id, kind, labels.get(id, id)
+    if isinstance(v, IRI):
+        return v.content, "iri", v.content
+    if isinstance(v, ExternalId):
+        return v.content, "external_id", v.content
+    if isinstance(v, String):
+        return v.content, "string", v.content
+    if isinstance(v, Text):
+        return v.content, "text", v.content
+    if isinstance(v, Quantity):
+        amount = str(v.amount)
+        unit = ids.to_id(v.unit) if v.unit is not None and ids.to_id(v.unit) != "Q199" else ""
+        return amount, "quantity", f"{amount} {labels.get(unit, unit)}".strip()
+    if isinstance(v, Time):
+        return v.time.isoformat(), "time", v.time.date().isoformat()
+    raise KBError(f"unexpected KIF value {v!r}")

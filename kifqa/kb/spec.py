@@ -1,0 +1,171 @@
+"""KB specs: one string naming a knowledge base, resolved to a KIF (Store, Search) pair or a :class:`KnowledgeBase`."""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from kif_lib import Search, Store
+
+from kifqa.config import Settings
+from kifqa.errors import ConfigError, KBError
+from kifqa.kb.build import BuiltKB, locate
+from kifqa.kb.index import LabelIndex
+from kifqa.kb.kifkb import KifKnowledgeBase
+from kifqa.kb.search import LocalSearch
+from kifqa.kb.sparql import sparql_store
+from kifqa.kb.store import OxigraphStore
+
+FORMS = """\
+  local                  the built base, in process (pyoxigraph) + local label search (default)
+  local-server[:PORT]    the `kifqa kb serve` server on 127.0.0.1:PORT (default kb.server_port) + local search
+  wikidata               Wikidata Query Service (KIF `wdqs`) + Wikidata API search (`wikidata-wapi`)
+  dbpedia                DBpedia's SPARQL endpoint (`dbpedia-sparql`) + DBpedia Lookup (`dbpedia-lookup`)
+  sparql+wikidata:URL    a Wikidata-shaped SPARQL endpoint (`wikidata-sparql`); local search when URL is on
+                         this machine (it serves the built base), `wikidata-wapi` otherwise
+  sparql+dbpedia:URL     a DBpedia SPARQL endpoint + DBpedia Lookup
+  kif:STORE[?K=V&...]    any KIF store plugin; `iri` is its endpoint, `search` a KIF search plugin
+                         (default `empty`), `search_iri` that plugin's endpoint; other keys go to the store"""
+
+_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+def user_agent(settings: Settings) -> str:
+    """The User-Agent of remote calls: ``kifqa/<version> (<contact>)``."""
+    return f"kifqa/{importlib.metadata.version('kifqa')} ({settings.kb.contact})"
+
+
+def resolve(spec: str, settings: Settings) -> tuple[Store, Search]:
+    """The KIF store and search a spec names (see :data:`FORMS`); :class:`ConfigError` if it names none."""
+    spec = spec.strip()
+    head, _, rest = spec.partition(":")
+    if spec == "local":
+        built = locate(settings)
+        return _local_store(built, settings), _local_search(built)
+    if head == "local-server":
+        port = _port(rest, spec) if rest else settings.kb.server_port
+        return _wikidata_endpoint(f"http://127.0.0.1:{port}/query", settings)
+    if spec == "wikidata":
+        return (Store("wdqs", **_remote(settings)),
+                Search("wikidata-wapi", **_remote(settings)))
+    if spec == "dbpedia":
+        return (Store("dbpedia-sparql", **_remote(settings)),
+                Search("dbpedia-lookup", **_remote(settings)))
+    if head == "sparql+wikidata":
+        return _wikidata_endpoint(_url(rest, spec), settings)
+    if head == "sparql+dbpedia":
+        return (Store("dbpedia-sparql", _url(rest, spec), **_remote(settings)),
+                Search("dbpedia-lookup", **_remote(settings)))
+    if head == "kif" and rest:
+        return _kif(rest, settings)
+    raise ConfigError(f"unknown KB spec {spec!r}; valid forms:\n{FORMS}")
+
+
+def open_kb(spec: str | None, settings: Settings) -> KifKnowledgeBase:
+    """The knowledge base a spec names (``None``: ``settings.kb.spec``). Close it with ``await kb.aclose()``."""
+    spec = spec or settings.kb.spec
+    store, search = resolve(spec, settings)
+    index = search.index if isinstance(search, LocalSearch) else None
+    return KifKnowledgeBase(store, search, spec=spec, settings=settings.kb, index=index)
+
+
+def endpoint_info(store: Store, search: Search) -> dict[str, Any]:
+    """Where a (store, search) pair sends its queries: plugin names, endpoint, mapping, User-Agent."""
+    info: dict[str, Any] = {"store": store.store_name, "search": search.search_name}
+    core = sparql_store(store)
+    if core is not None:
+        mapping = core.mapping
+        info["mapping"] = type(mapping).__name__
+        if hasattr(mapping, "options") and hasattr(mapping.options, "blazegraph"):
+            info["blazegraph"] = mapping.options.blazegraph
+        backend = core.backend
+        if hasattr(backend, "_iri"):  # KIF keeps an httpx backend's endpoint and headers private
+            info["endpoint"] = backend._iri.content
+            info["user_agent"] = backend._headers.get("User-Agent", "")
+        if isinstance(core, OxigraphStore):
+            info["endpoint"] = "in process (pyoxigraph)"
+    if isinstance(search, LocalSearch):
+        info["search_index"] = str(search.index.path)
+    elif hasattr(search, "_headers"):
+        info["search_endpoint"] = search.get_iri().content if search.get_iri() else ""
+        info["search_user_agent"] = search._headers.get("User-Agent", "")
+    return info
+
+
+def _remote(settings: Settings) -> dict[str, Any]:
+    return {"headers": {"User-Agent": user_agent(settings)}, "timeout": settings.kb.timeout_s}
+
+
+def _local_store(built: BuiltKB, settings: Settings) -> Store:
+    try:
+        return Store("kifqa-oxigraph", built.store_dir, timeout=settings.kb.timeout_s)
+    except Store.Error as err:
+        raise KBError(f"the knowledge base at {built.root} is unreadable ({err}); "
+                      "rebuild it with `kifqa kb build --force`") from err
+
+
+def _local_search(built: BuiltKB) -> Search:
+    return Search("kifqa-local", LabelIndex(built.index_path))
+
+
+def _wikidata_endpoint(url: str, settings: Settings) -> tuple[Store, Search]:
+    store = Store("wikidata-sparql", url, **_remote(settings))
+    if urlsplit(url).hostname in _LOOPBACK:
+        return store, _local_search(locate(settings))
+    return store, Search("wikidata-wapi", **_remote(settings))
+
+
+def _kif(rest: str, settings: Settings) -> tuple[Store, Search]:
+    name, _, query = rest.partition("?")
+    params = {k: _scalar(v) for k, v in parse_qsl(query, keep_blank_values=True)}
+    iri, search_iri = params.pop("iri", None), params.pop("search_iri", None)
+    search_name = params.pop("search", "empty")
+    store = _plugin(Store, name, lambda: _kif_store(name, iri, params, settings))
+    if search_name == "kifqa-local":
+        return store, _local_search(locate(settings))
+    extra = {"iri": search_iri} if search_iri else {}
+    http = {} if search_name == "empty" else _remote(settings)
+    return store, _plugin(Search, str(search_name), lambda: Search(str(search_name), **http, **extra))
+
+
+def _kif_store(name: str, iri: Any, params: dict[str, Any], settings: Settings) -> Store:
+    if name == "kifqa-oxigraph":
+        return Store(name, iri or locate(settings).store_dir, timeout=settings.kb.timeout_s, **params)
+    args = (str(iri),) if iri else ()
+    return Store(name, *args, **_remote(settings), **params)
+
+
+def _plugin(kind: type[Store] | type[Search], name: str, make: Callable[[], Any]) -> Any:
+    if name not in kind.registry:
+        raise ConfigError(f"no KIF {kind.__name__.lower()} plugin {name!r}; known: {', '.join(sorted(kind.registry))}")
+    try:
+        return make()
+    except (KBError, ConfigError):
+        raise
+    except Exception as err:
+        raise ConfigError(f"cannot create KIF {kind.__name__.lower()} {name!r}: {err}") from err
+
+
+def _scalar(value: str) -> Any:
+    if value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    for number in (int, float):
+        try:
+            return number(value)
+        except ValueError:
+            pass
+    return value
+
+
+def _url(rest: str, spec: str) -> str:
+    if urlsplit(rest).scheme not in ("http", "https") or not urlsplit(rest).hostname:
+        raise ConfigError(f"KB spec {spec!r} needs an http(s) URL after the prefix; valid forms:\n{FORMS}")
+    return rest
+
+
+def _port(text: str, spec: str) -> int:
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise ConfigError(f"KB spec {spec!r}: {text!r} is not a port number")
+    return int(text)

@@ -1,0 +1,120 @@
+"""Retries, Retry-After, the concurrency cap, timeouts and error wrapping of KB calls."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+import pytest
+
+from kifqa.config import KBSettings
+from kifqa.errors import KBError
+from kifqa.kb import guard as kb_guard
+from kifqa.kb.base import KBStats
+from kifqa.kb.guard import Guard, is_transient, retry_after
+
+
+def _status(code: int, headers: dict[str, str] | None = None, body: str = "") -> httpx.HTTPStatusError:
+    request = httpx.Request("POST", "https://query.example.org/sparql")
+    response = httpx.Response(code, headers=headers, text=body, request=request)
+    return httpx.HTTPStatusError(f"status {code}", request=request, response=response)
+
+
+def _guard(**settings: object) -> Guard:
+    return Guard("test-kb", KBSettings(**settings), KBStats())
+
+
+class Flaky:
+    """Fails with the given errors, then returns ``"ok"``."""
+
+    def __init__(self, *errors: BaseException) -> None:
+        self.errors = list(errors)
+        self.calls = 0
+
+    async def __call__(self) -> str:
+        self.calls += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        return "ok"
+
+
+def test_transient_errors_are_retried_and_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kb_guard, "_backoff", lambda state: 0.0)
+    guard = _guard(retries=3)
+    call = Flaky(_status(503, {"Retry-After": "0"}), httpx.ConnectError("refused"), _status(429, {"Retry-After": "0"}))
+    assert asyncio.run(guard.run("facts", call)) == "ok"
+    assert call.calls == 4
+    assert guard.stats.retries == 3
+    assert guard.stats.calls == 1 and guard.stats.by_kind == {"facts": 1}
+
+
+def test_retry_after_is_honoured() -> None:
+    guard = _guard(retries=1)
+    call = Flaky(_status(429, {"Retry-After": "0.3"}))
+    started = time.perf_counter()
+    asyncio.run(guard.run("facts", call))
+    assert time.perf_counter() - started >= 0.3
+
+
+def test_retry_after_forms() -> None:
+    assert retry_after(_status(503, {"Retry-After": "12"})) == 12
+    assert retry_after(_status(503, {"Retry-After": "100000"})) == 60  # capped
+    assert retry_after(_status(503, {"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"})) == 0  # in the past
+    assert retry_after(_status(503)) is None
+    assert retry_after(ValueError()) is None
+
+
+def test_client_errors_are_not_retried() -> None:
+    guard = _guard(retries=3)
+    call = Flaky(_status(400, body="Parse error: bad query"))
+    with pytest.raises(KBError, match=r"test-kb: facts failed: HTTP 400 .*Parse error: bad query"):
+        asyncio.run(guard.run("facts", call))
+    assert call.calls == 1 and guard.stats.retries == 0
+
+
+def test_giving_up_says_how_often() -> None:
+    guard = _guard(retries=2)
+    call = Flaky(*[_status(502, {"Retry-After": "0"})] * 3)
+    with pytest.raises(KBError, match="failed after 3 attempts: HTTP 502"):
+        asyncio.run(guard.run("labels", call))
+
+
+def test_timeout_becomes_kb_error() -> None:
+    guard = _guard(retries=0, timeout_s=0.05)
+
+    async def slow() -> None:
+        await asyncio.sleep(5)
+
+    with pytest.raises(KBError, match="search_entities failed: timed out"):
+        asyncio.run(guard.run("search_entities", slow))
+
+
+def test_unexpected_errors_become_kb_errors() -> None:
+    with pytest.raises(KBError, match="OSError: disk on fire"):
+        asyncio.run(_guard().run("facts", Flaky(OSError("disk on fire"))))
+
+
+def test_concurrency_is_capped() -> None:
+    guard = _guard(max_concurrency=3)
+    running = peak = 0
+
+    async def call() -> None:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.01)
+        running -= 1
+
+    async def main() -> None:
+        await asyncio.gather(*(guard.run("facts", call) for _ in range(20)))
+
+    asyncio.run(main())
+    assert peak == 3
+
+
+def test_what_is_transient() -> None:
+    assert is_transient(httpx.ReadTimeout("slow"))
+    assert is_transient(TimeoutError())
+    assert is_transient(_status(500)) and is_transient(_status(429))
+    assert not is_transient(_status(404)) and not is_transient(ValueError())

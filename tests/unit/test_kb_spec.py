@@ -1,0 +1,102 @@
+"""KB specs: remote ones are built with the right endpoint, mapping and User-Agent (no network is used)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from kif_lib import Search, Store
+
+from kifqa.config import KBSettings, Settings
+from kifqa.errors import ConfigError, KBError
+from kifqa.kb.spec import endpoint_info, open_kb, resolve, user_agent
+
+
+@pytest.fixture
+def remote_settings(tmp_path: Path) -> Settings:
+    return Settings(data_dir=tmp_path / "no-data", cache_dir=tmp_path / "cache",
+                    kb=KBSettings(contact="https://example.org/me (me@example.org)", timeout_s=7.5))
+
+
+def _info(spec: str, settings: Settings) -> dict[str, object]:
+    return endpoint_info(*resolve(spec, settings))
+
+
+def test_user_agent_names_kifqa_and_the_contact(remote_settings: Settings) -> None:
+    assert user_agent(remote_settings).startswith("kifqa/")
+    assert user_agent(remote_settings).endswith("(https://example.org/me (me@example.org))")
+
+
+def test_wikidata(remote_settings: Settings) -> None:
+    store, search = resolve("wikidata", remote_settings)
+    assert _info("wikidata", remote_settings) == {
+        "store": "wdqs", "search": "wikidata-wapi", "mapping": "WikidataMapping", "blazegraph": True,
+        "endpoint": "https://query.wikidata.org/sparql", "user_agent": user_agent(remote_settings),
+        "search_endpoint": "https://www.wikidata.org/w/api.php", "search_user_agent": user_agent(remote_settings)}
+    assert store.timeout == 7.5 and search.timeout == 7.5
+
+
+def test_dbpedia(remote_settings: Settings) -> None:
+    info = _info("dbpedia", remote_settings)
+    assert info["store"] == "dbpedia-sparql" and info["mapping"] == "DBpediaMapping"
+    assert info["endpoint"] == "https://dbpedia.org/sparql"
+    assert info["search"] == "dbpedia-lookup" and info["search_endpoint"] == "https://lookup.dbpedia.org/api/search"
+    assert info["user_agent"] == info["search_user_agent"] == user_agent(remote_settings)
+
+
+def test_sparql_wikidata_uses_the_generic_mapping(remote_settings: Settings) -> None:
+    info = _info("sparql+wikidata:https://qlever.example.org/api/wikidata", remote_settings)
+    assert info["store"] == "wikidata-sparql" and info["mapping"] == "WikidataMapping"
+    assert info["blazegraph"] is False  # Blazegraph-only SPARQL is for WDQS alone
+    assert info["endpoint"] == "https://qlever.example.org/api/wikidata"
+    assert info["search"] == "wikidata-wapi" and info["user_agent"] == user_agent(remote_settings)
+
+
+def test_sparql_dbpedia(remote_settings: Settings) -> None:
+    info = _info("sparql+dbpedia:http://localhost:8890/sparql", remote_settings)
+    assert (info["store"], info["mapping"], info["endpoint"]) == (
+        "dbpedia-sparql", "DBpediaMapping", "http://localhost:8890/sparql")
+
+
+def test_generic_kif_spec(remote_settings: Settings) -> None:
+    spec = "kif:wikidata-sparql?iri=http://example.org/sparql&search=wikidata-wapi&page_size=50&distinct=false"
+    store, search = resolve(spec, remote_settings)
+    info = endpoint_info(store, search)
+    assert (info["store"], info["endpoint"], info["search"]) == (
+        "wikidata-sparql", "http://example.org/sparql", "wikidata-wapi")
+    assert store.page_size == 50 and store.distinct is False
+    assert isinstance(resolve("kif:empty", remote_settings)[1], Search)
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("nonsense", "(?s)unknown KB spec 'nonsense'; valid forms:.*local-server.*sparql\\+wikidata:URL.*kif:STORE"),
+    ("sparql+wikidata:ftp://x", "needs an http\\(s\\) URL"),
+    ("sparql+dbpedia:", "needs an http\\(s\\) URL"),
+    ("local-server:http", "'http' is not a port number"),
+    ("kif:no-such-store", "no KIF store plugin 'no-such-store'; known: .*wdqs"),
+    ("kif:wdqs?search=no-such-search", "no KIF search plugin 'no-such-search'; known: .*wikidata-wapi"),
+])
+def test_bad_specs_are_config_errors(remote_settings: Settings, spec: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        resolve(spec, remote_settings)
+
+
+def test_local_without_data_is_a_data_error(remote_settings: Settings) -> None:
+    with pytest.raises(Exception, match="KIFQA_DATA_DIR") as err:
+        resolve("local", remote_settings)
+    assert type(err.value).__name__ == "DataError"
+
+
+def test_local_without_build_says_how_to_build(tiny_settings: Callable[..., Settings]) -> None:
+    with pytest.raises(KBError, match="run `kifqa kb build`"):
+        open_kb("local", tiny_settings())
+
+
+def test_open_kb_defaults_to_the_settings_spec(remote_settings: Settings) -> None:
+    kb = open_kb(None, remote_settings.model_copy(update={"kb": KBSettings(spec="wikidata")}))
+    try:
+        assert kb.spec == "wikidata" and isinstance(kb.store, Store) and kb.index is None
+    finally:
+        asyncio.run(kb.aclose())
