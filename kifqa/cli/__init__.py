@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import click
 
-from kifqa.cli import ask, bench, kb, model
+from kifqa.cli import ask, bench, eval, kb, model
+from kifqa.cli import run
+from kifqa.cli import silver
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -15,8 +17,11 @@ def cli() -> None:
 
 cli.add_command(ask.ask)
 cli.add_command(bench.bench)
+cli.add_command(eval.eval_)
 cli.add_command(kb.kb)
 cli.add_command(model.model)
+cli.add_command(run.run)
+cli.add_command(silver.silver)
 
 
 def main() -> None:

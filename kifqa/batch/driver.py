@@ -1,0 +1,183 @@
+"""The job driver: read the corpus, cut it into shards, run one task per shard on the actor pools."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import ray
+from ray.exceptions import RayError, RayTaskError
+from tqdm import tqdm
+
+from kifqa.batch.corpus import Corpus, read_corpus
+from kifqa.batch.kbpool import KBFactory
+from kifqa.batch.llmpool import LLMFactory
+from kifqa.batch.manifest import job_key, new_manifest, now
+from kifqa.batch.output import OutputDir
+from kifqa.batch.pools import Pools, actor_pools
+from kifqa.batch.summary import COLUMNS, Summary, trace_counts
+from kifqa.batch.task import PipelineFactory, Shard, TaskContext, default_pipeline, run_shard
+from kifqa.config import Settings
+from kifqa.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+@ray.remote(num_cpus=0)
+class Progress:
+    """Counts the questions the tasks have finished."""
+
+    def __init__(self) -> None:
+        self._done = 0
+
+    def add(self, n: int) -> None:
+        self._done += n
+
+    def done(self) -> int:
+        return self._done
+
+
+@dataclass
+class _Run:
+    """What running the shards of this invocation measured."""
+
+    questions: int = 0
+    failed: list[int] = field(default_factory=list)
+    startup_s: float = 0.0
+    seconds: float = 0.0
+    llm_busy_s: float = 0.0
+    kb_calls: int = 0
+    kb_cache_hits: int = 0
+
+
+def run_job(settings: Settings, corpus: str | Path | None = None, out: str | Path | None = None, *,
+            pools: Pools | None = None, pipeline: PipelineFactory = default_pipeline,
+            open_kb: KBFactory | None = None, open_llm: LLMFactory | None = None,
+            progress: bool = True) -> Summary:
+    """Answers every question of ``corpus`` into ``out`` (both default to ``settings.batch``).
+
+    Runs on ``pools`` (see :func:`~kifqa.batch.pools.actor_pools`) when given; otherwise starts
+    them, if there is anything to run, with ``open_kb`` and ``open_llm`` replacing the backends,
+    joining the cluster ``settings.batch.ray_address`` names (or starting a local one) unless Ray is
+    initialised. ``pipeline`` replaces the pipeline. What is replaced must be picklable.
+    """
+    b = settings.batch
+    corpus = corpus or b.corpus
+    out = out or b.out
+    if corpus is None or out is None:
+        raise ConfigError("a job needs a corpus and an output folder (arguments or batch.corpus/batch.out)")
+    data = read_corpus(corpus, id_column=b.id_column, question_column=b.question_column,
+                       max_chars=settings.pipeline.max_question_chars)
+    output = OutputDir(out)
+    key = job_key(settings, data)
+    previous = _prepare(output, key, resume=b.resume)
+    shards = _shards(data, b.shard_size)
+    todo = _todo(shards, output, retry_failed=b.retry_failed)
+    manifest = new_manifest(settings, data, key, len(shards), previous)
+    output.write_manifest(manifest)
+
+    started = time.perf_counter()
+    run = _Run()
+    if todo and pools is None:
+        with actor_pools(settings, open_kb=open_kb, open_llm=open_llm) as own:
+            run = _run_shards(settings, output, todo, own, pipeline, progress)
+            run.startup_s = own.startup_s
+    elif todo:
+        pools.check(settings)
+        run = _run_shards(settings, output, todo, pools, pipeline, progress)
+
+    summary = _summary(output, run, n_shards=len(shards), n_todo=len(todo), llm_actors=b.llm_actors)
+    manifest["runs"][-1].update(finished_at=now(), seconds=round(time.perf_counter() - started, 3),
+                                questions=run.questions, shards=len(todo), shards_failed=run.failed)
+    complete = summary.ok and len(output.finished()) == len(shards)
+    manifest.update(status="finished" if complete else "incomplete", finished_at=now(),
+                    summary=summary.model_dump())
+    output.write_manifest(manifest)
+    return summary
+
+
+def _prepare(output: OutputDir, key: str, *, resume: bool) -> dict[str, Any] | None:
+    """Readies the output folder; returns the manifest of the job it resumes, if any."""
+    previous = output.read_manifest()
+    if not resume:
+        output.clear()
+        previous = None
+    elif previous is not None and previous.get("job_key") != key:
+        raise ConfigError(f"{output.root} holds the output of another job (its config or corpus differ): "
+                          "use another output folder, or --no-resume to start over")
+    output.create()
+    output.remove_temporaries()
+    return previous
+
+
+def _todo(shards: list[Shard], output: OutputDir, *, retry_failed: bool) -> list[Shard]:
+    """The unfinished shards, and with ``retry_failed`` the finished ones' failed questions."""
+    finished = output.finished()
+    todo = [s for s in shards if s.index not in finished]
+    if retry_failed:
+        todo += [replace(s, redo=frozenset(failed)) for s in shards
+                 if s.index in finished and (failed := output.failed(s.index))]
+        todo.sort(key=lambda s: s.index)
+    return todo
+
+
+def _summary(output: OutputDir, run: _Run, *, n_shards: int, n_todo: int, llm_actors: int) -> Summary:
+    return Summary(
+        out=str(output.root), **trace_counts(output.read_traces(COLUMNS)),
+        answers=output.read_answers(["question_id"]).num_rows, ran=run.questions, shards=n_shards,
+        shards_skipped=n_shards - n_todo, shards_failed=run.failed, startup_s=round(run.startup_s, 3),
+        seconds=round(run.seconds, 3), questions_per_s=run.questions / run.seconds if run.seconds else 0.0,
+        kb_cache_hit_rate=run.kb_cache_hits / run.kb_calls if run.kb_calls else 0.0,
+        llm_busy_share=run.llm_busy_s / (llm_actors * run.seconds) if run.seconds else 0.0)
+
+
+def _run_shards(settings: Settings, output: OutputDir, todo: list[Shard], pools: Pools,
+                pipeline: PipelineFactory, progress: bool) -> _Run:
+    b = settings.batch
+    run = _Run()
+    counter = Progress.remote()
+    ctx = TaskContext(job=uuid.uuid4().hex, settings=settings, out=str(output.root), kb=pools.kb, llm=pools.llm,
+                      pipeline=pipeline, progress=counter)
+    task = ray.remote(run_shard).options(num_cpus=0, max_retries=b.task_max_retries)
+    busy, kb = pools.llm_busy_seconds(), pools.kb_stats()
+    start = time.perf_counter()
+    total = sum(len(s.questions) if s.redo is None else len(s.redo) for s in todo)
+    with tqdm(total=total, unit="q", desc="questions", disable=not progress, smoothing=0.05) as bar:
+        queue, pending = deque(todo), {}
+        while queue or pending:
+            while queue and len(pending) < b.max_tasks:
+                shard = queue.popleft()
+                pending[task.remote(shard, ctx)] = shard.index
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)
+            for ref in ready:
+                index = pending.pop(ref)
+                try:
+                    run.questions += ray.get(ref)
+                except RayError as err:
+                    log.error("shard %d failed: %s", index, _reason(err))
+                    run.failed.append(index)
+            bar.update(min(ray.get(counter.done.remote()), total) - bar.n)
+    run.seconds = time.perf_counter() - start
+    run.llm_busy_s = pools.llm_busy_seconds() - busy
+    kb_now = pools.kb_stats()
+    run.kb_calls, run.kb_cache_hits = kb_now.calls - kb.calls, kb_now.cache_hits - kb.cache_hits
+    ray.kill(counter)
+    run.failed.sort()
+    return run
+
+
+def _reason(err: RayError) -> str:
+    """One line on why a task failed: the task's own exception, or what happened to its worker."""
+    cause = err.cause if isinstance(err, RayTaskError) else err
+    first_line = str(cause).partition("\n")[0]
+    return f"{type(cause).__name__}: {first_line}"
+
+
+def _shards(corpus: Corpus, size: int) -> list[Shard]:
+    qs = corpus.questions
+    return [Shard(i, qs[start:start + size]) for i, start in enumerate(range(0, len(qs), size))]

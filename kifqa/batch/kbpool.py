@@ -1,0 +1,149 @@
+"""The pool of KB actors and :class:`ActorKB`, the :class:`KnowledgeBase` that forwards to it.
+
+Each actor holds its own knowledge base (KIF stores and searches are not thread-safe: one per process,
+used from the actor's event loop), answers from the shared on-disk cache when it can, and otherwise
+asks the endpoint's :class:`~kifqa.batch.limiter.EndpointLimiter` for a slot first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import ray
+from ray.actor import ActorHandle
+from ray.exceptions import RayError, RayTaskError
+
+import kifqa.kb as kb_package
+from kifqa.batch.kbcache import MISS, KBCache
+from kifqa.batch.routing import LeastLoaded
+from kifqa.config import Settings
+from kifqa.errors import KBError
+from kifqa.kb.base import Candidate, Direction, FilterResult, KBStats, KnowledgeBase, PropertyUse
+from kifqa.kb.guard import retry_after
+
+#: Opens the knowledge base a spec names (:func:`kifqa.kb.spec.open_kb`).
+KBFactory = Callable[[str, Settings], KnowledgeBase]
+
+_CALLS = frozenset({"search_entities", "search_properties", "properties_of", "facts", "labels"})
+
+
+class KBActor:
+    """Holds one knowledge base and serves its calls (run as a Ray actor: see :func:`start_kb_pool`)."""
+
+    def __init__(self, settings: Settings, open_kb: KBFactory, limiter: ActorHandle | None) -> None:
+        self._settings = settings
+        self._open_kb = open_kb
+        self._kb: KnowledgeBase | None = None
+        self._cache = (KBCache(settings.cache_dir / "kb-cache.sqlite", _namespace(settings))
+                       if settings.batch.kb_cache else None)
+        self._limiter = limiter
+        self._holder = ray.get_runtime_context().get_actor_id()
+        if limiter is not None:
+            limiter.forget.remote(self._holder)  # slots a previous incarnation of this actor held
+        self._stats = KBStats()
+
+    def _knowledge_base(self) -> KnowledgeBase:
+        """The knowledge base, opened on first use: a failure to open it is that call's error."""
+        if self._kb is None:
+            self._kb = self._open_kb(self._settings.kb.spec, self._settings)
+        return self._kb
+
+    async def start(self) -> None:
+        """Opens the knowledge base now."""
+        self._knowledge_base()
+
+    async def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if name not in _CALLS:
+            raise KBError(f"unknown knowledge-base call {name!r}")
+        self._stats.calls += 1
+        self._stats.by_kind[name] = self._stats.by_kind.get(name, 0) + 1
+        if self._cache is None:
+            return await self._limited(name, args, kwargs)
+        key = self._cache.key(name, args, kwargs)
+        value = self._cache.get(key)
+        if value is MISS:
+            value = await self._limited(name, args, kwargs)
+            self._cache.put(key, value)
+        else:
+            self._stats.cache_hits += 1
+        return value
+
+    async def _limited(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The call to the knowledge base, under its endpoint's shared limit when it has one."""
+        method = getattr(self._knowledge_base(), name)
+        if self._limiter is None:
+            return await method(*args, **kwargs)
+        await self._limiter.acquire.remote(self._holder)
+        try:
+            return await method(*args, **kwargs)
+        except KBError as err:
+            # The knowledge base retried, honouring Retry-After, and gave up: every actor waits.
+            if wait := retry_after(err.__cause__):
+                self._limiter.pause.remote(wait)
+            raise
+        finally:
+            self._limiter.release.remote(self._holder)
+
+    async def stats(self) -> KBStats:
+        return self._stats
+
+    async def aclose(self) -> None:
+        if self._kb is not None:
+            await self._kb.aclose()
+        if self._cache:
+            self._cache.close()
+
+
+def _namespace(settings: Settings) -> str:
+    """What a knowledge base's answers depend on: its spec, settings and data, and the code that
+    computes them (kifqa's KB layer and KIF), so that a code change never serves stale results."""
+    code = hashlib.sha256(version("kif-lib").encode())
+    for path in sorted(Path(kb_package.__file__).parent.glob("*.py")):
+        code.update(path.name.encode() + path.read_bytes())
+    return json.dumps([settings.kb.spec, settings.kb.max_results, str(settings.data_dir), code.hexdigest()])
+
+
+class ActorKB(KnowledgeBase):
+    """A :class:`KnowledgeBase` whose calls go to the least busy actor of a KB pool."""
+
+    def __init__(self, actors: list[ActorHandle], spec: str) -> None:
+        self.spec = spec
+        self._pool = LeastLoaded(actors)
+
+    async def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        with self._pool.pick() as actor:
+            try:
+                return await actor.call.remote(name, args, kwargs)
+            except RayTaskError as err:
+                raise (err.cause if isinstance(err.cause, Exception) else KBError(str(err))) from None
+            except RayError as err:
+                first_line = str(err).partition("\n")[0]
+                raise KBError(f"KB actor failed: {type(err).__name__}: {first_line}") from err
+
+    async def search_entities(self, text: str, *, limit: int = 10) -> list[Candidate]:
+        return await self._call("search_entities", text, limit=limit)
+
+    async def search_properties(self, text: str, *, limit: int = 10) -> list[Candidate]:
+        return await self._call("search_properties", text, limit=limit)
+
+    async def properties_of(self, entity: str) -> list[PropertyUse]:
+        return await self._call("properties_of", entity)
+
+    async def facts(self, entity: str, property: str, direction: Direction) -> FilterResult:
+        return await self._call("facts", entity, property, direction)
+
+    async def labels(self, ids: list[str]) -> dict[str, str]:
+        return await self._call("labels", ids)
+
+
+def start_kb_pool(settings: Settings, open_kb: KBFactory, limiter: ActorHandle | None) -> list[ActorHandle]:
+    """Starts ``settings.batch.kb_actors`` KB actors (not waiting for them to be ready)."""
+    b = settings.batch
+    actor = ray.remote(KBActor).options(
+        num_cpus=0, max_concurrency=b.kb_actor_concurrency, max_restarts=3, max_task_retries=2)
+    return [actor.remote(settings, open_kb, limiter) for _ in range(b.kb_actors)]

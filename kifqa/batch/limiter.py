@@ -1,0 +1,69 @@
+"""One limit per endpoint, shared by every KB actor of a job: requests in flight, requests per second,
+and a pause for everyone when the endpoint answers ``Retry-After``."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections import Counter
+from urllib.parse import urlsplit
+
+import ray
+
+from kifqa.config import EndpointLimit
+
+#: Waiting acquirers hold a slot of the actor's concurrency each.
+_MAX_WAITERS = 100_000
+
+
+#: Hosts of the public endpoints that KB specs name without a URL.
+_NAMED = {"wikidata": "query.wikidata.org", "dbpedia": "dbpedia.org"}
+_URL = re.compile(r"https?://\S+")
+
+
+def endpoint_host(spec: str) -> str | None:
+    """The host that keys :attr:`~kifqa.config.BatchSettings.limits` for a KB spec: the host of the
+    URL in it (``sparql+wikidata:https://...``), or of the public endpoint it names (``wikidata``);
+    ``None`` for the local base."""
+    url = _URL.search(spec)
+    return urlsplit(url.group()).hostname if url else _NAMED.get(spec)
+
+
+@ray.remote(num_cpus=0, max_concurrency=_MAX_WAITERS, max_restarts=-1)
+class EndpointLimiter:
+    """Admits requests to one endpoint.
+
+    Slots are counted per holder (a KB actor) so that a restarted holder can hand back what its
+    previous incarnation held (:meth:`forget`).
+    """
+
+    def __init__(self, limit: EndpointLimit) -> None:
+        self._slots = asyncio.Semaphore(limit.max_concurrent)
+        self._interval = 1.0 / limit.per_second if limit.per_second else 0.0
+        self._next_start = 0.0
+        self._held: Counter[str] = Counter()
+
+    async def acquire(self, holder: str) -> None:
+        """Waits for a free slot and for the request's turn under the rate limit and any pause."""
+        await self._slots.acquire()
+        self._held[holder] += 1
+        now = time.monotonic()
+        start = max(now, self._next_start)
+        self._next_start = start + self._interval
+        if start > now:
+            await asyncio.sleep(start - now)
+
+    async def release(self, holder: str) -> None:
+        if self._held[holder] > 0:
+            self._held[holder] -= 1
+            self._slots.release()
+
+    async def forget(self, holder: str) -> None:
+        """Releases every slot ``holder`` still holds."""
+        for _ in range(self._held.pop(holder, 0)):
+            self._slots.release()
+
+    async def pause(self, seconds: float) -> None:
+        """Starts no request for ``seconds`` (the endpoint said ``Retry-After``)."""
+        self._next_start = max(self._next_start, time.monotonic() + seconds)

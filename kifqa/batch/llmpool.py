@@ -1,0 +1,107 @@
+"""The pool of LLM actors and :class:`ActorLLM`, the :class:`LLM` that forwards to it.
+
+Each actor holds one model (a llama.cpp process on CPU, a vLLM engine on a GPU). Actors are async
+with a high ``max_concurrency``: the requests of many questions reach the backend together and the
+backend batches them (llama.cpp's parallel slots, vLLM's continuous batching).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+import ray
+from ray.actor import ActorHandle
+from ray.exceptions import RayError
+
+from kifqa.batch.routing import LeastLoaded
+from kifqa.config import Settings
+from kifqa.llm.base import LLM, ChatRequest, Completion, Message
+
+#: Opens the model the settings name (:func:`kifqa.llm.open_llm`).
+LLMFactory = Callable[[Settings], LLM]
+
+_WARM_UP = ChatRequest(messages=(Message("user", "Hi"),), max_tokens=1)
+
+
+class BusyClock:
+    """Wall time during which at least one call was in flight."""
+
+    def __init__(self) -> None:
+        self._in_flight = 0
+        self._since = 0.0
+        self._total = 0.0
+
+    def __enter__(self) -> None:
+        if self._in_flight == 0:
+            self._since = time.perf_counter()
+        self._in_flight += 1
+
+    def __exit__(self, *exc: object) -> None:
+        self._in_flight -= 1
+        if self._in_flight == 0:
+            self._total += time.perf_counter() - self._since
+
+    @property
+    def seconds(self) -> float:
+        running = time.perf_counter() - self._since if self._in_flight else 0.0
+        return self._total + running
+
+
+class LLMActor:
+    """Holds one model and serves its requests (run as a Ray actor: see :func:`start_llm_pool`)."""
+
+    def __init__(self, settings: Settings, open_llm: LLMFactory) -> None:
+        self._settings = settings
+        self._open_llm = open_llm
+        self._llm: LLM | None = None
+        self._busy = BusyClock()
+
+    def _model(self) -> LLM:
+        """The model, opened on first use: a failure to open it is that call's error."""
+        if self._llm is None:
+            self._llm = self._open_llm(self._settings)
+        return self._llm
+
+    async def warm(self) -> str:
+        """Loads the model (backends load lazily) with a one-token request; returns its identity."""
+        await self._model().agenerate([_WARM_UP])
+        return self._model().identity
+
+    async def agenerate(self, requests: list[ChatRequest]) -> list[Completion]:
+        with self._busy:
+            return await self._model().agenerate(requests)
+
+    async def busy_seconds(self) -> float:
+        """Wall time the model spent with at least one request in flight."""
+        return self._busy.seconds
+
+    async def aclose(self) -> None:
+        if self._llm is not None:
+            await self._llm.aclose()
+
+
+class ActorLLM(LLM):
+    """An :class:`LLM` whose requests go to the least busy actor of an LLM pool."""
+
+    def __init__(self, actors: list[ActorHandle], identity: str) -> None:
+        self.identity = identity
+        self._pool = LeastLoaded(actors)
+
+    async def agenerate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
+        with self._pool.pick() as actor:
+            try:
+                return await actor.agenerate.remote(list(requests))
+            except RayError as err:
+                first_line = str(err).partition("\n")[0]
+                reason = f"LLM actor failed: {type(err).__name__}: {first_line}"
+                return [Completion(error=reason) for _ in requests]
+
+
+def start_llm_pool(settings: Settings, open_llm: LLMFactory) -> list[ActorHandle]:
+    """Starts ``settings.batch.llm_actors`` LLM actors (not waiting for them to be ready)."""
+    b = settings.batch
+    actor = ray.remote(LLMActor).options(
+        num_cpus=b.llm_actor_cpus, num_gpus=b.llm_actor_gpus, max_concurrency=b.llm_actor_concurrency,
+        max_restarts=2, max_task_retries=1)
+    return [actor.remote(settings, open_llm) for _ in range(b.llm_actors)]

@@ -1,0 +1,67 @@
+"""The manifest of a job (``manifest.json``) and the key that tells whether a rerun resumes the same job."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+from datetime import datetime, timezone
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+from kifqa.batch.corpus import Corpus
+from kifqa.config import Settings
+
+#: Settings that change how a job runs but not what it writes: a rerun may change them and resume.
+_RUNTIME: dict[str, Any] = {
+    "cache_dir": True,
+    "kb": {"timeout_s", "max_concurrency", "retries", "contact", "server_port"},
+    "llm": {"api_key_env", "max_concurrency", "timeout_s", "cache", "cache_mode", "threads", "parallel",
+            "max_retries"},
+    "batch": {"corpus", "out", "task_concurrency", "max_tasks", "task_max_retries", "question_timeout_s",
+              "llm_actors", "llm_actor_cpus", "llm_actor_gpus", "llm_actor_concurrency", "kb_actors",
+              "kb_actor_concurrency", "limits", "kb_cache", "resume", "retry_failed", "ray_address"},
+}
+
+
+def job_key(settings: Settings, corpus: Corpus) -> str:
+    """A hash of what a job's output depends on: the corpus and the settings that shape answers."""
+    shaping = settings.model_dump(mode="json", exclude=_RUNTIME)
+    shaping["corpus"] = corpus.sha256
+    return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def new_manifest(settings: Settings, corpus: Corpus, key: str, n_shards: int,
+                 previous: dict[str, Any] | None) -> dict[str, Any]:
+    """The manifest of a run starting now (continuing ``previous``, the resumed job's manifest)."""
+    return {
+        "status": "running",
+        "job_key": key,
+        "config_digest": settings.digest(),
+        "code_version": code_version(),
+        "corpus": {"path": str(corpus.path), "sha256": corpus.sha256, "questions": len(corpus.questions),
+                   "input_errors": corpus.n_errors},
+        "shard_size": settings.batch.shard_size,
+        "shards": n_shards,
+        "started_at": previous["started_at"] if previous else now(),
+        "finished_at": None,
+        "config": settings.model_dump(mode="json"),
+        "runs": [*(previous or {}).get("runs", []), {"started_at": now()}],
+    }
+
+
+def code_version() -> str:
+    """kifqa's version, with the git commit (``-dirty`` when changed) when running from a checkout."""
+    try:
+        described = subprocess.run(
+            ["git", "describe", "--always", "--dirty", "--abbrev=12"], cwd=Path(__file__).parent,
+            capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        described = ""
+    return f"{version('kifqa')}+g{described}" if described else version("kifqa")
+
+
+def now() -> str:
+    """The current UTC time, ISO 8601."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

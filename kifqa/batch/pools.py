@@ -1,0 +1,123 @@
+"""The actors of a job, started and stopped together: the LLM pool, the KB pool and the endpoint limiter.
+
+:func:`actor_pools` starts them (models loaded) and stops them; :func:`~kifqa.batch.run_job` does so
+itself unless it is handed running pools, which lets several jobs share loaded models.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import ray
+from ray.actor import ActorHandle
+from ray.exceptions import RayTaskError
+
+from kifqa.batch.kbpool import ActorKB, KBFactory, start_kb_pool
+from kifqa.batch.limiter import EndpointLimiter, endpoint_host
+from kifqa.batch.llmpool import ActorLLM, LLMFactory, start_llm_pool
+from kifqa.config import Settings
+from kifqa.errors import ConfigError, KifqaError
+from kifqa.kb.base import KBStats
+
+#: The settings the actors are made from: a job may use running pools only if its own are the same.
+_POOL_SETTINGS: dict[str, Any] = {
+    "data_dir": True, "cache_dir": True, "kb": True, "llm": True,
+    "batch": {"llm_actors", "llm_actor_cpus", "llm_actor_gpus", "llm_actor_concurrency", "kb_actors",
+              "kb_actor_concurrency", "limits", "kb_cache"},
+}
+
+
+@dataclass(frozen=True)
+class Pools:
+    """Running pools and the proxies (the pipeline's model and knowledge base) that forward to them."""
+
+    settings: Settings
+    llm: ActorLLM
+    kb: ActorKB
+    llm_actors: list[ActorHandle]
+    kb_actors: list[ActorHandle]
+    #: Seconds it took to start the actors and load the models.
+    startup_s: float
+
+    def check(self, settings: Settings) -> None:
+        """Raises :class:`ConfigError` unless a job on ``settings`` may use these pools."""
+        if settings.model_dump(include=_POOL_SETTINGS) != self.settings.model_dump(include=_POOL_SETTINGS):
+            raise ConfigError("the running actor pools were started with other KB, model or actor settings")
+
+    def llm_busy_seconds(self) -> float:
+        """Wall time the LLM actors had model calls in flight, summed over the actors."""
+        return sum(ray.get([a.busy_seconds.remote() for a in self.llm_actors]))
+
+    def kb_stats(self) -> KBStats:
+        """The KB actors' calls and cache hits so far."""
+        total = KBStats()
+        for stats in ray.get([a.stats.remote() for a in self.kb_actors]):
+            total.calls += stats.calls
+            total.cache_hits += stats.cache_hits
+        return total
+
+
+@contextmanager
+def actor_pools(settings: Settings, *, open_kb: KBFactory | None = None,
+                open_llm: LLMFactory | None = None) -> Iterator[Pools]:
+    """Starts the LLM and KB actors ``settings.batch`` asks for and waits until the models are loaded;
+    stops them on exit. ``open_kb`` and ``open_llm`` replace :func:`~kifqa.kb.spec.open_kb` and
+    :func:`~kifqa.llm.open_llm` (they must be picklable)."""
+    connect(settings)
+    start = time.perf_counter()
+    limiter = _limiter(settings)
+    kb_actors = start_kb_pool(settings, open_kb or _open_kb(), limiter)
+    llm_actors = start_llm_pool(settings, open_llm or _open_llm())
+    try:
+        try:
+            identities = ray.get([a.warm.remote() for a in llm_actors])
+            ray.get([a.start.remote() for a in kb_actors])
+        except RayTaskError as err:  # a model or KB that cannot be opened: say why in one line
+            raise err.cause if isinstance(err.cause, KifqaError) else err from None
+        yield Pools(settings=settings, llm=ActorLLM(llm_actors, identities[0]),
+                    kb=ActorKB(kb_actors, settings.kb.spec), llm_actors=llm_actors, kb_actors=kb_actors,
+                    startup_s=time.perf_counter() - start)
+    finally:
+        _stop(llm_actors + kb_actors, [limiter] if limiter else [])
+
+
+def connect(settings: Settings) -> None:
+    """Joins or starts a Ray cluster unless Ray is initialised; ``KIFQA_*`` variables reach the workers."""
+    if ray.is_initialized():
+        return
+    env = {k: v for k, v in os.environ.items() if k.startswith("KIFQA_")}
+    ray.init(address=settings.batch.ray_address, runtime_env={"env_vars": env} if env else None,
+             log_to_driver=False)
+
+
+def _limiter(settings: Settings) -> ActorHandle | None:
+    """The shared limiter of the KB's endpoint, when the settings limit it."""
+    host = endpoint_host(settings.kb.spec)
+    limit = settings.batch.limits.get(host) if host else None
+    return EndpointLimiter.remote(limit) if limit else None
+
+
+def _stop(pools: list[ActorHandle], others: list[ActorHandle]) -> None:
+    """Lets the pools' actors release their models and connections (a minute at most), then ends
+    every actor."""
+    closing = [a.aclose.remote() for a in pools]
+    ray.wait(closing, num_returns=len(closing), timeout=60)
+    for actor in pools + others:
+        ray.kill(actor)
+
+
+def _open_kb() -> KBFactory:
+    from kifqa.kb.spec import open_kb
+
+    return open_kb
+
+
+def _open_llm() -> LLMFactory:
+    from kifqa.llm import open_llm
+
+    return open_llm

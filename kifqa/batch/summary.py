@@ -1,0 +1,84 @@
+"""The closing summary of a job: counts over all its trace rows, rates over this run."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pydantic import BaseModel
+
+#: The trace columns the summary reads.
+COLUMNS = ["error", "error_step", "n_answers", "llm_calls", "prompt_tokens", "completion_tokens", "kb_calls"]
+
+
+class Summary(BaseModel):
+    """What a job produced (all finished shards in its folder) and how fast this run went."""
+
+    out: str
+    questions: int
+    answered: int
+    empty: int
+    errors: int
+    input_errors: int
+    answers: int
+    #: Questions run by this invocation (the rest were finished by earlier runs).
+    ran: int
+    shards: int
+    shards_skipped: int
+    shards_failed: list[int]
+    #: Seconds to start the actors (models loaded), then to run the questions.
+    startup_s: float
+    seconds: float
+    questions_per_s: float
+    llm_calls_per_question: float
+    prompt_tokens_per_question: float
+    completion_tokens_per_question: float
+    kb_calls_per_question: float
+    #: Share of this run's KB calls answered by the on-disk cache.
+    kb_cache_hit_rate: float
+    #: Share of this run's wall time (times the number of LLM actors) with model calls in flight.
+    llm_busy_share: float
+
+    @property
+    def ok(self) -> bool:
+        return not self.shards_failed
+
+    def render(self) -> str:
+        lines = [
+            f"questions {self.questions}: {self.answered} answered, {self.empty} empty, "
+            f"{self.errors} errors ({self.input_errors} bad input); {self.answers} answer rows",
+            f"this run  {self.ran} questions in {self.seconds:.1f} s ({self.questions_per_s:.2f} questions/s; "
+            f"startup {self.startup_s:.1f} s); {self.shards_skipped} of {self.shards} shards already done",
+            f"per q     {self.llm_calls_per_question:.2f} LLM calls, {self.prompt_tokens_per_question:.0f} prompt + "
+            f"{self.completion_tokens_per_question:.0f} completion tokens, {self.kb_calls_per_question:.2f} KB calls",
+            f"actors    LLM busy {self.llm_busy_share:.0%} of the run; KB cache hits {self.kb_cache_hit_rate:.0%}",
+            f"output    {self.out}",
+        ]
+        if self.shards_failed:
+            lines.append(f"FAILED    shards {self.shards_failed} (rerun to finish them)")
+        return "\n".join(lines)
+
+
+def trace_counts(traces: pa.Table) -> dict[str, float]:
+    """Question counts and per-question means over trace rows with :data:`COLUMNS`."""
+    n = traces.num_rows
+    failed = pc.is_valid(traces["error"])
+    ok = pc.invert(failed)
+    has_answers = pc.greater(traces["n_answers"], 0)
+
+    def count(mask: pa.ChunkedArray) -> int:
+        return int(pc.sum(pc.cast(mask, pa.int64())).as_py() or 0)
+
+    def mean(column: str) -> float:
+        return float(pc.sum(traces[column]).as_py() or 0) / n if n else 0.0
+
+    return {
+        "questions": n,
+        "answered": count(pc.and_(ok, has_answers)),
+        "empty": count(pc.and_(ok, pc.invert(has_answers))),
+        "errors": count(failed),
+        "input_errors": count(pc.fill_null(pc.equal(traces["error_step"], "input"), False)),
+        "llm_calls_per_question": mean("llm_calls"),
+        "prompt_tokens_per_question": mean("prompt_tokens"),
+        "completion_tokens_per_question": mean("completion_tokens"),
+        "kb_calls_per_question": mean("kb_calls"),
+    }

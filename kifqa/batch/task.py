@@ -1,0 +1,129 @@
+"""One shard task: run a shard's questions concurrently through the pipeline and write its files."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Protocol
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from ray.actor import ActorHandle
+
+from kifqa.batch.kbpool import ActorKB
+from kifqa.batch.llmpool import ActorLLM
+from kifqa.batch.output import OutputDir
+from kifqa.config import Settings
+from kifqa.kb.base import KnowledgeBase
+from kifqa.llm.base import LLM
+from kifqa.model import ANSWER_SCHEMA, TRACE_SCHEMA, Question, Result, Trace
+
+
+class Answerer(Protocol):
+    async def answer(self, question: Question) -> Result: ...
+
+
+class PipelineFactory(Protocol):
+    """Builds the pipeline a task runs its questions through (:func:`default_pipeline`)."""
+
+    def __call__(self, *, kb: KnowledgeBase, llm: LLM, settings: Settings) -> Answerer: ...
+
+
+def default_pipeline(*, kb: KnowledgeBase, llm: LLM, settings: Settings) -> Answerer:
+    """The pipeline of ``kifqa ask``."""
+    from kifqa.pipeline import Pipeline
+    from kifqa.pipeline.examples import open_examples
+
+    return Pipeline(kb=kb, llm=llm, examples=open_examples(settings), settings=settings.pipeline)
+
+
+@dataclass(frozen=True)
+class Shard:
+    """A slice of the corpus; ``redo`` names the only questions to rerun in a finished shard."""
+
+    index: int
+    questions: list[Question]
+    redo: frozenset[str] | None = None
+
+
+@dataclass(frozen=True)
+class TaskContext:
+    """What every shard task of a job shares."""
+
+    job: str
+    settings: Settings
+    out: str
+    kb: ActorKB
+    llm: ActorLLM
+    pipeline: PipelineFactory
+    progress: ActorHandle
+
+
+def run_shard(shard: Shard, ctx: TaskContext) -> int:
+    """Answers the shard's questions and writes its files atomically (the body of the Ray task);
+    returns how many questions it ran."""
+    questions = shard.questions if shard.redo is None else [q for q in shard.questions if q.id in shard.redo]
+    results = asyncio.run(_answer_all(questions, ctx))
+    answers = pa.Table.from_pylist([row for r in results for row in r.answer_rows()], schema=ANSWER_SCHEMA)
+    traces = pa.Table.from_pylist([r.trace.to_row() for r in results], schema=TRACE_SCHEMA)
+    output = OutputDir(ctx.out)
+    if shard.redo is not None:
+        answers, traces = _merge(output, shard, answers, traces)
+    output.write_shard(shard.index, answers, traces)
+    return len(results)
+
+
+async def _answer_all(questions: list[Question], ctx: TaskContext) -> list[Result]:
+    pipeline = _pipeline(ctx)
+    slots = asyncio.Semaphore(ctx.settings.batch.task_concurrency)
+    timeout = ctx.settings.batch.question_timeout_s
+
+    async def answer(question: Question) -> Result:
+        if question.error is not None:
+            result = _failed(question, ctx, question.error, "input")
+        else:
+            async with slots:
+                try:
+                    result = await asyncio.wait_for(pipeline.answer(question), timeout)
+                except TimeoutError:
+                    result = _failed(question, ctx, f"no answer after {timeout:g} s", "timeout")
+                except Exception as err:  # noqa: BLE001 - the pipeline should not raise; if it does, one
+                    # question gets an error trace instead of its whole shard failing
+                    result = _failed(question, ctx, f"{type(err).__name__}: {err}", "pipeline")
+        ctx.progress.add.remote(1)
+        return result
+
+    return await asyncio.gather(*(answer(q) for q in questions))
+
+
+def _failed(question: Question, ctx: TaskContext, error: str, step: str) -> Result:
+    trace = Trace(question.id, question.text, kb=ctx.kb.spec, model=ctx.llm.identity,
+                  error=error, error_step=step)
+    return Result(question, [], trace)
+
+
+#: This worker process's pipeline of the current job: building one may load models (example
+#: retrieval), so the tasks of a job that land in the same worker share it.
+_PIPELINE: tuple[str, Answerer] | None = None
+
+
+def _pipeline(ctx: TaskContext) -> Answerer:
+    global _PIPELINE
+    if _PIPELINE is None or _PIPELINE[0] != ctx.job:
+        _PIPELINE = (ctx.job, ctx.pipeline(kb=ctx.kb, llm=ctx.llm, settings=ctx.settings))
+    return _PIPELINE[1]
+
+
+def _merge(output: OutputDir, shard: Shard, answers: pa.Table, traces: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """The finished shard's rows with those of the rerun questions replaced, in corpus order."""
+    old_answers, old_traces = output.read_shard(shard.index)
+    redo = pa.array(sorted(shard.redo or ()), pa.string())
+    position = {q.id: i for i, q in enumerate(shard.questions)}
+
+    def merge(old: pa.Table, new: pa.Table) -> pa.Table:
+        kept = old.filter(pc.invert(pc.is_in(old["question_id"], value_set=redo)))
+        table = pa.concat_tables([kept, new])
+        rank = pa.array([position[q] for q in table["question_id"].to_pylist()], pa.int64())
+        return table.take(pc.array_sort_indices(rank))
+
+    return merge(old_answers, answers), merge(old_traces, traces)

@@ -1,0 +1,46 @@
+"""``kifqa run``: answer a corpus of questions as a Ray batch job (see docs/batch.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from kifqa.cli.options import fail, load_settings, settings_options
+from kifqa.config import Settings
+from kifqa.errors import KifqaError
+
+
+@click.command()
+@click.argument("corpus", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="Output folder (answers/, traces/, manifest.json); default batch.out of the config.")
+@settings_options
+@click.option("--resume/--no-resume", default=None,
+              help="Skip the shards a previous run of the same job finished (default on).")
+@click.option("--retry-failed", is_flag=True, default=None, help="Rerun the questions whose trace has an error.")
+@click.option("--shard-size", type=click.IntRange(min=1), help="Questions per shard (one Ray task).")
+@click.option("--llm-actors", type=click.IntRange(min=1), help="LLM actors (one model each).")
+@click.option("--kb-actors", type=click.IntRange(min=1), help="KB actors (one knowledge base each).")
+@click.option("--address", "ray_address", help="Ray cluster to join (auto, ray://host:10001).")
+@click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
+def run(corpus: Path | None, out: Path | None, config: Path | None, kb: str | None, model: str | None,
+        examples: str | None, progress: bool, **batch: Any) -> None:
+    """Answer every question of CORPUS (JSONL, CSV or Parquet; default batch.corpus of the config)."""
+    from kifqa.batch import run_job
+
+    settings = _with_batch(load_settings(config, kb, model, examples), corpus=corpus, out=out, **batch)
+    try:
+        summary = run_job(settings, progress=progress)
+    except KifqaError as err:
+        raise fail(err) from err
+    click.echo(summary.render())
+    if not summary.ok:
+        raise SystemExit(1)
+
+
+def _with_batch(settings: Settings, **options: Any) -> Settings:
+    """``settings`` with the batch options that were given."""
+    given = {name: value for name, value in options.items() if value is not None}
+    return settings.model_copy(update={"batch": settings.batch.model_copy(update=given)})

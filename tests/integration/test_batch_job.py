@@ -1,0 +1,313 @@
+"""The batch job on a real local Ray cluster, with in-memory KB and model doubles.
+
+The doubles are pickled by value, so the Ray workers need not import this module. The same job
+with the real pipeline, the local KB and a replay cassette is in ``test_batch_pipeline.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+import zlib
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pyarrow.parquet as pq
+import pytest
+import ray
+
+from kifqa.batch import ActorKB, OutputDir, actor_pools, run_job
+from kifqa.batch.kbpool import start_kb_pool
+from kifqa.batch.limiter import EndpointLimiter
+from kifqa.config import EndpointLimit, Settings
+from kifqa.errors import ConfigError, KBError
+from kifqa.kb.base import Candidate, Fact, FilterResult, KnowledgeBase
+from kifqa.llm.base import LLM, ChatRequest, Completion, Message, Usage
+from kifqa.model import Answer, Question, Result, Trace
+
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+class FakeKB(KnowledgeBase):
+    """Every entity is born in Q1; a call optionally logs its start and end to a file."""
+
+    def __init__(self, spec: str, settings: Settings, *, log: str | None = None) -> None:
+        self.spec = spec
+        self.log = log
+
+    async def _io(self) -> None:
+        start = time.time()
+        await asyncio.sleep(0.02 if self.log else 0.001)
+        if self.log:
+            with open(self.log, "a") as f:
+                f.write(f"{start} {time.time()}\n")
+
+    async def search_entities(self, text: str, *, limit: int = 10) -> list[Candidate]:
+        await self._io()
+        return [Candidate(id=f"Q{zlib.crc32(text.encode())}", label=text)]
+
+    async def search_properties(self, text: str, *, limit: int = 10) -> list[Candidate]:
+        return []
+
+    async def properties_of(self, entity: str) -> list:
+        return []
+
+    async def facts(self, entity: str, property: str, direction: str) -> FilterResult:
+        await self._io()
+        return FilterResult(facts=(Fact(entity, "e", property, "born in", "Q1", "one"),), filter="f")
+
+    async def labels(self, ids: list[str]) -> dict[str, str]:
+        return {}
+
+
+class ThrottledKB(FakeKB):
+    """Its search for 'busy' fails the way a KB call fails after an endpoint kept answering 429."""
+
+    async def search_entities(self, text: str, *, limit: int = 10) -> list[Candidate]:
+        if text == "busy":
+            request = httpx.Request("GET", "https://kb.example.org/sparql")
+            try:
+                httpx.Response(429, headers={"Retry-After": "1"}, request=request).raise_for_status()
+            except httpx.HTTPStatusError as err:
+                raise KBError("search failed after 4 attempts: HTTP 429") from err
+        return await super().search_entities(text, limit=limit)
+
+
+class FakeLLM(LLM):
+    identity = "fake-llm"
+
+    def __init__(self, settings: Settings, *, delay: float = 0.002) -> None:
+        self.delay = delay
+
+    async def agenerate(self, requests):
+        await asyncio.sleep(self.delay)
+        return [Completion(text="P19", usage=Usage(prompt_tokens=10, completion_tokens=2)) for _ in requests]
+
+
+class FakePipeline:
+    """One model call and two KB calls per question; flag files make chosen questions misbehave."""
+
+    def __init__(self, *, kb: KnowledgeBase, llm: LLM, settings: Settings, flags: Path) -> None:
+        self.kb, self.llm = kb, llm
+        self.flags = flags
+
+    async def answer(self, question: Question) -> Result:
+        trace = Trace(question.id, question.text, kb=self.kb.spec, model=self.llm.identity)
+        if (self.flags / f"crash-{question.id}").exists():
+            (self.flags / f"crash-{question.id}").unlink()
+            os._exit(1)  # the worker dies: Ray reruns the whole shard task
+        if (self.flags / f"fail-{question.id}").exists():
+            trace.error, trace.error_step = "told to fail", "draft"
+            return Result(question, [], trace)
+        [out] = await self.llm.agenerate([ChatRequest(messages=(Message("user", question.text),))])
+        [entity] = await self.kb.search_entities(question.text)
+        found = await self.kb.facts(entity.id, out.text, "forward")
+        trace.kb_calls = 2
+        trace.n_answers = len(found.facts)
+        return Result(question, [Answer(f, f.value, f.value_label) for f in found.facts], trace)
+
+
+def fakes(flags: Path, *, kb_log: Path | None = None, llm_delay: float = 0.002) -> dict[str, Any]:
+    """The ``run_job`` arguments that swap in the doubles."""
+    return {"pipeline": partial(FakePipeline, flags=flags), "open_kb": partial(FakeKB, log=kb_log and str(kb_log)),
+            "open_llm": partial(FakeLLM, delay=llm_delay)}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray.get_runtime_context().gcs_address
+    ray.shutdown()
+
+
+@pytest.fixture
+def flags(tmp_path):
+    folder = tmp_path / "flags"
+    folder.mkdir()
+    return folder
+
+
+def _settings(tmp_path: Path, **batch) -> Settings:
+    settings = Settings(cache_dir=tmp_path / "cache")
+    return settings.model_copy(update={"batch": settings.batch.model_copy(update={"shard_size": 10, **batch})})
+
+
+def _corpus(tmp_path: Path, n: int) -> Path:
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("".join(json.dumps({"id": f"q{i}", "question": f"where was person {i} born"}) + "\n"
+                            for i in range(n)))
+    return path
+
+
+def _rows(out: Path) -> tuple[list[str], list[str]]:
+    traces = pq.read_table(out / "traces", columns=["question_id"])["question_id"].to_pylist()
+    answers = pq.read_table(out / "answers", columns=["question_id"])["question_id"].to_pylist()
+    return traces, answers
+
+
+def test_bad_rows_get_error_traces_and_the_rest_answers(cluster, tmp_path, flags):
+    good = [{"id": f"g{i}", "question": f"who is person {i}"} for i in range(25)]
+    lines = [json.dumps(r) for r in good[:10]] + [
+        json.dumps({"id": "e1", "question": ""}),
+        json.dumps({"question": "no id"}),
+        json.dumps({"id": "g3", "question": "duplicate"}),
+        json.dumps({"id": "e2", "question": "y" * 100_000}),
+        '{"id": "e3", "question": ',
+        json.dumps({"id": "e4", "question": ["not", "text"]}),
+    ] + [json.dumps(r) for r in good[10:]]
+    corpus = tmp_path / "bad.jsonl"
+    corpus.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+
+    summary = run_job(_settings(tmp_path), corpus, out, progress=False, **fakes(flags))
+
+    traces = pq.read_table(out / "traces").to_pylist()
+    assert len(traces) == 31 and len({t["question_id"] for t in traces}) == 31
+    errors = {t["question_id"]: t["error"] for t in traces if t["error"]}
+    assert set(errors) == {"e1", "#row12", "g3#row13", "e2", "#row15", "e4"}
+    assert all(t["error_step"] == "input" for t in traces if t["error"])
+    assert {a["question_id"] for a in pq.read_table(out / "answers").to_pylist()} == {r["id"] for r in good}
+    assert (summary.questions, summary.answered, summary.errors, summary.input_errors) == (31, 25, 6, 6)
+    assert summary.shards == 4 and summary.ran == 31 and summary.ok
+    assert summary.llm_calls_per_question == 0 and summary.kb_calls_per_question == pytest.approx(50 / 31)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "finished" and manifest["corpus"]["input_errors"] == 6
+
+    again = run_job(_settings(tmp_path), corpus, out, progress=False, **fakes(flags))
+    assert (again.ran, again.shards_skipped, again.questions) == (0, 4, 31)
+    assert len(json.loads((out / "manifest.json").read_text())["runs"]) == 2
+
+
+def test_a_killed_worker_reruns_its_shard_without_duplicates(cluster, tmp_path, flags):
+    (flags / "crash-q13").touch()
+    out = tmp_path / "out"
+    summary = run_job(_settings(tmp_path), _corpus(tmp_path, 30), out, progress=False, **fakes(flags))
+    assert not (flags / "crash-q13").exists(), "the worker did crash"
+    traces, answers = _rows(out)
+    assert sorted(traces) == sorted(f"q{i}" for i in range(30)) and sorted(answers) == sorted(traces)
+    assert summary.ok and summary.answered == 30
+
+
+def test_killing_the_job_midway_then_rerunning_loses_and_duplicates_nothing(cluster, tmp_path, flags):
+    corpus, out = _corpus(tmp_path, 120), tmp_path / "out"
+    script = tmp_path / "driver.py"
+    script.write_text(
+        "import sys, ray\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "import test_batch_job as t\n"
+        f"ray.init(address={cluster!r}, log_to_driver=False)\n"
+        "ray.cloudpickle.register_pickle_by_value(t)\n"
+        f"t.run_job(t._settings(t.Path({str(tmp_path)!r}), max_tasks=1), {str(corpus)!r}, {str(out)!r},"
+        f" progress=False, **t.fakes(t.Path({str(flags)!r}), llm_delay=0.1))\n")
+    driver = subprocess.Popen([sys.executable, str(script)])
+    try:
+        deadline = time.time() + 120
+        while len(OutputDir(out).finished()) < 2:
+            assert driver.poll() is None and time.time() < deadline, "the job ended before it was killed"
+            time.sleep(0.1)
+        driver.kill()
+    finally:
+        driver.wait()
+    done_before = OutputDir(out).finished()
+    assert 2 <= len(done_before) < 12
+
+    summary = run_job(_settings(tmp_path), corpus, out, progress=False, **fakes(flags))
+    assert summary.shards_skipped == len(done_before) and summary.ran == 120 - 10 * len(done_before)
+    traces, answers = _rows(out)
+    assert sorted(traces) == sorted(f"q{i}" for i in range(120))
+    assert sorted(answers) == sorted(traces)
+    assert not [p for p in (out / "traces").iterdir() if p.name.startswith(".tmp")]
+
+
+def test_retry_failed_reruns_only_failed_questions(cluster, tmp_path, flags):
+    corpus, out = _corpus(tmp_path, 20), tmp_path / "out"
+    (flags / "fail-q4").touch()
+    (flags / "fail-q15").touch()
+    first = run_job(_settings(tmp_path), corpus, out, progress=False, **fakes(flags))
+    assert first.errors == 2 and first.answered == 18
+
+    (flags / "fail-q4").unlink()
+    again = run_job(_settings(tmp_path, retry_failed=True), corpus, out, progress=False, **fakes(flags))
+    assert again.ran == 2 and again.errors == 1 and again.answered == 19
+    traces, answers = _rows(out)
+    assert traces == [f"q{i}" for i in range(20)], "one row each, in corpus order"
+    assert sorted(answers) == sorted(f"q{i}" for i in range(20) if i != 15)
+
+
+def test_another_config_in_the_same_folder_needs_no_resume(cluster, tmp_path, flags):
+    corpus, out = _corpus(tmp_path, 5), tmp_path / "out"
+    run_job(_settings(tmp_path), corpus, out, progress=False, **fakes(flags))
+    with pytest.raises(ConfigError, match="another job"):
+        run_job(_settings(tmp_path, shard_size=2), corpus, out, progress=False, **fakes(flags))
+    summary = run_job(_settings(tmp_path, shard_size=2, resume=False), corpus, out, progress=False, **fakes(flags))
+    assert summary.shards == 3 and summary.ran == 5 and len(OutputDir(out).finished()) == 3
+
+
+def test_kb_actors_share_one_endpoint_limit_and_the_cache(cluster, tmp_path, flags):
+    log = tmp_path / "kb.log"
+    settings = _settings(tmp_path, kb_actors=3, limits={"kb.example.org": EndpointLimit(max_concurrent=2, per_second=40)})
+    settings = settings.model_copy(update={"kb": settings.kb.model_copy(update={"spec": "sparql+wikidata:https://kb.example.org/sparql"})})
+    corpus, out = _corpus(tmp_path, 40), tmp_path / "out"
+    first = run_job(settings, corpus, out, progress=False, **fakes(flags, kb_log=log))
+
+    calls = sorted(tuple(map(float, line.split())) for line in log.read_text().splitlines())
+    assert len(calls) == 80 and first.kb_cache_hit_rate == 0
+    events = sorted([(s, 1) for s, _ in calls] + [(e, -1) for _, e in calls], key=lambda x: (x[0], x[1]))
+    running = peak = 0
+    for _, step in events:
+        running += step
+        peak = max(peak, running)
+    assert peak <= 2, "at most 2 calls in flight across all KB actors"
+    starts = [s for s, _ in calls]
+    assert (starts[-1] - starts[0]) >= 79 / 40 * 0.9, "no more than 40 calls started per second"
+
+    log.unlink()
+    rerun = run_job(settings.model_copy(update={"batch": settings.batch.model_copy(update={"resume": False})}),
+                    corpus, out, progress=False, **fakes(flags, kb_log=log))
+    assert rerun.kb_cache_hit_rate == 1.0 and not log.exists(), "a rerun is answered from the KB cache"
+
+
+def test_a_retry_after_pauses_every_kb_actor(cluster, tmp_path):
+    limiter = EndpointLimiter.remote(EndpointLimit(max_concurrent=2))
+    actors = start_kb_pool(_settings(tmp_path, kb_actors=2, kb_cache=False), ThrottledKB, limiter)
+    kb = ActorKB(actors, "sparql+wikidata:https://kb.example.org/sparql")
+
+    async def calls() -> float:
+        await asyncio.gather(*(kb.search_entities(f"warm {i}") for i in range(4)))
+        with pytest.raises(KBError, match="HTTP 429"):
+            await kb.search_entities("busy")
+        start = time.perf_counter()
+        await asyncio.gather(*(kb.search_entities(f"q{i}") for i in range(4)))
+        return time.perf_counter() - start
+
+    assert asyncio.run(calls()) >= 0.9, "the endpoint's Retry-After held back both actors"
+    for actor in [*actors, limiter]:
+        ray.kill(actor)
+
+
+def test_jobs_share_running_pools(cluster, tmp_path, flags):
+    settings, doubles = _settings(tmp_path), fakes(flags)
+    corpus = _corpus(tmp_path, 5)
+    with actor_pools(settings, open_kb=doubles["open_kb"], open_llm=doubles["open_llm"]) as pools:
+        first = run_job(settings, corpus, tmp_path / "a", pools=pools, pipeline=doubles["pipeline"], progress=False)
+        second = run_job(settings, corpus, tmp_path / "b", pools=pools, pipeline=doubles["pipeline"], progress=False)
+        with pytest.raises(ConfigError, match="actor pools"):
+            run_job(_settings(tmp_path, kb_actors=2), corpus, tmp_path / "c", pools=pools, progress=False)
+    assert first.answered == second.answered == 5 and first.startup_s == second.startup_s == 0
+    assert second.kb_cache_hit_rate == 1.0
+
+
+def _unbuilt_kb(spec: str, settings: Settings) -> KnowledgeBase:
+    raise KBError("no knowledge base is built; run `kifqa kb build`")
+
+
+def test_a_kb_that_cannot_be_opened_fails_the_job_with_its_own_error(cluster, tmp_path, flags):
+    with pytest.raises(KBError, match="run `kifqa kb build`"):
+        run_job(_settings(tmp_path), _corpus(tmp_path, 3), tmp_path / "out", progress=False,
+                **fakes(flags) | {"open_kb": _unbuilt_kb})

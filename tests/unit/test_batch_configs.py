@@ -1,0 +1,87 @@
+"""The ready job configs and cluster files parse, name existing entry points and real settings."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import ray
+import yaml
+from pydantic import BaseModel
+from ray.autoscaler._private.util import prepare_config, validate_config
+
+from kifqa.batch.limiter import endpoint_host
+from kifqa.config import Settings
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIGS = sorted((REPO / "jobs" / "configs").glob("*.yaml"))
+#: Where cluster/Dockerfile puts the repository in the image.
+IMAGE_REPO = "/home/ray/kifqa/"
+
+
+def _unknown_keys(model: type[BaseModel], data: dict[str, Any], where: str = "") -> list[str]:
+    """Keys of ``data`` that are no field of ``model`` (nested models too; dict-valued fields are free-form)."""
+    unknown = []
+    for key, value in data.items():
+        field = model.model_fields.get(key)
+        if field is None:
+            unknown.append(f"{where}{key}")
+        elif isinstance(value, dict) and isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
+            unknown += _unknown_keys(field.annotation, value, f"{where}{key}.")
+    return unknown
+
+
+def test_the_four_ready_configs_exist():
+    assert [c.name for c in CONFIGS] == [
+        "dbpedia-vllm-mistral.yaml", "local-cpu.yaml", "openai-endpoint.yaml", "wikidata-vllm-llama.yaml"]
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
+def test_a_config_loads_and_names_only_real_settings(path: Path):
+    raw = yaml.safe_load(path.read_text())
+    assert _unknown_keys(Settings, raw) == []
+    settings = Settings.load(path)
+    b = settings.batch
+    assert b.corpus and b.out, "a Ray Job is given only --config: the config names corpus and output"
+    host = endpoint_host(settings.kb.spec)
+    assert host is None or host in b.limits, "a remote endpoint has a shared limit"
+    if settings.llm.backend == "vllm":
+        assert b.llm_actor_gpus == 1, "one vLLM engine per GPU"
+    if settings.llm.backend == "local":
+        assert settings.llm.threads == 1 and b.llm_actor_cpus == 1
+
+
+def test_the_entry_points_run():
+    for script in (["jobs/answer.py", "--help"], ["jobs/bench.py", "batch", "--help"]):
+        done = subprocess.run([sys.executable, *script], cwd=REPO, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert "Usage:" in done.stdout
+
+
+def test_the_rayjob_runs_the_job_entry_point_on_a_gpu_worker_group():
+    job = yaml.safe_load((REPO / "cluster" / "rayjob.yaml").read_text())
+    assert (job["apiVersion"], job["kind"]) == ("ray.io/v1", "RayJob")
+    words = shlex.split(job["spec"]["entrypoint"])
+    assert words[0] == "python" and words[2] == "--config"
+    for path in (words[1], words[3]):
+        assert path.startswith(IMAGE_REPO) and (REPO / path.removeprefix(IMAGE_REPO)).is_file(), path
+    assert words[1].endswith("jobs/answer.py")
+    cluster = job["spec"]["rayClusterSpec"]
+    assert cluster["rayVersion"] == ray.__version__
+    [gpu_group] = cluster["workerGroupSpecs"]
+    [worker] = gpu_group["template"]["spec"]["containers"]
+    assert worker["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    settings = Settings.load(REPO / words[3].removeprefix(IMAGE_REPO))
+    assert settings.batch.llm_actors <= gpu_group["maxReplicas"], "an LLM actor per GPU worker"
+
+
+def test_the_cluster_launcher_config_is_valid_for_ray():
+    config = yaml.safe_load((REPO / "cluster" / "ray-cluster.yaml").read_text())
+    validate_config(prepare_config(config))  # Ray's own schema, after its defaults are filled in
+    assert config["head_node_type"] in config["available_node_types"]
+    dockerfile = (REPO / "cluster" / "Dockerfile").read_text()
+    assert f"FROM rayproject/ray:{ray.__version__}-" in dockerfile

@@ -1,0 +1,75 @@
+"""The output folder: atomic shard files, finished and failed shards, the summary's counts."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from kifqa.batch.output import OutputDir
+from kifqa.batch.routing import LeastLoaded
+from kifqa.batch.summary import COLUMNS, trace_counts
+from kifqa.kb.base import Fact
+from kifqa.model import ANSWER_SCHEMA, TRACE_SCHEMA, Answer, Question, Result, Trace
+
+
+def _result(qid: str, *, answers: int = 1, error: str | None = None, step: str | None = None) -> Result:
+    trace = Trace(qid, f"question {qid}", kb="local", model="m", kb_calls=3, n_answers=answers,
+                  error=error, error_step=step)
+    facts = [Fact("Q1", "one", "P19", "born in", f"Q{i + 2}", "x") for i in range(answers)]
+    return Result(Question(qid, f"question {qid}"), [Answer(f, f.value, f.value_label) for f in facts], trace)
+
+
+def _tables(results: list[Result]) -> tuple[pa.Table, pa.Table]:
+    return (pa.Table.from_pylist([row for r in results for row in r.answer_rows()], schema=ANSWER_SCHEMA),
+            pa.Table.from_pylist([r.trace.to_row() for r in results], schema=TRACE_SCHEMA))
+
+
+def test_shards_are_finished_when_their_traces_exist(tmp_path):
+    out = OutputDir(tmp_path / "out")
+    out.create()
+    results = [_result("a", answers=2), _result("b", answers=0), _result("c", answers=0, error="boom", step="draft"),
+               _result("d", answers=0, error="empty question", step="input")]
+    out.write_shard(0, *_tables(results[:2]))
+    out.write_shard(12, *_tables(results[2:]))
+    (out.answers / "shard-00003.parquet").write_bytes(b"")  # answers renamed, traces not: unfinished
+    (out.traces / ".tmp-123-shard-00004.parquet").write_bytes(b"")
+
+    assert out.finished() == {0, 12}
+    assert out.failed(12) == {"c"}, "input errors are not retried"
+    assert out.read_traces(["question_id"]).column(0).to_pylist() == ["a", "b", "c", "d"]
+    assert out.read_answers().num_rows == 2
+    out.remove_temporaries()
+    assert not list(out.traces.glob(".tmp-*"))
+
+    counts = trace_counts(out.read_traces(COLUMNS))
+    assert counts | {"kb_calls_per_question": 3.0} == counts
+    assert (counts["questions"], counts["answered"], counts["empty"], counts["errors"], counts["input_errors"]) == (
+        4, 1, 1, 2, 1)
+
+    out.clear()
+    assert out.finished() == set() and not list(out.answers.iterdir())
+
+
+def test_manifest_round_trip(tmp_path):
+    out = OutputDir(tmp_path)
+    assert out.read_manifest() is None
+    out.write_manifest({"job_key": "k", "runs": []})
+    assert out.read_manifest() == {"job_key": "k", "runs": []}
+    assert [p.name for p in tmp_path.iterdir()] == ["manifest.json"]
+
+
+def test_least_loaded_spreads_calls_and_forgets_them_when_copied():
+    import pickle
+
+    pool = LeastLoaded(["a", "b"])
+    with pool.pick() as first, pool.pick() as second:
+        assert {first, second} == {"a", "b"}
+        with pool.pick() as third:
+            assert third in {"a", "b"}
+        copy = pickle.loads(pickle.dumps(pool))
+        with copy.pick() as x, copy.pick() as y:
+            assert {x, y} == {"a", "b"}
+    picks = []
+    for _ in range(4):
+        with pool.pick() as member:
+            picks.append(member)
+    assert sorted(picks) == ["a", "a", "b", "b"], "idle members take turns"
