@@ -12,7 +12,7 @@ from kifqa.kb.base import KnowledgeBase
 from kifqa.llm.base import LLM
 from kifqa.model import Question, Result
 from kifqa.pipeline import Pipeline
-from kifqa.pipeline.examples import ExampleSource, open_examples
+from kifqa.pipeline.examples import ExampleSource
 
 
 @asynccontextmanager
@@ -31,8 +31,7 @@ async def open_pipeline(*, settings: Settings | None = None, kb: KnowledgeBase |
     try:
         llm = llm or open_llm(settings)
         try:
-            yield Pipeline(kb=kb, llm=llm, examples=examples or open_examples(settings),
-                           settings=settings.pipeline)
+            yield Pipeline.from_settings(kb=kb, llm=llm, settings=settings, examples=examples)
         finally:
             if own_llm:
                 await llm.aclose()

@@ -32,9 +32,8 @@ class PipelineFactory(Protocol):
 def default_pipeline(*, kb: KnowledgeBase, llm: LLM, settings: Settings) -> Answerer:
     """The pipeline of ``kifqa ask``."""
     from kifqa.pipeline import Pipeline
-    from kifqa.pipeline.examples import open_examples
 
-    return Pipeline(kb=kb, llm=llm, examples=open_examples(settings), settings=settings.pipeline)
+    return Pipeline.from_settings(kb=kb, llm=llm, settings=settings)
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import time
 
-from kifqa.config import PipelineSettings
+from kifqa.config import PipelineSettings, Settings
 from kifqa.kb.base import KnowledgeBase
 from kifqa.llm.base import LLM
 from kifqa.model import Question, Result, Trace
 from kifqa.pipeline import answers, draft, entities, relations
-from kifqa.pipeline.examples import ExampleSource, FixedExamples
+from kifqa.pipeline.examples import ExampleSource, FixedExamples, open_examples
 from kifqa.pipeline.recorder import CountingKB, Recorder
 from kifqa.pipeline.text import words
 
@@ -39,6 +39,13 @@ class Pipeline:
         self.llm = llm
         self.examples = examples or FixedExamples()
         self.settings = settings or PipelineSettings()
+
+    @classmethod
+    def from_settings(cls, *, kb: KnowledgeBase, llm: LLM, settings: Settings,
+                      examples: ExampleSource | None = None) -> Pipeline:
+        """The pipeline ``settings`` describe, over ``kb`` and ``llm`` (examples as configured
+        unless given)."""
+        return cls(kb=kb, llm=llm, examples=examples or open_examples(settings), settings=settings.pipeline)
 
     async def answer(self, question: Question | str) -> Result:
         """The answers and trace of ``question``; never raises (errors land in the trace)."""
