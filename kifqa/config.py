@@ -171,7 +171,7 @@ class Settings(BaseSettings):
                 raise ValueError(f"{path}: a settings file must hold a mapping")
             data = loaded
         base = cls(**data)
-        return base.model_copy(update=overrides, deep=True) if overrides else base
+        return cls.model_validate({**base.model_dump(), **overrides}) if overrides else base
 
     def digest(self) -> str:
         """A short stable hash of these settings (for manifests and resume checks)."""
