@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 
 #: Where the shared development data lives relative to a checkout (see the README).
 DEFAULT_DATA_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
@@ -163,17 +163,29 @@ class Settings(BaseSettings):
 
     @classmethod
     def load(cls, path: str | Path | None = None, **overrides: Any) -> Settings:
-        """Settings from an optional YAML file, the environment, then ``overrides`` (highest)."""
+        """Settings from the defaults, an optional YAML file, ``KIFQA_*`` environment variables and
+        ``overrides``, each beating the one before (nested sections are merged key by key)."""
         data: dict[str, Any] = {}
         if path is not None:
             loaded = yaml.safe_load(Path(path).read_text()) or {}
             if not isinstance(loaded, dict):
                 raise ValueError(f"{path}: a settings file must hold a mapping")
             data = loaded
-        base = cls(**data)
-        return cls.model_validate({**base.model_dump(), **overrides}) if overrides else base
+        config = cls.model_config
+        env = EnvSettingsSource(cls, env_prefix=config.get("env_prefix"),
+                                env_nested_delimiter=config.get("env_nested_delimiter"))()
+        return cls(**_merge(_merge(data, env), overrides))
 
     def digest(self) -> str:
         """A short stable hash of these settings (for manifests and resume checks)."""
         blob = json.dumps(self.model_dump(mode="json"), sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    """``base`` updated by ``top``, nested mappings merged rather than replaced."""
+    merged = dict(base)
+    for key, value in top.items():
+        below = merged.get(key)
+        merged[key] = _merge(below, value) if isinstance(below, dict) and isinstance(value, dict) else value
+    return merged
