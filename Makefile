@@ -6,9 +6,16 @@ KIFQA_DATA_DIR ?= $(abspath ../shared/data)
 export KIFQA_DATA_DIR
 DEMO_N ?= 20
 
-.PHONY: setup test test-slow demo bench clean
+.PHONY: setup system test test-slow demo bench clean
+SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-setup: $(VENV)/.installed
+setup: system $(VENV)/.installed
+
+# Debian's Virtuoso serves the DBpedia-encoded base (docs/kb.md); nothing happens where it is installed.
+system:
+	@command -v virtuoso-t >/dev/null || { export DEBIAN_FRONTEND=noninteractive; \
+	  $(SUDO) apt-get install -y -qq --no-install-recommends virtuoso-opensource-7 >/dev/null 2>&1 || \
+	  { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq --no-install-recommends virtuoso-opensource-7; }; }
 
 # torch's CPU build goes in first, or sentence-transformers pulls a multi-GB CUDA build.
 $(VENV)/.installed: pyproject.toml

@@ -19,6 +19,7 @@ from kifqa.kb.build import BuiltKB, build
 from kifqa.kb.kifkb import KifKnowledgeBase
 from kifqa.kb.server import OxigraphServer
 from kifqa.kb.spec import open_kb
+from tests.dbpedia_fixtures import dbpedia_build, dbpedia_kb, virtuoso_server  # noqa: F401
 
 REPO = Path(__file__).resolve().parent.parent
 #: Repo-local cache of the tests: reruns reuse the knowledge-base build.

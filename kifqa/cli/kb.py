@@ -18,16 +18,19 @@ from kifqa.cli.options import fail, load_settings
 from kifqa.config import Settings
 from kifqa.errors import KifqaError
 from kifqa.kb import build as kb_build
+from kifqa.kb import dbpedia
 from kifqa.kb.kifkb import KifKnowledgeBase
 from kifqa.kb.server import OxigraphServer
 from kifqa.kb.spec import endpoint_info, open_kb, resolve
+from kifqa.kb.virtuoso import DEFAULT_PORT, VirtuosoServer
 
 T = TypeVar("T")
 
 _config_option = click.option("--config", "config", type=click.Path(exists=True, dir_okay=False, path_type=Path),
                               help="A YAML settings file.")
 _kb_option = click.option("--kb", "spec", metavar="SPEC", default=None,
-                          help="Knowledge base: local (default), local-server[:PORT], wikidata, dbpedia, "
+                          help="Knowledge base: local (default), local-server[:PORT], local-dbpedia, "
+                               "local-dbpedia-server[:PORT], wikidata, dbpedia, "
                                "sparql+wikidata:URL, sparql+dbpedia:URL, kif:STORE[?K=V...].")
 _json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 
@@ -67,11 +70,24 @@ def kb() -> None:
 
 @kb.command()
 @click.option("--force", is_flag=True, help="Rebuild even if a build of the same inputs exists.")
+@click.option("--encoding", type=click.Choice(["wikidata", "dbpedia"]), default="wikidata", show_default=True,
+              help="wikidata: Wikibase-dump RDF in Oxigraph + label index; dbpedia: the same facts converted to "
+                   "DBpedia resources and ontology properties (N-Triples for Virtuoso) + label index.")
 @_config_option
 @_friendly
-def build(force: bool, config: Path | None) -> None:
-    """Build the local knowledge base (Oxigraph store + label index) from the data folder."""
+def build(force: bool, encoding: str, config: Path | None) -> None:
+    """Build the local knowledge base from the data folder."""
     settings = load_settings(config)
+    if encoding == "dbpedia":
+        built_db, new = dbpedia.build(settings, force=force)
+        c = built_db.manifest["counts"]
+        click.echo(f"{'built' if new else 'up to date'}: {built_db.root}")
+        click.echo(f"  hash {built_db.digest}, {c['statements']:,} of {c['wikidata_statements']:,} statements converted "
+                   f"({c['statements_without_dbpedia_property']:,} without a DBpedia property, "
+                   f"{c['statements_with_datatype_property_only']:,} with only a datatype property), "
+                   f"{c['resources']:,} resources ({c['resources_with_sdbqa_iri']:,} SimpleDBpediaQA IRIs), "
+                   f"{c['rdf_triples']:,} RDF triples; build took {built_db.manifest['seconds']} s")
+        return
     built, new = kb_build.build(settings, force=force)
     counts = built.manifest["counts"]
     click.echo(f"{'built' if new else 'up to date'}: {built.root}")
@@ -81,23 +97,40 @@ def build(force: bool, config: Path | None) -> None:
 
 
 @kb.command()
-@click.option("--port", type=int, default=None, help="Port (default: kb.server_port, 7878).")
+@click.option("--port", type=int, default=None, help="Port (default: kb.server_port, 7878, for oxigraph; 8890 for "
+                                                     "virtuoso).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--engine", type=click.Choice(["oxigraph", "virtuoso"]), default="oxigraph", show_default=True,
+              help="oxigraph: the Wikidata-encoded build; virtuoso: the DBpedia-encoded build (loaded at start).")
 @_config_option
 @_friendly
-def serve(port: int | None, host: str, config: Path | None) -> None:
-    """Serve the built store over SPARQL with `oxigraph serve-read-only` until interrupted."""
+def serve(port: int | None, host: str, engine: str, config: Path | None) -> None:
+    """Serve a built base over SPARQL until interrupted."""
     settings = load_settings(config)
-    built = kb_build.locate(settings)
-    server = OxigraphServer(built.store_dir, port=port or settings.kb.server_port, host=host)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stop the server on `kill` too
+    if engine == "virtuoso":
+        built = dbpedia.locate(settings)
+        virtuoso = VirtuosoServer(built.rdf_path, graph=dbpedia.GRAPH, port=port or DEFAULT_PORT, host=host)
+        click.echo(f"starting Virtuoso on {built.rdf_path} ...")
+        with virtuoso:
+            click.echo(f"serving at {virtuoso.url}: up in {virtuoso.startup_s:.1f} s, {virtuoso.triples:,} triples "
+                       f"loaded in {virtuoso.load_s:.1f} s (query it with --kb local-dbpedia-server:{virtuoso.port}); "
+                       "Ctrl-C stops")
+            _wait(virtuoso.wait)
+        return
+    built_kb = kb_build.locate(settings)
+    server = OxigraphServer(built_kb.store_dir, port=port or settings.kb.server_port, host=host)
     with server:
-        click.echo(f"serving {built.store_dir} at {server.url} (query it with --kb local-server:{server.port}); "
+        click.echo(f"serving {built_kb.store_dir} at {server.url} (query it with --kb local-server:{server.port}); "
                    "Ctrl-C stops")
-        try:
-            server.wait()
-        except KeyboardInterrupt:
-            pass
+        _wait(server.wait)
+
+
+def _wait(wait: Callable[[], int]) -> None:
+    try:
+        wait()
+    except KeyboardInterrupt:
+        pass
 
 
 @kb.command()

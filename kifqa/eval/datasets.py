@@ -341,7 +341,20 @@ class GoldExtender:
         except (OSError, ValueError, KeyError, TypeError):
             return {}
 
+    @cached_property
+    def _sqwd_valid(self) -> dict[str, GoldQuestion]:
+        return {_text_key(q.text): q for q in load_sqwd(self.data_dir, "valid")}
+
+    @cached_property
+    def _dbpedia(self) -> tuple[dict[str, str], dict[str, str]]:
+        from kifqa.kb.dbpedia import convert  # the conversion behind the ``local-dbpedia`` base
+
+        conversion = convert(self.data_dir)
+        return conversion.resources, conversion.property_map
+
     def gold(self, q: GoldQuestion) -> set[str]:
+        if q.dataset.startswith("sdbqa:") and not q.gold_answers:
+            return self._sdbqa_gold(q)
         if not (q.sqwd_style and q.topic):
             return set(q.gold_answers)
         label = self._label(q.topic)
@@ -352,6 +365,16 @@ class GoldExtender:
         for e in twins:
             found |= index.get((e, q.pid), set())
         return found
+
+    def _sdbqa_gold(self, q: GoldQuestion) -> set[str]:
+        """A SimpleDBpediaQA question has no answers; where its text is a SimpleQuestions-Wikidata valid
+        question, that question's (extended) answers, converted to the DBpedia encoding, are its gold, if its
+        statement's property was converted (has a DBpedia equivalent); otherwise it has no gold."""
+        twin = self._sqwd_valid.get(_text_key(q.text))
+        resources, properties = self._dbpedia
+        if twin is None or twin.pid not in properties:
+            return set()
+        return {resources[a] for a in self.gold(twin) if a in resources}
 
     def _label(self, qid: str) -> str:
         label = (self._labels.get(qid) or [""])[0]
@@ -375,3 +398,8 @@ class GoldExtender:
         if "/" in prop or "#" in prop:
             return iri_name(prop)
         return self._property_labels.get(prop, prop)
+
+
+def _text_key(text: str) -> str:
+    """A question's text with case, accents, punctuation and spacing ignored."""
+    return " ".join(re.findall(r"\w+", normalize(text)))

@@ -11,23 +11,32 @@ from kif_lib import Search, Store
 
 from kifqa.config import Settings
 from kifqa.errors import ConfigError, KBError
+from kifqa.kb import dbpedia
 from kifqa.kb.build import BuiltKB, locate
 from kifqa.kb.index import LabelIndex
 from kifqa.kb.kifkb import KifKnowledgeBase
 from kifqa.kb.search import LocalSearch
 from kifqa.kb.sparql import sparql_store
 from kifqa.kb.store import OxigraphStore
+from kifqa.kb.virtuoso import DEFAULT_PORT, process_server
 
 FORMS = """\
   local                  the built base, in process (pyoxigraph) + local label search (default)
   local-server[:PORT]    the `kifqa kb serve` server on 127.0.0.1:PORT (default kb.server_port) + local search
+  local-dbpedia          the DBpedia-encoded build on a Virtuoso this process starts (and stops at exit)
+                         + its DBpedia-Lookup-style search (`kifqa-dbpedia`)
+  local-dbpedia-server[:PORT]
+                         the `kifqa kb serve --engine virtuoso` server on 127.0.0.1:PORT (default 8890)
+                         + `kifqa-dbpedia` search
   wikidata               Wikidata Query Service (KIF `wdqs`) + Wikidata API search (`wikidata-wapi`)
   dbpedia                DBpedia's SPARQL endpoint (`dbpedia-sparql`) + DBpedia Lookup (`dbpedia-lookup`)
   sparql+wikidata:URL    a Wikidata-shaped SPARQL endpoint (`wikidata-sparql`); local search when URL is on
                          this machine (it serves the built base), `wikidata-wapi` otherwise
-  sparql+dbpedia:URL     a DBpedia SPARQL endpoint + DBpedia Lookup
+  sparql+dbpedia:URL     a DBpedia-shaped SPARQL endpoint (`kifqa-virtuoso`: KIF's DBpedia mapping, form posts);
+                         `kifqa-dbpedia` search when URL is on this machine, DBpedia Lookup otherwise
   kif:STORE[?K=V&...]    any KIF store plugin; `iri` is its endpoint, `search` a KIF search plugin
-                         (default `empty`), `search_iri` that plugin's endpoint; other keys go to the store"""
+                         (default `empty`; `kifqa-local`/`kifqa-dbpedia` search the builds), `search_iri` that
+                         plugin's endpoint; other keys go to the store"""
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
@@ -47,6 +56,12 @@ def resolve(spec: str, settings: Settings) -> tuple[Store, Search]:
     if head == "local-server":
         port = _port(rest, spec) if rest else settings.kb.server_port
         return _wikidata_endpoint(f"http://127.0.0.1:{port}/query", settings)
+    if spec == "local-dbpedia":
+        built = dbpedia.locate(settings)
+        return _virtuoso(process_server(built.rdf_path, graph=dbpedia.GRAPH).url, built, settings)
+    if head == "local-dbpedia-server":
+        port = _port(rest, spec) if rest else DEFAULT_PORT
+        return _dbpedia_endpoint(f"http://127.0.0.1:{port}/sparql", settings)
     if spec == "wikidata":
         return (Store("wdqs", **_remote(settings)),
                 Search("wikidata-wapi", **_remote(settings)))
@@ -56,8 +71,7 @@ def resolve(spec: str, settings: Settings) -> tuple[Store, Search]:
     if head == "sparql+wikidata":
         return _wikidata_endpoint(_url(rest, spec), settings)
     if head == "sparql+dbpedia":
-        return (Store("dbpedia-sparql", _url(rest, spec), **_remote(settings)),
-                Search("dbpedia-lookup", **_remote(settings)))
+        return _dbpedia_endpoint(_url(rest, spec), settings)
     if head == "kif" and rest:
         return _kif(rest, settings)
     raise ConfigError(f"unknown KB spec {spec!r}; valid forms:\n{FORMS}")
@@ -110,6 +124,23 @@ def _local_search(built: BuiltKB) -> Search:
     return Search("kifqa-local", LabelIndex(built.index_path))
 
 
+def _virtuoso(url: str, built: dbpedia.DBpediaBuild, settings: Settings) -> tuple[Store, Search]:
+    return Store("kifqa-virtuoso", url, **_remote(settings)), _dbpedia_search(built)
+
+
+def _dbpedia_search(built: dbpedia.DBpediaBuild) -> Search:
+    return Search("kifqa-dbpedia", LabelIndex(built.index_path))
+
+
+def _dbpedia_endpoint(url: str, settings: Settings) -> tuple[Store, Search]:
+    """KIF's DBpedia mapping over a SPARQL endpoint, queries posted as forms (``kifqa-virtuoso``: every SPARQL
+    1.1 endpoint takes them; Virtuoso 7.2 does not answer KIF's direct ``application/sparql-query`` posts)."""
+    store = Store("kifqa-virtuoso", url, **_remote(settings))
+    if urlsplit(url).hostname in _LOOPBACK:
+        return store, _dbpedia_search(dbpedia.locate(settings))
+    return store, Search("dbpedia-lookup", **_remote(settings))
+
+
 def _wikidata_endpoint(url: str, settings: Settings) -> tuple[Store, Search]:
     store = Store("wikidata-sparql", url, **_remote(settings))
     if urlsplit(url).hostname in _LOOPBACK:
@@ -125,6 +156,8 @@ def _kif(rest: str, settings: Settings) -> tuple[Store, Search]:
     store = _plugin(Store, name, lambda: _kif_store(name, iri, params, settings))
     if search_name == "kifqa-local":
         return store, _local_search(locate(settings))
+    if search_name == "kifqa-dbpedia":
+        return store, _dbpedia_search(dbpedia.locate(settings))
     extra = {"iri": search_iri} if search_iri else {}
     http = {} if search_name == "empty" else _remote(settings)
     return store, _plugin(Search, str(search_name), lambda: Search(str(search_name), **http, **extra))

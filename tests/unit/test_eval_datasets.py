@@ -56,9 +56,16 @@ def test_simpledbpediaqa_valid(data_dir: Path) -> None:
     assert {r.direction for q in qs for r in q.relations} == {"forward", "backward"}
 
 
-def test_simpledbpediaqa_is_not_extended(data_dir: Path) -> None:
-    [q] = load_simpledbpediaqa(data_dir, limit=1)
-    assert GoldExtender(data_dir).gold(q) == set()
+def test_simpledbpediaqa_gold_is_the_converted_wikidata_answer_of_the_same_question(data_dir: Path) -> None:
+    qs = load_simpledbpediaqa(data_dir, limit=300)
+    extender = GoldExtender(data_dir)
+    gold = {q.text: extender.gold(q) for q in qs}
+    # "where was sasha vujačić born" is SimpleQuestions-Wikidata's (Q318926, P19, Q1010): P19 is dbo:birthPlace
+    assert gold["where was sasha vujačić born"] == {"http://dbpedia.org/resource/Maribor"}
+    assert all(a.startswith("http://dbpedia.org/resource/") for answers in gold.values() for a in answers)
+    sqwd = {" ".join(q.text.lower().split()) for q in load_sqwd(data_dir, "valid")}
+    assert not any(gold[q.text] for q in qs if " ".join(q.text.lower().split()) not in sqwd)
+    assert 100 <= sum(map(bool, gold.values())) < 134  # 134 shared texts; unconverted properties have no gold
 
 
 def test_extension_on_the_real_data(data_dir: Path) -> None:

@@ -55,9 +55,10 @@ def test_sparql_wikidata_uses_the_generic_mapping(remote_settings: Settings) -> 
 
 
 def test_sparql_dbpedia(remote_settings: Settings) -> None:
-    info = _info("sparql+dbpedia:http://localhost:8890/sparql", remote_settings)
+    info = _info("sparql+dbpedia:https://dbpedia.example.org/sparql", remote_settings)
     assert (info["store"], info["mapping"], info["endpoint"]) == (
-        "dbpedia-sparql", "DBpediaMapping", "http://localhost:8890/sparql")
+        "kifqa-virtuoso", "DBpediaMapping", "https://dbpedia.example.org/sparql")  # queries posted as forms
+    assert info["search"] == "dbpedia-lookup" and info["user_agent"] == user_agent(remote_settings)
 
 
 def test_generic_kif_spec(remote_settings: Settings) -> None:

@@ -1,0 +1,353 @@
+"""The DBpedia-encoded base: the same Wikidata statements converted to DBpedia resources and ontology properties.
+
+A conversion, not a DBpedia dump. Each statement of ``kb_triples.tsv`` whose Wikidata property has an
+``owl:equivalentProperty`` in the DBpedia ontology becomes ``dbr:S dbo:p dbr:O``; every item is a
+``dbr:`` resource (``a owl:Thing; rdfs:label "…"@en; owl:sameAs wd:Q``) named by SimpleDBpediaQA where
+a question of both datasets links them, else from its English label as DBpedia names pages; the ontology
+is loaded as is, plus ``a rdf:Property`` on each of its properties (what KIF's DBpedia mapping asks).
+
+A build lives in ``<cache_dir>/kb/dbpedia-<hash>/`` (``kb.nt``, ``labels.sqlite``, ``manifest.json``),
+written to a temporary folder and renamed into place when complete, like :mod:`kifqa.kb.build`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import secrets
+import shutil
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import rdflib
+from rdflib.namespace import OWL, RDF, RDFS, XSD
+
+from kifqa.config import Settings
+from kifqa.errors import DataError, KBError
+from kifqa.kb import data, index
+from kifqa.kb.data import Dataset, ItemRecord, PropertyRecord, Triple
+from kifqa.kb.search import LocalSearch
+
+#: The converter's version: part of the build hash.
+VERSION = "1"
+
+ONTOLOGY = "dbpedia/ontology.ttl"
+SDBQA = "simpledbpediaqa/valid.json"
+#: SimpleQuestions-Wikidata questions, matched to SimpleDBpediaQA's to link items to real DBpedia IRIs.
+QUESTIONS = ("simplequestions-wikidata/train_answerable.txt", "simplequestions-wikidata/valid_answerable.txt")
+INPUTS = (ONTOLOGY, SDBQA, *QUESTIONS)
+
+DBR = "http://dbpedia.org/resource/"
+DBO = "http://dbpedia.org/ontology/"
+WD = "http://www.wikidata.org/entity/"
+#: The named graph the data is loaded into (Virtuoso's endpoint reads all graphs by default).
+GRAPH = "urn:kifqa:dbpedia"
+MANIFEST = "manifest.json"
+
+#: Characters DBpedia percent-encodes in resource names (its IRIs keep other non-ASCII characters).
+_ESCAPED = frozenset('"#%<>?[\\]^`{|}')
+_NUMERIC = {XSD.decimal, XSD.double, XSD.float, XSD.integer, XSD.nonNegativeInteger, XSD.positiveInteger,
+            XSD.nonPositiveInteger, XSD.negativeInteger, XSD.int, XSD.long}
+_WORDS = re.compile(r"\w+")
+
+
+@dataclass(frozen=True)
+class DBpediaBuild:
+    """A complete build of the DBpedia-encoded base."""
+
+    root: Path
+    manifest: dict[str, Any]
+
+    @property
+    def digest(self) -> str:
+        return str(self.manifest["hash"])
+
+    @property
+    def rdf_path(self) -> Path:
+        return self.root / "kb.nt"
+
+    @property
+    def index_path(self) -> Path:
+        return self.root / "labels.sqlite"
+
+
+class DBpediaSearch(LocalSearch, search_name="kifqa-dbpedia",
+                    search_description="DBpedia-Lookup-style search of the DBpedia-encoded base: resources by "
+                                       "label, ontology properties by label and comment"):
+    """:class:`~kifqa.kb.search.LocalSearch` over the label index of a :class:`DBpediaBuild`."""
+
+
+def resource_name(label: str) -> str:
+    """A page name as DBpedia writes it in an IRI: spaces as underscores, first letter upper-cased,
+    ``"#%<>?[\\]^`{|}`` and control characters percent-encoded."""
+    name = "_".join(label.replace("_", " ").split())
+    name = name[:1].upper() + name[1:]
+    return "".join(f"%{ord(c):02X}" if c in _ESCAPED or ord(c) < 0x20 else c for c in name)
+
+
+def inputs_digest(data_dir: Path) -> str:
+    """A hash of the converter's version, the Wikidata inputs and the DBpedia inputs."""
+    digest = hashlib.sha256(data.inputs_digest(data_dir, VERSION).encode())
+    for name in INPUTS:
+        path = data_dir / name
+        if not path.is_file():
+            raise DataError(f"{path} is missing; is KIFQA_DATA_DIR={data_dir} the right data folder?")
+        digest.update(f"\0{name}\0".encode() + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def locate(settings: Settings) -> DBpediaBuild:
+    """The DBpedia build of the current data folder; :class:`KBError` if there is none."""
+    digest = inputs_digest(settings.data_dir)
+    built = _complete(_final(settings, digest), digest)
+    if built is None:
+        raise KBError(f"no DBpedia-encoded knowledge base is built for the data in {settings.data_dir} "
+                      f"(hash {digest}); run `kifqa kb build --encoding dbpedia`")
+    return built
+
+
+def build(settings: Settings, *, force: bool = False) -> tuple[DBpediaBuild, bool]:
+    """Builds the DBpedia-encoded base unless an identical build exists; returns it and whether it was built now."""
+    digest = inputs_digest(settings.data_dir)
+    final = _final(settings, digest)
+    if not force and (built := _complete(final, digest)):
+        return built, False
+    tmp = final.parent / f".tmp-dbpedia-{digest}-{os.getpid()}-{secrets.token_hex(4)}"
+    tmp.mkdir(parents=True)
+    try:
+        _write(tmp, settings.data_dir, digest)
+        if final.exists():
+            trash = final.parent / f".old-dbpedia-{digest}-{secrets.token_hex(4)}"
+            final.rename(trash)
+            shutil.rmtree(trash, ignore_errors=True)
+        try:
+            tmp.rename(final)
+        except OSError:  # another process finished the same build first
+            if not (built := _complete(final, digest)):
+                raise
+            return built, False
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    built = _complete(final, digest)
+    assert built is not None
+    return built, True
+
+
+def _final(settings: Settings, digest: str) -> Path:
+    return settings.cache_dir / "kb" / f"dbpedia-{digest}"
+
+
+def _complete(root: Path, digest: str) -> DBpediaBuild | None:
+    try:
+        manifest = json.loads((root / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    built = DBpediaBuild(root, manifest)
+    ok = manifest.get("hash") == digest and built.rdf_path.is_file() and built.index_path.is_file()
+    return built if ok else None
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """The converted base: label-index dataset (ids are IRIs), ontology graph and counts."""
+
+    dataset: Dataset
+    ontology: rdflib.Graph
+    property_map: dict[str, str]
+    #: Wikidata item -> ``dbr:`` IRI.
+    resources: dict[str, str]
+    counts: dict[str, int]
+
+
+def convert(data_dir: Path) -> Conversion:
+    """Converts the data folder's statements and items to the DBpedia encoding."""
+    wikidata = data.load(data_dir)
+    ontology = _read_ontology(data_dir / ONTOLOGY)
+    questions = _read_sdbqa(data_dir / SDBQA)
+    property_map = _property_map(ontology, questions)
+    datatype_only = {str(o)[len(WD):] for o in ontology.objects(None, OWL.equivalentProperty)
+                     if str(o).startswith(WD)} - property_map.keys()
+    degree = Counter(x for t in wikidata.triples for x in (t.subject, t.value))
+    iris, real = _resource_iris(wikidata, _sdbqa_links(data_dir, questions), degree)
+    triples, skipped = [], Counter[str]()
+    for t in wikidata.triples:
+        dbo = property_map.get(t.property)
+        if dbo is None:
+            skipped["datatype_property" if t.property in datatype_only else "no_equivalent_property"] += 1
+        elif wikidata.properties[t.property].datatype != "wikibase-item" or t.subject not in iris:
+            skipped["not_item_to_item"] += 1
+        else:
+            triples.append(Triple(iris[t.subject], dbo, iris[t.value], t.line))
+    items = {iri: ItemRecord(iri, *_names(wikidata.items.get(q))) for q, iri in iris.items()}
+    counts = {"wikidata_statements": len(wikidata.triples), "statements": len(triples),
+              "statements_without_dbpedia_property": skipped["no_equivalent_property"],
+              "statements_with_datatype_property_only": skipped["datatype_property"],
+              "statements_not_item_to_item": skipped["not_item_to_item"],
+              "resources": len(iris), "resources_with_sdbqa_iri": real, "resources_named_from_label": len(iris) - real,
+              "mapped_wikidata_properties": len(property_map)}
+    return Conversion(Dataset(items, _properties(ontology), triples), ontology, property_map, iris, counts)
+
+
+def rdf_lines(conversion: Conversion) -> Iterator[str]:
+    """The N-Triples of the base: ontology (with ``a rdf:Property``), resources, statements."""
+    yield from (line + "\n" for line in conversion.ontology.serialize(format="nt").splitlines() if line)
+    a, thing, label, same = f"<{RDF.type}>", f"<{OWL.Thing}>", f"<{RDFS.label}>", f"<{OWL.sameAs}>"
+    for iri, item in conversion.dataset.items.items():
+        yield f"<{iri}> {a} {thing} .\n"
+        if item.label:
+            yield f"<{iri}> {label} {json.dumps(item.label, ensure_ascii=False)}@en .\n"
+    yield from (f"<{iri}> {same} <{WD}{q}> .\n" for q, iri in conversion.resources.items())
+    yield from (f"<{t.subject}> <{t.property}> <{t.value}> .\n" for t in conversion.dataset.triples)
+
+
+def _write(root: Path, data_dir: Path, digest: str) -> None:
+    started = time.perf_counter()
+    conversion = convert(data_dir)
+    built = DBpediaBuild(root, {})
+    rdf_triples = 0
+    with open(built.rdf_path, "w", encoding="utf-8") as f:
+        for line in rdf_lines(conversion):
+            f.write(line)
+            rdf_triples += 1
+    index_counts = index.build(built.index_path, conversion.dataset)
+    manifest = {
+        "hash": digest,
+        "version": VERSION,
+        "encoding": "dbpedia",
+        "data_dir": str(data_dir),
+        "graph": GRAPH,
+        "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "seconds": round(time.perf_counter() - started, 2),
+        "counts": {**conversion.counts, "rdf_triples": rdf_triples, "ontology_triples": len(conversion.ontology),
+                   "indexed_items": index_counts["items"], "indexed_properties": index_counts["properties"]},
+        "property_map": conversion.property_map,
+    }
+    (root / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+
+
+# -- reading -----------------------------------------------------------------
+
+
+def _read_ontology(path: Path) -> rdflib.Graph:
+    graph = rdflib.Graph()
+    try:
+        graph.parse(path, format="turtle")
+    except Exception as err:
+        raise DataError(f"{path} is not valid Turtle: {err}") from err
+    for kind in (OWL.ObjectProperty, OWL.DatatypeProperty):
+        for p in graph.subjects(RDF.type, kind):
+            graph.add((p, RDF.type, RDF.Property))
+    return graph
+
+
+def _read_sdbqa(path: Path) -> list[dict[str, Any]]:
+    error = DataError(f"{path}: expected SimpleDBpediaQA JSON "
+                      "{'Questions': [{'Query', 'Subject', 'PredicateList': [{'Predicate', ...}]}]}")
+    try:
+        questions = json.loads(path.read_text(encoding="utf-8"))["Questions"]
+        if all(isinstance(q["Subject"], str) and isinstance(q["Query"], str)
+               and all(isinstance(p["Predicate"], str) for p in q["PredicateList"]) for q in questions):
+            return list(questions)
+    except (ValueError, KeyError, TypeError) as err:
+        raise error from err
+    raise error
+
+
+def _question_key(text: str) -> str:
+    return " ".join(_WORDS.findall(data.normalize(text)))
+
+
+def _sdbqa_links(data_dir: Path, questions: list[dict[str, Any]]) -> dict[str, str]:
+    """Wikidata item -> DBpedia IRI, where a SimpleQuestions question is in both datasets (its topic entity
+    is column 1 of SimpleQuestions-Wikidata and the ``Subject`` of SimpleDBpediaQA); most frequent pairs win,
+    each item and each IRI used once."""
+    subjects = {_question_key(q["Query"]): q["Subject"] for q in questions}
+    pairs: Counter[tuple[str, str]] = Counter()
+    for name in QUESTIONS:
+        with open(data_dir / name, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                fields = line.rstrip("\r\n").split("\t")
+                if len(fields) != 4:
+                    raise DataError(f"{data_dir / name}:{n}: expected topic<TAB>property<TAB>answer<TAB>question")
+                if (iri := subjects.get(_question_key(fields[3]))) is not None:
+                    pairs[fields[0], iri] += 1
+    links: dict[str, str] = {}
+    used: set[str] = set()
+    for (q, iri), _ in sorted(pairs.items(), key=lambda x: (-x[1], x[0])):
+        if q not in links and iri not in used:
+            links[q] = iri
+            used.add(iri)
+    return links
+
+
+def _resource_iris(wikidata: Dataset, links: dict[str, str], degree: Counter[str]) -> tuple[dict[str, str], int]:
+    """Wikidata item -> unique ``dbr:`` IRI: SimpleDBpediaQA's first, then names from labels (the item in more
+    statements first; a name already taken gets `` (Q…)``); and how many IRIs are SimpleDBpediaQA's."""
+    items = wikidata.items.keys() | {x for t in wikidata.triples for x in (t.subject, t.value)
+                                     if x.startswith("Q") and wikidata.properties[t.property].datatype == "wikibase-item"}
+    iris = {q: iri for q, iri in links.items() if q in items}
+    taken = set(iris.values())
+    for q in sorted(items - iris.keys(), key=lambda q: (-degree[q], int(q[1:]))):
+        record = wikidata.items.get(q)
+        name = resource_name(record.label) if record and record.label else q
+        iri = DBR + name
+        if iri in taken:
+            iri = DBR + resource_name(f"{record.label if record else ''} ({q})")
+        iris[q] = iri
+        taken.add(iri)
+    return iris, len(links.keys() & iris.keys())
+
+
+def _names(record: ItemRecord | None) -> tuple[str, tuple[str, ...]]:
+    return (record.label, record.aliases) if record else ("", ())
+
+
+def _property_map(ontology: rdflib.Graph, questions: list[dict[str, Any]]) -> dict[str, str]:
+    """Wikidata property id -> DBpedia object property, from ``owl:equivalentProperty``; among several, the one
+    SimpleDBpediaQA uses most, then the first by name."""
+    used = Counter(p["Predicate"] for q in questions for p in q["PredicateList"])
+    objects = {str(p) for p in ontology.subjects(RDF.type, OWL.ObjectProperty)}
+    candidates: dict[str, list[str]] = {}
+    for s, o in ontology.subject_objects(OWL.equivalentProperty):
+        if str(o).startswith(WD) and str(s) in objects and str(s).startswith(DBO):
+            candidates.setdefault(str(o)[len(WD):], []).append(str(s))
+    return {p: min(found, key=lambda x: (-used[x], x)) for p, found in sorted(candidates.items())}
+
+
+def _properties(ontology: rdflib.Graph) -> dict[str, PropertyRecord]:
+    """The ontology's ``dbo:`` properties with English label, comment and the KIF datatype of their values."""
+    found = {}
+    for p in set(ontology.subjects(RDF.type, RDF.Property)):
+        iri = str(p)
+        if not iri.startswith(DBO):
+            continue
+        found[iri] = PropertyRecord(iri, _english(ontology, p, RDFS.label), (), _english(ontology, p, RDFS.comment),
+                                    _datatype(ontology, p))
+    return found
+
+
+def _english(graph: rdflib.Graph, subject: rdflib.term.Node, predicate: rdflib.URIRef) -> str:
+    texts = [o for o in graph.objects(subject, predicate) if isinstance(o, rdflib.Literal)]
+    best = [o for o in texts if o.language == "en"] or [o for o in texts if not o.language]
+    return " ".join(str(min(best)).split()) if best else ""
+
+
+def _datatype(graph: rdflib.Graph, p: rdflib.term.Node) -> str:
+    """The Wikidata datatype name KIF reads the property's values as."""
+    if (p, RDF.type, OWL.ObjectProperty) in graph:
+        return "wikibase-item"
+    ranges = set(graph.objects(p, RDFS.range))
+    if ranges & _NUMERIC:
+        return "quantity"
+    if XSD.date in ranges:
+        return "time"
+    if RDF.langString in ranges:
+        return "monolingualtext"
+    return "string"

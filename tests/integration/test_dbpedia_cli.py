@@ -1,0 +1,88 @@
+"""``kifqa kb build --encoding dbpedia``, ``kifqa kb serve --engine virtuoso`` and the query commands on the
+``local-dbpedia-server`` spec, end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner, Result
+
+from kifqa.cli.kb import kb
+from kifqa.config import Settings
+from kifqa.kb import dbpedia
+from kifqa.kb.server import free_port
+from kifqa.kb.virtuoso import VirtuosoServer
+from tests.dbpedia_fixtures import needs_virtuoso
+
+SASHA, BIRTH = dbpedia.DBR + "Sasha_Vujačić", dbpedia.DBO + "birthPlace"
+
+
+@pytest.fixture
+def env(settings: Settings) -> dict[str, str]:
+    return {"KIFQA_DATA_DIR": str(settings.data_dir), "KIFQA_CACHE_DIR": str(settings.cache_dir)}
+
+
+@pytest.fixture
+def run(env: dict[str, str], virtuoso_server: VirtuosoServer) -> Callable[..., Result]:
+    spec = f"local-dbpedia-server:{virtuoso_server.port}"
+    return lambda *args: CliRunner().invoke(kb, [*args, "--kb", spec], env=env)
+
+
+def test_build_is_up_to_date(env: dict[str, str], dbpedia_build: dbpedia.DBpediaBuild) -> None:
+    result = CliRunner().invoke(kb, ["build", "--encoding", "dbpedia"], env=env)
+    assert result.exit_code == 0, result.output
+    assert f"up to date: {dbpedia_build.root}" in result.output
+    assert f"{dbpedia_build.manifest['counts']['statements']:,} of 27,727 statements converted" in result.output
+
+
+def test_search_filter_and_properties(run: Callable[..., Result]) -> None:
+    search = run("search", "sasha vujacic", "--limit", "1")
+    assert search.exit_code == 0, search.output
+    assert SASHA in search.output
+    found = run("filter", "--subject", SASHA, "--property", BIRTH, "--sparql")
+    assert found.exit_code == 0, found.output
+    assert f"{SASHA} (Sasha Vujačić)  {BIRTH} (birth place)  {dbpedia.DBR}Maribor (Maribor)" in found.output
+    assert "owl#Thing" in found.output
+    uses = run("properties", SASHA, "--json")
+    assert uses.exit_code == 0, uses.output
+    assert [(u["property"]["id"], u["direction"], u["count"]) for u in json.loads(uses.output)] == [
+        (BIRTH, "forward", 1)]
+    info = run("info", "--json")
+    assert json.loads(info.output)["endpoints"]["store"] == "kifqa-virtuoso"
+
+
+@needs_virtuoso
+def test_serve_virtuoso_answers_and_stops_its_server(env: dict[str, str],
+                                                    dbpedia_build: dbpedia.DBpediaBuild) -> None:
+    port = free_port()
+    process = subprocess.Popen(
+        [str(Path(sys.executable).parent / "kifqa"), "kb", "serve", "--engine", "virtuoso", "--port", str(port)],
+        env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert process.stdout is not None
+        lines = []
+        while not any("serving at" in line for line in lines):
+            line = process.stdout.readline()
+            assert line, "".join(lines)
+            lines.append(line)
+        assert f"http://127.0.0.1:{port}/sparql" in lines[-1] and "triples loaded in" in lines[-1]
+        children = Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()
+        answer = httpx.post(f"http://127.0.0.1:{port}/sparql", data={"query": f"SELECT ?o {{ <{SASHA}> <{BIRTH}> ?o }}"},
+                            headers={"Accept": "application/sparql-results+json"}, timeout=10)
+        assert answer.json()["results"]["bindings"] == [{"o": {"type": "uri", "value": dbpedia.DBR + "Maribor"}}]
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{pid}").exists() for pid in children) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert children and not any(Path(f"/proc/{pid}").exists() for pid in children)

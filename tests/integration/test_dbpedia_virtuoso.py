@@ -1,0 +1,244 @@
+"""The DBpedia-encoded base on a real Virtuoso (KIF store ``kifqa-virtuoso``, DBpedia mapping): the converted
+statements of kb_triples.tsv come back through every KB call and through KIF directly, search finds resources
+and ontology properties, and SimpleDBpediaQA questions whose facts were converted are answered."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import re
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from kif_lib import Filter, Item, Property
+from kif_lib.vocabulary import wd
+
+from kifqa.kb import data, dbpedia
+from kifqa.config import Settings
+from kifqa.kb.kifkb import KifKnowledgeBase
+from kifqa.kb.spec import endpoint_info, open_kb
+from kifqa.kb.virtuoso import VirtuosoServer, VirtuosoStore
+from kifqa.llm.base import LLM, ChatRequest, Completion, Usage
+from kifqa.model import Question
+from kifqa.pipeline import Pipeline
+
+DBR, DBO = dbpedia.DBR, dbpedia.DBO
+SAMPLE = 12
+_SAME_AS = re.compile(r"<([^>]+)> <http://www\.w3\.org/2002/07/owl#sameAs> <http://www\.wikidata\.org/entity/(Q\d+)> \.")
+
+Statement = tuple[str, str, str]
+
+
+@dataclass(frozen=True)
+class Expected:
+    """The statements the base must hold: kb_triples.tsv through the build's item IRIs and property map."""
+
+    statements: set[Statement]
+    by_subject: dict[str, set[Statement]]
+    by_value: dict[str, set[Statement]]
+
+
+@pytest.fixture(scope="module")
+def expected(data_dir: Path, dbpedia_build: dbpedia.DBpediaBuild) -> Expected:
+    with open(dbpedia_build.rdf_path, encoding="utf-8") as f:
+        iris = {m[2]: m[1] for line in f if (m := _SAME_AS.fullmatch(line.rstrip("\n")))}
+    properties = dbpedia_build.manifest["property_map"]
+    with open(data_dir / data.TRIPLES, encoding="utf-8") as f:
+        rows = [line.rstrip("\n").split("\t") for line in f]
+    statements = {(iris[s], properties[p], iris[o]) for s, p, o in rows if p in properties}
+    by_subject, by_value = defaultdict(set), defaultdict(set)
+    for st in statements:
+        by_subject[st[0]].add(st)
+        by_value[st[2]].add(st)
+    return Expected(statements, by_subject, by_value)
+
+
+@pytest.fixture(scope="module")
+def sample(expected: Expected) -> list[Statement]:
+    return random.Random(8).sample(sorted(expected.statements), SAMPLE)
+
+
+def run(coro):  # type: ignore[no-untyped-def]
+    return asyncio.run(coro)
+
+
+def test_server_holds_every_triple_of_the_build(virtuoso_server: VirtuosoServer,
+                                                dbpedia_build: dbpedia.DBpediaBuild) -> None:
+    assert virtuoso_server.triples == dbpedia_build.manifest["counts"]["rdf_triples"]
+    counts = dbpedia_build.manifest["counts"]
+    assert counts["statements"] + counts["statements_without_dbpedia_property"] + \
+        counts["statements_with_datatype_property_only"] + counts["statements_not_item_to_item"] == \
+        counts["wikidata_statements"]
+    assert counts["resources_with_sdbqa_iri"] > 1000
+
+
+def test_results_are_not_cut_at_virtuosos_default_10000_rows(virtuoso_server: VirtuosoServer,
+                                                            dbpedia_build: dbpedia.DBpediaBuild) -> None:
+    res = httpx.post(virtuoso_server.url, data={"query": "SELECT ?s WHERE { ?s a <http://www.w3.org/2002/07/owl#Thing> }"},
+                     headers={"Accept": "application/sparql-results+json"}, timeout=60)
+    assert "X-SPARQL-MaxRows" not in res.headers
+    assert len(res.json()["results"]["bindings"]) == dbpedia_build.manifest["counts"]["resources"]
+
+
+def test_forward_and_backward_facts_are_exactly_the_converted_data(dbpedia_kb: KifKnowledgeBase,
+                                                                    expected: Expected,
+                                                                    sample: list[Statement]) -> None:
+    async def check() -> None:
+        for s, p, o in sample:
+            forward = await dbpedia_kb.facts(s, p, "forward")
+            assert {(f.subject, f.property, f.value) for f in forward.facts} == \
+                {x for x in expected.by_subject[s] if x[1] == p}
+            backward = await dbpedia_kb.facts(o, p, "backward")
+            assert {(f.subject, f.property, f.value) for f in backward.facts} == \
+                {x for x in expected.by_value[o] if x[1] == p}
+            assert all(f.value_type == "item" for f in forward.facts) and not forward.truncated
+            fact = next(f for f in forward.facts if f.value == o)
+            assert fact.subject_label and fact.value_label and fact.property_label
+            assert "SELECT" in forward.sparql
+    run(check())
+
+
+def test_the_sparql_dbpedia_spec_on_this_machine_is_the_same_base(virtuoso_server: VirtuosoServer, settings: Settings,
+                                                                 sample: list[Statement]) -> None:
+    kb = open_kb(f"sparql+dbpedia:{virtuoso_server.url}", settings)
+    try:
+        info = endpoint_info(kb.store, kb.search)
+        assert (info["store"], info["mapping"], info["search"]) == ("kifqa-virtuoso", "DBpediaMapping", "kifqa-dbpedia")
+        s, p, o = sample[0]
+        assert o in {f.value for f in run(kb.facts(s, p, "forward")).facts}
+    finally:
+        run(kb.aclose())
+
+
+def test_properties_of_counts_both_directions(dbpedia_kb: KifKnowledgeBase, expected: Expected,
+                                              sample: list[Statement]) -> None:
+    async def check() -> None:
+        for entity in {x for s, _, o in sample for x in (s, o)}:
+            uses = await dbpedia_kb.properties_of(entity)
+            got = Counter({(u.property.id, u.direction): u.count for u in uses})
+            want = Counter((p, "forward") for _, p, _ in expected.by_subject[entity])
+            want.update((p, "backward") for _, p, _ in expected.by_value[entity])
+            assert got == want, entity
+            assert all(u.property.label for u in uses)
+    run(check())
+
+
+def test_kif_filter_p_in_both_directions_and_filter(virtuoso_server: VirtuosoServer, expected: Expected,
+                                                     sample: list[Statement]) -> None:
+    store = VirtuosoStore("kifqa-virtuoso", virtuoso_server.url)
+    try:
+        s, p, o = sample[0]
+        assert {x.iri.content for x in store.filter_p(subject=Item(s), property_mask=Filter.PropertyMask.REAL,
+                                                      snak_mask=Filter.VALUE_SNAK)} == \
+            {x[1] for x in expected.by_subject[s]}
+        assert {x.iri.content for x in store.filter_p(value=Item(o), property_mask=Filter.PropertyMask.REAL,
+                                                      snak_mask=Filter.VALUE_SNAK)} == \
+            {x[1] for x in expected.by_value[o]}
+        assert {x.iri.content for x in store.filter_s(property=Property(p), value=Item(o))} == \
+            {x[0] for x in expected.by_value[o] if x[1] == p}
+        birth = Property(DBO + "birthPlace")
+        assert store.ask(subject=Item(s), property=Property(p), value=Item(o))  # Virtuoso's odd ASK results
+        assert not store.ask(subject=Item(o), property=Property(p), value=Item(s))
+        assert store.count(property=birth, snak_mask=Filter.VALUE_SNAK) == \
+            sum(1 for x in expected.statements if x[1] == birth.iri.content)
+    finally:
+        store.close()
+
+
+def test_kif_labels_descriptions_and_types_from_the_store(virtuoso_server: VirtuosoServer) -> None:
+    # What the base offers KIF without kifqa's label index: rdfs:label/comment on resources and properties,
+    # and the property path rdf:type/rdfs:subClassOf* of KIF's `wd.type`.
+    store = VirtuosoStore("kifqa-virtuoso", virtuoso_server.url)
+    try:
+        sasha, birth = Item(DBR + "Sasha_Vujačić"), Property(DBO + "birthPlace")
+        assert [v.content for v in store.filter_v(subject=sasha, property=wd.label, language="en")] == ["Sasha Vujačić"]
+        assert "birth place" in {v.content for v in store.filter_v(subject=birth, property=wd.label, language="en")}
+        assert store.filter_v(subject=birth, property=wd.description, language="en").__next__().content
+        assert Item("http://www.w3.org/2002/07/owl#Thing") in set(store.filter_v(subject=sasha, property=wd.type))
+        assert Item(DBO + "Animal") in set(store.filter_v(subject=Item(DBO + "Person"), property=wd.subtype))
+    finally:
+        store.close()
+
+
+def test_iris_with_url_special_characters(dbpedia_kb: KifKnowledgeBase, expected: Expected) -> None:
+    # `&`, `+`, `%` and non-ASCII letters in IRIs survive the form-encoded POST to Virtuoso.
+    tricky = sorted(s for s in expected.by_subject if re.search(r"[&+%]", s))
+    assert tricky
+    async def check() -> None:
+        for s in tricky[:5]:
+            result = await dbpedia_kb.filter(subject=s)
+            assert {(f.subject, f.property, f.value) for f in result.facts} == expected.by_subject[s]
+    run(check())
+
+
+def test_search_finds_resources_by_label_and_properties_by_label_or_comment(dbpedia_kb: KifKnowledgeBase) -> None:
+    async def check() -> None:
+        [first, *_] = await dbpedia_kb.search_entities("sasha vujacic")
+        assert first.id == DBR + "Sasha_Vujačić" and first.label == "Sasha Vujačić"
+        assert (await dbpedia_kb.search_properties("birth place"))[0].id == DBO + "birthPlace"
+        by_comment = await dbpedia_kb.search_properties("where the person was born")
+        assert DBO + "birthPlace" in [c.id for c in by_comment[:3]]
+        assert (await dbpedia_kb.labels([DBO + "deathPlace", DBR + "Maribor"])) == \
+            {DBO + "deathPlace": "death place", DBR + "Maribor": "Maribor"}
+    run(check())
+
+
+@pytest.fixture(scope="module")
+def converted_questions(data_dir: Path, expected: Expected) -> list[tuple[dict, set[Statement]]]:
+    """SimpleDBpediaQA questions with one DBpedia-ontology predicate whose facts were converted."""
+    questions = json.loads((data_dir / dbpedia.SDBQA).read_text(encoding="utf-8"))["Questions"]
+    found = []
+    for q in questions:
+        [pred, *more] = q["PredicateList"]
+        if more or pred["Constraint"]:
+            continue
+        index = expected.by_subject if pred["Direction"] == "forward" else expected.by_value
+        facts = {x for x in index.get(q["Subject"], ()) if x[1] == pred["Predicate"]}
+        if facts:
+            found.append((q, facts))
+    return found
+
+
+def test_sdbqa_questions_whose_facts_were_converted(dbpedia_kb: KifKnowledgeBase,
+                                                   converted_questions: list[tuple[dict, set[Statement]]]) -> None:
+    assert len(converted_questions) > 300
+    async def check() -> None:
+        for q, facts in random.Random(3).sample(converted_questions, 20):
+            pred = q["PredicateList"][0]
+            got = await dbpedia_kb.facts(q["Subject"], pred["Predicate"], pred["Direction"])
+            assert {(f.subject, f.property, f.value) for f in got.facts} == facts, q["Query"]
+    run(check())
+
+
+class Drafted(LLM):
+    """A model that drafts a given triple pattern (the relation step needs no model when the draft names the
+    property exactly)."""
+
+    identity = "drafted"
+
+    def __init__(self, draft: str) -> None:
+        self.draft = draft
+
+    async def agenerate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
+        return [Completion(self.draft, Usage(prompt_tokens=10, completion_tokens=12)) for _ in requests]
+
+
+@pytest.mark.parametrize(("question", "draft", "answer"), [
+    ("where was sasha vujačić born", "(sasha vujačić | birth place | ?x)", DBR + "Maribor"),
+    ("in what french city did antoine de févin die", "(antoine de févin | death place | ?x)", None),
+])
+def test_pipeline_answers_from_the_dbpedia_base(dbpedia_kb: KifKnowledgeBase,
+                                                expected: Expected, question: str, draft: str,
+                                                answer: str | None) -> None:
+    result = run(Pipeline(kb=dbpedia_kb, llm=Drafted(draft)).answer(Question("d", question)))
+    assert result.trace.error is None, result.trace.error
+    subject = result.trace.relations[0].entity
+    want = {o for _, p, o in expected.by_subject[subject] if p == result.trace.relations[0].property}
+    assert {a.answer for a in result.answers} == want and want
+    if answer is not None:
+        assert answer in want

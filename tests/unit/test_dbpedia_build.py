@@ -1,0 +1,167 @@
+"""The DBpedia encoding of a tiny data folder: IRIs, property mapping, counts, build folder, label index, specs,
+and the Virtuoso store's request encoding (no server needed)."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+import pytest
+import rdflib
+from rdflib.namespace import RDF
+
+from kifqa.config import Settings
+from kifqa.errors import ConfigError, DataError, KBError
+from kifqa.kb import dbpedia
+from kifqa.kb.index import LabelIndex
+from kifqa.kb.spec import FORMS, endpoint_info, resolve
+from kifqa.kb.virtuoso import VirtuosoServer, VirtuosoStore
+
+DBR, DBO = dbpedia.DBR, dbpedia.DBO
+
+ONTOLOGY = """\
+@prefix : <http://dbpedia.org/ontology/> .
+@prefix owl: <http://www.w3.org/2002/07/owl#> .
+@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+@prefix xsd: <http://www.w3.org/2001/XMLSchema#> .
+@prefix wikidata: <http://www.wikidata.org/entity/> .
+:location a owl:ObjectProperty ; rdfs:label "Standort"@de, "location"@en ; rdfs:comment "where it is"@en ;
+    owl:equivalentProperty wikidata:P10 .
+:place a owl:ObjectProperty ; rdfs:label "place"@en ; owl:equivalentProperty wikidata:P10 .
+:discovered a owl:DatatypeProperty ; rdfs:label "discovered"@en ; rdfs:range xsd:date ;
+    owl:equivalentProperty wikidata:P13 .
+:mass a owl:DatatypeProperty ; rdfs:label "mass"@en ; rdfs:range xsd:double .
+:Star a owl:Class ; rdfs:label "star"@en .
+"""
+
+
+def _sdbqa(subject: str, query: str, predicate: str) -> dict[str, Any]:
+    return {"ID": "1", "Query": query, "Subject": subject,
+            "PredicateList": [{"Predicate": predicate, "Direction": "forward", "Constraint": None}]}
+
+
+@pytest.fixture
+def dbpedia_settings(tiny_settings: Callable[..., Settings], tiny_data: dict[str, Any]) -> Settings:
+    """The tiny data folder plus a tiny ontology, SimpleDBpediaQA file and SimpleQuestions-Wikidata questions:
+    one question links Q1 to a real IRI; Q6 is another "Alpha"."""
+    tiny_data["items"]["Q6"] = ["alpha"]
+    settings = tiny_settings(tiny_data)
+    root = settings.data_dir
+    (root / "dbpedia").mkdir()
+    (root / dbpedia.ONTOLOGY).write_text(ONTOLOGY)
+    (root / "simpledbpediaqa").mkdir()
+    (root / dbpedia.SDBQA).write_text(json.dumps({"Questions": [
+        _sdbqa(DBR + "Alpha_Centauri_(star)", "Where is Alpha Centauri?", DBO + "place")]}))
+    (root / dbpedia.QUESTIONS[0]).write_text("Q1\tP10\tQ3\twhere is alpha centauri\n")
+    (root / dbpedia.QUESTIONS[1]).write_text("Q2\tP10\tQ3\twhere is beyonce\n")
+    return settings
+
+
+@pytest.mark.parametrize(("label", "name"), [
+    ("Sasha Vujačić", "Sasha_Vujačić"),
+    ("iPod  touch", "IPod_touch"),
+    ("O.K. Ken?", "O.K._Ken%3F"),
+    ('Daniel "2Dark" Richards', "Daniel_%222Dark%22_Richards"),
+    ("100% {x|y} [z] <a> #b ^c `d` \\e", "100%25_%7Bx%7Cy%7D_%5Bz%5D_%3Ca%3E_%23b_%5Ec_%60d%60_%5Ce"),
+    ("AT&T + co", "AT&T_+_co"),
+])
+def test_resource_names_as_dbpedia_writes_them(label: str, name: str) -> None:
+    assert dbpedia.resource_name(label) == name
+
+
+def test_conversion(dbpedia_settings: Settings) -> None:
+    conversion = dbpedia.convert(dbpedia_settings.data_dir)
+    assert conversion.property_map == {"P10": DBO + "place"}  # SimpleDBpediaQA's choice among two
+    assert conversion.resources == {
+        "Q1": DBR + "Alpha_Centauri_(star)", "Q2": DBR + "Beyoncé", "Q3": DBR + "Alpha", "Q4": DBR + "Gamma",
+        "Q5": DBR + "Q5", "Q6": DBR + "Alpha_(Q6)"}
+    assert {(t.subject, t.property, t.value) for t in conversion.dataset.triples} == {
+        (DBR + "Alpha_Centauri_(star)", DBO + "place", DBR + "Alpha"), (DBR + "Beyoncé", DBO + "place", DBR + "Alpha"),
+        (DBR + "Q5", DBO + "place", DBR + "Alpha_Centauri_(star)")}
+    assert conversion.counts == {
+        "wikidata_statements": 7, "statements": 3, "statements_without_dbpedia_property": 3,
+        "statements_with_datatype_property_only": 1, "statements_not_item_to_item": 0, "resources": 6,
+        "resources_with_sdbqa_iri": 1, "resources_named_from_label": 5, "mapped_wikidata_properties": 1}
+
+
+def test_build_writes_rdf_index_and_manifest_once(dbpedia_settings: Settings) -> None:
+    built, new = dbpedia.build(dbpedia_settings)
+    assert new and built.root.name == f"dbpedia-{built.digest}"
+    assert dbpedia.build(dbpedia_settings) == (built, False)
+    assert dbpedia.locate(dbpedia_settings) == built
+    graph = rdflib.Graph().parse(built.rdf_path, format="nt")
+    assert len(graph) == built.manifest["counts"]["rdf_triples"]
+    assert (rdflib.URIRef(DBO + "mass"), RDF.type, RDF.Property) in graph
+    assert (rdflib.URIRef(DBR + "Alpha_Centauri_(star)"), rdflib.URIRef(DBO + "place"),
+            rdflib.URIRef(DBR + "Alpha")) in graph
+    assert (rdflib.URIRef(DBR + "Beyoncé"), rdflib.OWL.sameAs, rdflib.URIRef("http://www.wikidata.org/entity/Q2")) \
+        in graph
+    index = LabelIndex(built.index_path)
+    try:
+        entries = index.entries([DBO + "location", DBO + "discovered", DBO + "mass", DBR + "Gamma"])
+        assert (entries[DBO + "location"].label, entries[DBO + "location"].description) == ("location", "where it is")
+        assert {k: e.datatype for k, e in entries.items()} == {
+            DBO + "location": "wikibase-item", DBO + "discovered": "time", DBO + "mass": "quantity", DBR + "Gamma": ""}
+        assert entries[DBR + "Gamma"].aliases == ("Alpha",)
+        assert [h.entry.id for h in index.search("item", "alpha", 5)][:3] == [DBR + "Alpha", DBR + "Alpha_(Q6)",
+                                                                                 DBR + "Gamma"]
+        assert index.value_datatypes() == ["wikibase-item"] and index.subject_kinds() == ["item"]
+    finally:
+        index.close()
+
+
+def test_missing_inputs_and_builds(dbpedia_settings: Settings) -> None:
+    with pytest.raises(KBError, match="kifqa kb build --encoding dbpedia"):
+        dbpedia.locate(dbpedia_settings)
+    (dbpedia_settings.data_dir / dbpedia.ONTOLOGY).unlink()
+    with pytest.raises(DataError, match="ontology.ttl is missing"):
+        dbpedia.build(dbpedia_settings)
+
+
+def test_specs(dbpedia_settings: Settings) -> None:
+    dbpedia.build(dbpedia_settings)
+    assert "local-dbpedia " in FORMS and "local-dbpedia-server[:PORT]" in FORMS
+    info = endpoint_info(*resolve("local-dbpedia-server:8899", dbpedia_settings))
+    assert (info["store"], info["mapping"], info["endpoint"], info["search"]) == (
+        "kifqa-virtuoso", "DBpediaMapping", "http://127.0.0.1:8899/sparql", "kifqa-dbpedia")
+    assert info["search_index"].endswith("labels.sqlite")
+    assert endpoint_info(*resolve("local-dbpedia-server", dbpedia_settings))["endpoint"].endswith(":8890/sparql")
+    info = endpoint_info(*resolve("kif:kifqa-virtuoso?iri=http://127.0.0.1:9/sparql&search=kifqa-dbpedia",
+                                  dbpedia_settings))
+    assert (info["store"], info["search"]) == ("kifqa-virtuoso", "kifqa-dbpedia")
+    with pytest.raises(ConfigError, match="not a port number"):
+        resolve("local-dbpedia-server:x", dbpedia_settings)
+
+
+def test_virtuoso_store_posts_url_encoded_forms_with_the_dbpedia_mapping() -> None:
+    store = VirtuosoStore("kifqa-virtuoso", "http://127.0.0.1:9/sparql", headers={"User-Agent": "t"})
+    query = 'SELECT * WHERE { <http://dbpedia.org/resource/AT&T_+_%3F> ?p "a b" }'
+    backend = store.backend
+    assert parse_qs(backend._http_post_encode_content(query).decode()) == {"query": [query]}  # type: ignore[attr-defined]
+    assert backend._headers["Content-Type"] == "application/x-www-form-urlencoded"  # type: ignore[attr-defined]
+    assert backend._headers["User-Agent"] == "t"  # type: ignore[attr-defined]
+    assert store.mapping.options.wikidata_properties is False
+
+
+def test_server_without_data_fails_clearly(tmp_path: Path) -> None:
+    with pytest.raises(KBError, match="kifqa kb build --encoding dbpedia|not installed"):
+        VirtuosoServer(tmp_path / "kb.nt", graph=dbpedia.GRAPH).start()
+
+
+def test_malformed_sdbqa_is_a_data_error(dbpedia_settings: Settings) -> None:
+    (dbpedia_settings.data_dir / dbpedia.SDBQA).write_text(json.dumps({"Questions": [{"Query": "x"}]}))
+    with pytest.raises(DataError, match="valid.json: expected SimpleDBpediaQA JSON"):
+        dbpedia.convert(dbpedia_settings.data_dir)
+
+
+def test_busy_port_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "kb.nt").write_text("")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        with pytest.raises(KBError, match=f"port {s.getsockname()[1]} .* already in use|not installed"):
+            VirtuosoServer(tmp_path / "kb.nt", graph=dbpedia.GRAPH, port=s.getsockname()[1]).start()
