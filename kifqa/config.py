@@ -25,8 +25,18 @@ class KBSettings(BaseModel):
     timeout_s: float = 30.0
     #: Most KB calls one knowledge base runs at once.
     max_concurrency: int = 8
-    #: Retries of a failed KB call (transport errors, timeouts, HTTP 429/5xx).
+    #: Retries of a failed KB call (transport errors, timeouts, HTTP 429/5xx, malformed results).
     retries: int = 3
+    #: Retries of a result the endpoint cut short (``X-SPARQL-MaxRows``); then the call fails.
+    truncated_retries: int = 1
+    #: Backoff: the n-th retry waits a random time up to ``min(max_backoff_s, backoff_s * 2**(n-1))``
+    #: (a ``Retry-After`` answer waits what it says, at most 60 s, and holds every call meanwhile).
+    backoff_s: float = 0.5
+    max_backoff_s: float = 10.0
+    #: Consecutive failed attempts (5xx, connection, timeout, malformed) that open the circuit: the
+    #: endpoint then gets no request for ``breaker_cooldown_s`` and calls fail at once; 0 disables it.
+    breaker_failures: int = 10
+    breaker_cooldown_s: float = 30.0
     #: Contact put in the User-Agent of remote calls (Wikimedia's policy asks for one).
     contact: str = "https://example.org/kifqa (kifqa@example.org)"
     #: Port of ``kifqa kb serve`` and of the ``local-server`` spec.
@@ -55,8 +65,14 @@ class LLMSettings(BaseModel):
     #: (``structured_outputs``, vLLM >= 0.10.2), ``vllm-legacy`` (``guided_grammar``, vLLM < 0.12)
     #: or ``openai`` (hosted APIs: no grammar).
     server: Literal["llamacpp", "vllm", "vllm-legacy", "openai"] = "llamacpp"
-    #: ``openai``: further attempts after a timeout, a connection error, 429 or 5xx.
+    #: ``openai``: further attempts after a timeout, a connection error, 429, 5xx or a 200 that is not JSON.
     max_retries: int = 4
+    #: ``openai``: longest pause between attempts (also caps a ``Retry-After``).
+    max_backoff_s: float = 30.0
+    #: ``openai``: consecutive failed attempts (5xx, connection, timeout, a 200 that is not JSON)
+    #: that open the circuit: no request for ``breaker_cooldown_s``, requests fail at once; 0 disables it.
+    breaker_failures: int = 10
+    breaker_cooldown_s: float = 30.0
     #: Backend-specific options: ``xllamacpp.CommonParams`` attributes (``local``), extra request
     #: body fields (``openai``) or ``vllm.AsyncEngineArgs`` fields (``vllm``).
     extra: dict[str, Any] = Field(default_factory=dict)

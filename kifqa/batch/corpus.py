@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,9 @@ from kifqa.model import Question
 
 #: One input row: its 1-based number and its fields, or why it could not be read.
 _Row = tuple[int, dict[str, Any] | str]
+
+#: Lone UTF-16 surrogates: JSON escapes may make them, UTF-8 (Parquet, Arrow) cannot hold them.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 _FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "tsv",
             ".parquet": "parquet", ".pq": "parquet"}
@@ -69,8 +73,8 @@ def _questions(rows: list[_Row], id_column: str, question_column: str, max_chars
         if isinstance(fields, str):
             questions.append(Question(f"#row{number}", "", error=fields))
             continue
-        qid, id_error = _question_id(fields.get(id_column), has_ids, number)
-        text = fields.get(question_column)
+        qid, id_error = _question_id(_utf8(fields.get(id_column)), has_ids, number)
+        text = _utf8(fields.get(question_column))
         error = id_error or _text_error(text, question_column, max_chars)
         if qid is None:
             qid = f"#row{number}"
@@ -82,6 +86,11 @@ def _questions(rows: list[_Row], id_column: str, question_column: str, max_chars
         shown = text[:max_chars] if isinstance(text, str) else ""
         questions.append(Question(qid, shown if error else text, error=error))
     return questions
+
+
+def _utf8(value: Any) -> Any:
+    """``value``, with any lone surrogate of a string replaced by U+FFFD."""
+    return _SURROGATE.sub("\ufffd", value) if isinstance(value, str) else value
 
 
 def _question_id(value: Any, has_ids: bool, number: int) -> tuple[str | None, str | None]:

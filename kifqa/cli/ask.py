@@ -23,6 +23,9 @@ def ask(question: str, config: Path | None, kb: str | None, model: str | None,
         examples: str | None, explain: bool, as_json: bool) -> None:
     """Answer QUESTION (no Ray; the defaults are the local KB and the local model)."""
     settings = load_settings(config, kb, model, examples)
+    # Bytes of the command line that are not UTF-8 reach Python as lone surrogates, which no UTF-8
+    # output (terminal, JSON, Parquet) can hold: decode them as U+FFFD instead.
+    question = question.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
     async def run() -> Result:
         async with open_pipeline(settings=settings) as pipeline:

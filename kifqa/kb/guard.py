@@ -1,5 +1,6 @@
-"""What KIF 0.13 lacks around each KB call: retries with backoff (honouring ``Retry-After``), a
-concurrency cap, a timeout, call counters, and one error type (:class:`KBError`) with a readable message.
+"""What KIF 0.13 lacks around each KB call: retries by kind of failure with backoff (honouring
+``Retry-After``), a circuit breaker, a concurrency cap, a timeout, call counters, and one error type
+(:class:`KBError`) with a readable message. The policy itself is :class:`kifqa.resilience.Endpoint`.
 """
 
 from __future__ import annotations
@@ -11,25 +12,37 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import httpx
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from kifqa.config import KBSettings
 from kifqa.errors import KBError, KifqaError
 from kifqa.kb.base import KBStats
+from kifqa.kb.http import ResultError
+from kifqa.resilience import Endpoint, Failure, GaveUp, RetryPolicy
 
 T = TypeVar("T")
 
 #: Longest wait a ``Retry-After`` header may impose, in seconds.
 MAX_RETRY_AFTER_S = 60.0
 
-_backoff = wait_exponential_jitter(multiplier=0.5, max=10.0)
+
+def classify(err: BaseException) -> Failure | None:
+    """The retryable failure ``err`` is (see :mod:`kifqa.resilience`), or ``None`` if retrying cannot help."""
+    if isinstance(err, ResultError):
+        return Failure(err.kind, str(err))
+    if isinstance(err, httpx.HTTPStatusError):
+        code = err.response.status_code
+        kind = "throttled" if code == 429 else "unavailable" if code >= 500 else None
+        return Failure(kind, describe(err), retry_after(err)) if kind else None
+    if isinstance(err, (TimeoutError, httpx.TimeoutException)):
+        return Failure("timeout", describe(err))
+    if isinstance(err, httpx.TransportError):
+        return Failure("connection", describe(err))
+    return None
 
 
 def is_transient(err: BaseException) -> bool:
-    """Whether retrying may help: transport errors, timeouts, HTTP 429 and 5xx."""
-    if isinstance(err, httpx.HTTPStatusError):
-        return err.response.status_code == 429 or err.response.status_code >= 500
-    return isinstance(err, (httpx.TransportError, TimeoutError))
+    """Whether retrying may help: transport errors, timeouts, HTTP 429 and 5xx, cut or malformed results."""
+    return classify(err) is not None
 
 
 def retry_after(err: BaseException | None) -> float | None:
@@ -46,19 +59,22 @@ def retry_after(err: BaseException | None) -> float | None:
     return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
 
 
-def _wait(state: RetryCallState) -> float:
-    asked = retry_after(state.outcome.exception() if state.outcome else None)
-    return asked if asked is not None else _backoff(state)
-
-
 def describe(err: BaseException) -> str:
     """A one-line account of ``err``."""
     if isinstance(err, httpx.HTTPStatusError):
         body = " ".join(err.response.text.split())[:300]
         return f"HTTP {err.response.status_code} from {err.request.url}: {body or '(empty body)'}"
-    if isinstance(err, TimeoutError):
+    if isinstance(err, (TimeoutError, httpx.TimeoutException)):
         return "timed out"
     return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+
+
+def policy(settings: KBSettings) -> RetryPolicy:
+    """The retry policy and circuit breaker of a knowledge base's endpoint."""
+    return RetryPolicy(
+        retries=settings.retries, truncated_retries=settings.truncated_retries, timeout_s=settings.timeout_s,
+        backoff_s=settings.backoff_s, max_backoff_s=settings.max_backoff_s, max_retry_after_s=MAX_RETRY_AFTER_S,
+        breaker_failures=settings.breaker_failures, breaker_cooldown_s=settings.breaker_cooldown_s)
 
 
 class Guard:
@@ -68,31 +84,26 @@ class Guard:
         self.name = name
         self.settings = settings
         self.stats = stats
+        #: The store and the search may be different services (WDQS and the Wikidata API): each
+        #: has its own circuit and ``Retry-After`` holds.
+        self.endpoints = {target: Endpoint(target, policy(settings)) for target in ("store", "search")}
         self._semaphore = asyncio.Semaphore(settings.max_concurrency)
 
-    async def run(self, kind: str, call: Callable[[], Awaitable[T]]) -> T:
-        """``await call()`` with retries, the concurrency cap and the timeout; failures become :class:`KBError`."""
-        attempts = self.settings.retries + 1
+    async def run(self, kind: str, call: Callable[[], Awaitable[T]], *, target: str = "store") -> T:
+        """``await call()`` on ``target`` (``store`` or ``search``) with retries, the circuit breaker,
+        the concurrency cap (on each attempt in flight) and the timeout; failures become :class:`KBError`."""
         self.stats.calls += 1
         self.stats.by_kind[kind] = self.stats.by_kind.get(kind, 0) + 1
-        async with self._semaphore:
-            started = time.perf_counter()
-            try:
-                async for attempt in AsyncRetrying(
-                    stop=stop_after_attempt(attempts), wait=_wait, retry=retry_if_exception(is_transient),
-                    before_sleep=self._count_retry, reraise=True,
-                ):
-                    with attempt:
-                        async with asyncio.timeout(self.settings.timeout_s):
-                            return await call()
-            except KifqaError:
-                raise
-            except Exception as err:
-                tries = f" after {attempts} attempts" if is_transient(err) and attempts > 1 else ""
-                raise KBError(f"{self.name}: {kind} failed{tries}: {describe(err)}") from err
-            finally:
-                self.stats.seconds += time.perf_counter() - started
-        raise AssertionError("unreachable")
-
-    def _count_retry(self, state: RetryCallState) -> None:
-        self.stats.retries += 1
+        started = time.perf_counter()
+        try:
+            return await self.endpoints[target].run(call, classify, slot=lambda: self._semaphore)
+        except GaveUp as err:
+            tries = f" after {err.attempts} attempts" if err.attempts > 1 else ""
+            raise KBError(f"{self.name}: {kind} failed{tries}: {err}") from err.__cause__
+        except KifqaError:
+            raise
+        except Exception as err:
+            raise KBError(f"{self.name}: {kind} failed: {describe(err)}") from err
+        finally:
+            self.stats.retries = sum(e.retries for e in self.endpoints.values())
+            self.stats.seconds += time.perf_counter() - started

@@ -41,6 +41,7 @@ from kifqa.kb import ids
 from kifqa.kb.base import Candidate, Direction, Fact, FilterResult, KBStats, KnowledgeBase, PropertyUse
 from kifqa.kb.data import normalize
 from kifqa.kb.guard import Guard
+from kifqa.kb.http import check_results
 from kifqa.kb.index import LabelIndex
 from kifqa.kb.search import check_query
 from kifqa.kb.sparql import compile_filter
@@ -70,6 +71,7 @@ class KifKnowledgeBase(KnowledgeBase):
         self.search = search
         self.settings = settings
         self.index = index
+        check_results(_stores(store))  # a cut or malformed SPARQL answer is an error, never a result
         self.stats = KBStats()
         self._guard = Guard(spec, settings, self.stats)
         self._masks = masks(index) if index is not None else {}
@@ -155,7 +157,7 @@ class KifKnowledgeBase(KnowledgeBase):
         find = self.search.aproperty_descriptor if properties else self.search.aitem_descriptor
         pairs = await self._guard.run(
             "search_properties" if properties else "search_entities",
-            lambda: _collect(find(text, limit=limit)))
+            lambda: _collect(find(text, limit=limit)), target="search")
         key, n = normalize(text), len(pairs)
         found = []
         for rank, (entity, desc) in enumerate(pairs):

@@ -47,6 +47,9 @@ def open_backend(settings: Settings) -> LLM:
             max_concurrency=cfg.max_concurrency,
             timeout_s=cfg.timeout_s,
             max_retries=cfg.max_retries,
+            max_backoff_s=cfg.max_backoff_s,
+            breaker_failures=cfg.breaker_failures,
+            breaker_cooldown_s=cfg.breaker_cooldown_s,
             body=cfg.extra,
         )
     return VllmLLM(model=cfg.model, context=cfg.context, timeout_s=cfg.timeout_s, engine_options=cfg.extra)

@@ -19,12 +19,12 @@ from datetime import datetime, timezone
 from typing import Any, Literal
 
 import httpx
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
 from kifqa.errors import ConfigError
 from kifqa.llm.aio import PerLoop
 from kifqa.llm.base import LLM, ChatRequest, Completion
 from kifqa.llm.wire import chat_body, error_message, parse_completion
+from kifqa.resilience import Endpoint, Failure, GaveUp, RetryPolicy
 
 ServerFamily = Literal["llamacpp", "vllm", "vllm-legacy", "openai"]
 
@@ -43,13 +43,12 @@ def grammar_fields(server: ServerFamily, grammar: str) -> dict[str, Any]:
     return {}
 
 
-class _Retryable(Exception):
+class _Failed(Exception):
     """A failed attempt that a later one may fix."""
 
-    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
-        """``retry_after``: the server's ``Retry-After``, in seconds, if it sent one."""
-        super().__init__(message)
-        self.retry_after = retry_after
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
 
 
 class OpenAILLM(LLM):
@@ -66,6 +65,8 @@ class OpenAILLM(LLM):
         timeout_s: float = 120.0,
         max_retries: int = 4,
         max_backoff_s: float = 30.0,
+        breaker_failures: int = 10,
+        breaker_cooldown_s: float = 30.0,
         body: Mapping[str, Any] | None = None,
     ) -> None:
         """Configures a client; nothing is sent until the first request.
@@ -77,8 +78,11 @@ class OpenAILLM(LLM):
             server: The server family, which decides how a grammar is sent (see the module doc).
             max_concurrency: Requests in flight at once, per event loop.
             timeout_s: Limit on one attempt (connect, send, wait, read), in seconds.
-            max_retries: Further attempts after a timeout, a connection error or a 408/409/425/429/5xx.
+            max_retries: Further attempts after a timeout, a connection error, a 408/409/425/429/5xx
+                or a 200 whose body is not JSON.
             max_backoff_s: Longest pause between attempts (also caps a server's ``Retry-After``).
+            breaker_failures: Consecutive failed attempts that open the circuit (0: never).
+            breaker_cooldown_s: How long an open circuit sends nothing before one probe.
             body: Extra fields merged into every request body (e.g. ``{"top_k": 1}``).
         """
         if max_concurrency < 1 or max_retries < 0 or timeout_s <= 0:
@@ -88,12 +92,13 @@ class OpenAILLM(LLM):
         self.server = server
         self.max_concurrency = max_concurrency
         self.timeout_s = timeout_s
-        self.max_retries = max_retries
-        self.max_backoff_s = max_backoff_s
         self.body = dict(body or {})
         self.identity = f"openai/{server}:{model}"
+        self.endpoint = Endpoint(self.base_url, RetryPolicy(
+            retries=max_retries, truncated_retries=0, timeout_s=timeout_s, backoff_s=0.5,
+            max_backoff_s=max_backoff_s, max_retry_after_s=max_backoff_s,
+            breaker_failures=breaker_failures, breaker_cooldown_s=breaker_cooldown_s))
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._backoff = wait_random_exponential(multiplier=0.5, max=max_backoff_s)
         self._limits: PerLoop[asyncio.Semaphore] = PerLoop(lambda: asyncio.Semaphore(max_concurrency))
 
     async def agenerate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
@@ -117,51 +122,44 @@ class OpenAILLM(LLM):
         """One request, retried as needed, as a completion (never raises)."""
         body = self.request_body(request)
         start = time.perf_counter()
-        async with self._limits.get():
-            try:
-                async for attempt in AsyncRetrying(
-                    stop=stop_after_attempt(self.max_retries + 1),
-                    wait=self._wait,
-                    retry=retry_if_exception_type(_Retryable),
-                    reraise=True,
-                ):
-                    with attempt:
-                        data = await self._post(client, body)
-            except _Retryable as e:
-                return Completion(error=f"{self.base_url}: {e} (gave up after {self.max_retries + 1} attempts)")
+        try:
+            data = await self.endpoint.run(lambda: self._post(client, body), self._classify, slot=self._limits.get)
+        except GaveUp as e:
+            tries = f" (gave up after {e.attempts} attempts)" if e.attempts else ""
+            return Completion(error=f"{self.base_url}: {e}{tries}")
         if isinstance(data, Completion):
             return data
         return parse_completion(data, latency_s=time.perf_counter() - start)
 
     async def _post(self, client: httpx.AsyncClient, body: dict[str, Any]) -> Any:
-        """One attempt: the decoded JSON answer, an error :class:`Completion`, or :class:`_Retryable`."""
+        """One attempt: the decoded JSON answer or an error :class:`Completion`; raises what a retry may fix."""
         try:
-            async with asyncio.timeout(self.timeout_s):
-                response = await client.post("chat/completions", json=body)
-        except (TimeoutError, httpx.TimeoutException) as e:
-            raise _Retryable(f"no answer within {self.timeout_s:g} s") from e
-        except httpx.TransportError as e:
-            raise _Retryable(f"connection failed: {type(e).__name__}: {e}") from e
+            response = await client.post("chat/completions", json=body)
+        except httpx.TransportError:  # timeouts and connection failures: retried (see _classify)
+            raise
         except httpx.HTTPError as e:  # e.g. an undecodable body or a redirect loop: not transient
             return Completion(error=f"{self.base_url}: {type(e).__name__}: {e}")
         if response.status_code in RETRY_STATUSES:
-            raise _Retryable(
+            raise _Failed(Failure(
+                "throttled" if response.status_code == 429 else "unavailable",
                 f"HTTP {response.status_code}: {_describe(response)}",
-                retry_after=_retry_after(response.headers.get("retry-after")),
-            )
+                retry_after=_retry_after(response.headers.get("retry-after"))))
         if response.status_code >= 400:
             return Completion(error=f"{self.base_url}: HTTP {response.status_code}: {_describe(response)}")
         try:
             return response.json()
-        except ValueError:
-            return Completion(error=f"{self.base_url}: invalid response: the body is not JSON: {response.text[:200]!r}")
+        except ValueError:  # a cut or garbled body (a proxy's error page, a dropped stream): try again
+            raise _Failed(Failure("malformed", f"invalid response: the body is not JSON: {response.text[:200]!r}"))
 
-    def _wait(self, retry_state: RetryCallState) -> float:
-        """Seconds before the next attempt: the server's ``Retry-After`` if any, else jittered backoff."""
-        error = retry_state.outcome.exception() if retry_state.outcome else None
-        if isinstance(error, _Retryable) and error.retry_after is not None:
-            return min(error.retry_after, self.max_backoff_s)
-        return self._backoff(retry_state)
+    def _classify(self, error: BaseException) -> Failure | None:
+        """What a failed attempt was, for the retry policy."""
+        if isinstance(error, _Failed):
+            return error.failure
+        if isinstance(error, (TimeoutError, httpx.TimeoutException)):
+            return Failure("timeout", f"no answer within {self.timeout_s:g} s")
+        if isinstance(error, httpx.TransportError):
+            return Failure("connection", f"connection failed: {type(error).__name__}: {error}")
+        return None
 
 
 def _describe(response: httpx.Response) -> str:

@@ -10,7 +10,6 @@ import pytest
 
 from kifqa.config import KBSettings
 from kifqa.errors import KBError
-from kifqa.kb import guard as kb_guard
 from kifqa.kb.base import KBStats
 from kifqa.kb.guard import Guard, is_transient, retry_after
 
@@ -39,9 +38,8 @@ class Flaky:
         return "ok"
 
 
-def test_transient_errors_are_retried_and_counted(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(kb_guard, "_backoff", lambda state: 0.0)
-    guard = _guard(retries=3)
+def test_transient_errors_are_retried_and_counted() -> None:
+    guard = _guard(retries=3, backoff_s=0.0)
     call = Flaky(_status(503, {"Retry-After": "0"}), httpx.ConnectError("refused"), _status(429, {"Retry-After": "0"}))
     assert asyncio.run(guard.run("facts", call)) == "ok"
     assert call.calls == 4

@@ -125,7 +125,6 @@ def test_connection_refused_is_an_error_after_retries() -> None:
 
 
 @pytest.mark.parametrize(("fault", "message"), [
-    (Fault(200, body="<html>gateway</html>"), "the body is not JSON"),
     (Fault(200, body='{"object": "chat.completion", "choices": []}'), "no choices"),
     (Fault(200, body='{"choices": [{"message": {"role": "assistant"}}]}'), "no message content"),
     (Fault(200, body="[1, 2]"), "expected a JSON object"),
@@ -141,6 +140,17 @@ def test_unusable_answers_are_per_request_errors_without_retries(fault: Fault, m
     assert not bad.ok and message in bad.error
     assert good.ok and good.text == "echo: second"
     assert len(server.requests) == 2  # none of these is retried
+
+
+def test_a_body_that_is_not_json_is_retried_then_reported() -> None:
+    with ChatServer() as server:
+        server.fail(Fault(200, body="<html>gateway</html>"), Fault(200, body='{"choices": [{"mess'))
+        (done,) = client(server).generate([ask("q")])
+        server.persistent = Fault(200, body="<html>gateway</html>")
+        (bad,) = client(server, max_retries=1).generate([ask("q")])
+    assert done.ok and done.text == "echo: q"
+    assert not bad.ok and "the body is not JSON" in bad.error and "gave up after 2 attempts" in bad.error
+    assert len(server.requests) == 5
 
 
 def test_concurrency_is_bounded() -> None:
@@ -176,3 +186,30 @@ def test_open_llm_builds_the_openai_backend(monkeypatch: pytest.MonkeyPatch) -> 
 def test_open_llm_needs_a_base_url() -> None:
     with pytest.raises(ConfigError, match="base_url"):
         open_llm(Settings(llm=LLMSettings(backend="openai")))
+
+
+def test_a_dead_server_opens_the_circuit_and_requests_fail_fast() -> None:
+    with ChatServer() as server:
+        server.persistent = Fault(503)
+        llm = client(server, max_retries=2, breaker_failures=4, breaker_cooldown_s=0.5, max_concurrency=2)
+        start = time.perf_counter()
+        results = llm.generate([ask(f"q{i}") for i in range(6)])
+        elapsed = time.perf_counter() - start
+        assert elapsed < 2.0 and len(server.requests) <= 5, "at most the one in flight when it opened"
+        assert all(not r.ok for r in results)
+        assert any("circuit open after 4 consecutive failures" in r.error and "HTTP 503" in r.error for r in results)
+        server.persistent = None
+        time.sleep(0.5)
+        (probe,) = llm.generate([ask("back")])
+    assert probe.ok and probe.text == "echo: back"
+
+
+def test_retry_after_holds_every_request_to_the_server() -> None:
+    with ChatServer(delay_s=0.05) as server:
+        server.fail(Fault(429, headers={"Retry-After": "1"}))
+        llm = client(server, max_backoff_s=5.0, max_concurrency=1)
+        start = time.perf_counter()
+        results = llm.generate([ask("a"), ask("b"), ask("c")])
+    assert all(r.ok for r in results)
+    assert time.perf_counter() - start >= 1.0
+    assert len(server.requests) == 4

@@ -1,0 +1,68 @@
+"""Checks on the HTTP answers of KIF's SPARQL stores, which KIF itself takes on trust.
+
+KIF's httpx backend parses whatever a 200 carries and hides the response headers, so an endpoint
+that cuts a result at its row limit (Virtuoso's ``X-SPARQL-MaxRows``, or its partial "anytime"
+answers, ``X-SQL-State: S1TAT``) would pass for a complete answer, and a truncated or non-JSON body
+would fail deep inside KIF. :func:`check_results` gives each SPARQL store an async client whose
+response hook raises :class:`ResultError` first; :class:`~kifqa.kb.guard.Guard` retries it by kind
+and finally reports it, so such a result is never taken as complete.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any, Literal
+
+import httpx
+from kif_lib import Store
+from kif_lib.store.sparql.httpx import HttpxSPARQL_Store
+
+
+class ResultError(Exception):
+    """A 200 answer that is not a complete SPARQL result."""
+
+    def __init__(self, kind: Literal["truncated", "malformed"], message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+async def check_response(response: httpx.Response) -> None:
+    """Raises :class:`ResultError` for a 200 whose result is cut short or is not SPARQL JSON results."""
+    if response.status_code != 200:
+        return  # KIF raises for the status
+    url = response.request.url
+    if rows := response.headers.get("X-SPARQL-MaxRows"):
+        raise ResultError("truncated", f"truncated result from {url}: the endpoint cut it at {rows} rows "
+                                       "(X-SPARQL-MaxRows)")
+    if response.headers.get("X-SQL-State") == "S1TAT":
+        raise ResultError("truncated", f"truncated result from {url}: partial answer "
+                                       f"({response.headers.get('X-SQL-Message', 'query interrupted')})")
+    await response.aread()
+    try:
+        data = json.loads(response.content)
+    except ValueError as err:
+        start = response.content[:80].decode("utf-8", "replace")
+        raise ResultError("malformed", f"malformed result from {url}: not JSON ({err}): {start!r}") from None
+    if not _is_results(data):
+        raise ResultError("malformed", f"malformed result from {url}: JSON but not SPARQL results")
+
+
+def _is_results(data: Any) -> bool:
+    """Whether ``data`` has the shape of SPARQL 1.1 JSON results (SELECT bindings or an ASK boolean)."""
+    if not isinstance(data, dict):
+        return False
+    if isinstance(data.get("boolean"), bool):
+        return True
+    results = data.get("results")
+    return isinstance(results, dict) and isinstance(results.get("bindings"), list)
+
+
+def check_results(stores: Iterable[Store]) -> None:
+    """Gives the httpx SPARQL stores among ``stores`` an async client that runs :func:`check_response`."""
+    for store in stores:
+        backend = getattr(store, "backend", None) if isinstance(store, HttpxSPARQL_Store) else None
+        if isinstance(backend, HttpxSPARQL_Store.HttpxBackend) and backend._aclient is None:
+            # KIF builds this client lazily with only its headers; we build it the same way, plus the hook.
+            backend._aclient = httpx.AsyncClient(headers=backend._headers,
+                                                 event_hooks={"response": [check_response]})

@@ -1,0 +1,185 @@
+"""Retries, ``Retry-After`` holds and a circuit breaker for one remote endpoint (a SPARQL server, a
+model server), shared by the KB layer (:class:`~kifqa.kb.guard.Guard`) and the ``openai`` backend.
+
+Each attempt's failure is sorted into a :class:`Failure` kind by the caller; :class:`Endpoint` then
+decides, by kind, whether to try again and when:
+
+* ``throttled`` (HTTP 429): wait the ``Retry-After`` (capped), during which *no* attempt of this
+  endpoint starts, or back off; does not count against the circuit;
+* ``unavailable`` (5xx), ``connection`` (refused, reset, cut), ``timeout``, ``malformed`` (a 200
+  whose body is not what the protocol promises): back off with full jitter and retry; each counts
+  against the circuit;
+* ``truncated`` (an endpoint cut the answer at its row limit): retried ``truncated_retries`` times
+  (a server shedding load may answer fully the next time; a fixed row limit will not), never taken
+  as a complete answer; does not count against the circuit;
+* anything the caller does not classify: raised at once (a bad query, a 4xx).
+
+The circuit opens after ``breaker_failures`` consecutive counted failures: for ``breaker_cooldown_s``
+no request is sent and every call fails at once; then one probe goes through (half-open) and its
+outcome closes or reopens it. A dead endpoint therefore costs each call a few milliseconds instead of
+its whole retry budget, and the endpoint is not hammered while it recovers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, nullcontext
+from dataclasses import dataclass
+from typing import Literal, TypeVar
+
+T = TypeVar("T")
+
+FailureKind = Literal["throttled", "unavailable", "connection", "timeout", "malformed", "truncated"]
+
+#: Failure kinds that say the endpoint is unhealthy (they count against the circuit).
+UNHEALTHY: frozenset[str] = frozenset({"unavailable", "connection", "timeout", "malformed"})
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What went wrong in one attempt, as far as retrying is concerned."""
+
+    kind: FailureKind
+    message: str
+    #: The delay the server asked for (``Retry-After``), in seconds.
+    retry_after: float | None = None
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How calls to one endpoint are retried and when its circuit opens (see the module doc)."""
+
+    #: Further attempts after a throttled, unavailable, connection, timeout or malformed failure.
+    retries: int = 3
+    #: Further attempts after a truncated result.
+    truncated_retries: int = 1
+    #: Limit on one attempt, in seconds.
+    timeout_s: float = 30.0
+    #: First backoff step: the n-th retry waits a random time in [0, min(max_backoff_s, backoff_s * 2**(n-1))].
+    backoff_s: float = 0.5
+    max_backoff_s: float = 10.0
+    #: Longest ``Retry-After`` obeyed; longer ones are cut to this.
+    max_retry_after_s: float = 60.0
+    #: Consecutive unhealthy failures that open the circuit (0: no circuit breaker).
+    breaker_failures: int = 10
+    #: Seconds the open circuit sends nothing before one probe is let through.
+    breaker_cooldown_s: float = 30.0
+
+
+class GaveUp(Exception):
+    """A call failed for good after ``attempts`` attempts (when the circuit was open, perhaps none);
+    ``__cause__`` is the last attempt's exception, if one was made."""
+
+    def __init__(self, message: str, failure: Failure, attempts: int) -> None:
+        super().__init__(message)
+        self.failure = failure
+        self.attempts = attempts
+
+
+class Endpoint:
+    """One endpoint as this process sees it: the retry policy, ``Retry-After`` holds and the circuit.
+
+    Safe to share between event loops and threads (its state is guarded by a lock and it awaits
+    nothing loop-bound).
+    """
+
+    def __init__(self, name: str, policy: RetryPolicy) -> None:
+        self.name = name
+        self.policy = policy
+        self.retries = 0
+        self._lock = threading.Lock()
+        self._hold_until = 0.0
+        self._failures = 0
+        self._open_until = 0.0
+        self._probing = False
+        self._last = ""
+
+    async def run(self, attempt: Callable[[], Awaitable[T]], classify: Callable[[BaseException], Failure | None],
+                  *, slot: Callable[[], AbstractAsyncContextManager[object]] | None = None) -> T:
+        """``await attempt()`` under the policy. ``classify`` sorts an attempt's exception into a
+        :class:`Failure` (``None``: not retryable, raised as is); ``slot`` bounds the attempts in
+        flight (it is held only while a request is out). Raises :class:`GaveUp` when retrying ends."""
+        p = self.policy
+        tries = {False: 0, True: 0}  # failed attempts, by "was it a truncation"
+        n, error, failure = 0, None, None
+        while True:
+            async with (slot() if slot else nullcontext()):
+                await self._wait_hold()
+                if refused := self._enter():
+                    raise GaveUp(refused, Failure("unavailable", refused), n) from error
+                n += 1
+                try:
+                    async with asyncio.timeout(p.timeout_s):
+                        result = await attempt()
+                except Exception as err:
+                    if (failure := classify(err)) is None:
+                        self._alive()
+                        raise
+                    self._failed(failure)
+                    error = err
+                except BaseException:  # cancelled: a probe in flight must not keep the circuit shut
+                    self._abandon()
+                    raise
+                else:
+                    self._alive()
+                    return result
+            truncated = failure.kind == "truncated"
+            tries[truncated] += 1
+            if tries[truncated] > (p.truncated_retries if truncated else p.retries):
+                raise GaveUp(failure.message, failure, n) from error
+            self.retries += 1
+            await asyncio.sleep(self._delay(failure, tries[truncated]))
+
+    # -- waits -----------------------------------------------------------------
+
+    async def _wait_hold(self) -> None:
+        """Waits out the ``Retry-After`` holds (set by :meth:`_failed`)."""
+        while (wait := self._hold_until - time.monotonic()) > 0:
+            await asyncio.sleep(wait)
+
+    def _delay(self, failure: Failure, tries: int) -> float:
+        p = self.policy
+        if failure.retry_after is not None:
+            return 0.0  # the hold already makes every attempt wait
+        return random.uniform(0, min(p.max_backoff_s, p.backoff_s * 2 ** (tries - 1)))
+
+    # -- the circuit -----------------------------------------------------------
+
+    def _enter(self) -> str | None:
+        """Lets an attempt through (``None``), or says why not when the circuit is open."""
+        with self._lock:
+            if not self._open_until:
+                return None
+            left = self._open_until - time.monotonic()
+            if left <= 0 and not self._probing:
+                self._probing = True  # this attempt is the half-open probe
+                return None
+            return (f"{self.name} unavailable: circuit open after {self._failures} consecutive failures "
+                    f"(next probe in {max(left, 0):.0f} s); last error: {self._last}")
+
+    def _alive(self) -> None:
+        with self._lock:
+            self._failures, self._open_until, self._probing = 0, 0.0, False
+
+    def _abandon(self) -> None:
+        with self._lock:
+            self._probing = False
+
+    def _failed(self, failure: Failure) -> None:
+        p = self.policy
+        with self._lock:
+            if failure.retry_after is not None:
+                self._hold_until = max(self._hold_until,
+                                       time.monotonic() + min(failure.retry_after, p.max_retry_after_s))
+            if failure.kind not in UNHEALTHY:
+                self._probing = False
+                return
+            self._failures += 1
+            self._last = failure.message
+            if p.breaker_failures and (self._probing or self._failures >= p.breaker_failures):
+                self._open_until = time.monotonic() + p.breaker_cooldown_s
+            self._probing = False

@@ -1,0 +1,138 @@
+"""The retry policy, ``Retry-After`` holds and circuit breaker shared by the KB and the openai backend."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from kifqa.resilience import Endpoint, Failure, GaveUp, RetryPolicy
+
+
+class Boom(Exception):
+    def __init__(self, failure: Failure | None) -> None:
+        super().__init__(failure.message if failure else "fatal")
+        self.failure = failure
+
+
+def classify(err: BaseException) -> Failure | None:
+    return err.failure if isinstance(err, Boom) else None
+
+
+def endpoint(**policy: object) -> Endpoint:
+    return Endpoint("test", RetryPolicy(**{"backoff_s": 0.0, "timeout_s": 5.0} | policy))  # type: ignore[arg-type]
+
+
+def script(*outcomes: Failure | None | str):
+    """An attempt that plays ``outcomes`` in turn: a Failure raises it, ``"fatal"`` raises an
+    unclassified error, anything else is returned."""
+    queue = list(outcomes)
+    calls = []
+
+    async def attempt():
+        calls.append(time.monotonic())
+        outcome = queue.pop(0) if queue else "ok"
+        if isinstance(outcome, Failure):
+            raise Boom(outcome)
+        if outcome == "fatal":
+            raise Boom(None)
+        return outcome
+
+    return attempt, calls
+
+
+DOWN = Failure("unavailable", "HTTP 503")
+CUT = Failure("truncated", "cut at 10 rows")
+
+
+def test_kinds_have_their_own_retry_budgets() -> None:
+    ep = endpoint(retries=2, truncated_retries=1)
+    attempt, calls = script(DOWN, CUT, DOWN, "done")
+    assert asyncio.run(ep.run(attempt, classify)) == "done" and len(calls) == 4
+    attempt, calls = script(CUT, CUT, "never")
+    with pytest.raises(GaveUp, match="cut at 10 rows") as info:
+        asyncio.run(ep.run(attempt, classify))
+    assert info.value.attempts == 2 and info.value.failure.kind == "truncated"
+
+
+def test_unclassified_errors_are_raised_at_once() -> None:
+    attempt, calls = script("fatal")
+    with pytest.raises(Boom):
+        asyncio.run(endpoint().run(attempt, classify))
+    assert len(calls) == 1
+
+
+def test_retry_after_holds_every_call_of_the_endpoint() -> None:
+    ep = endpoint(retries=1)
+    throttled, calls = script(Failure("throttled", "HTTP 429", retry_after=0.5))
+    other, other_calls = script()
+
+    async def main() -> None:
+        first = asyncio.create_task(ep.run(throttled, classify))
+        await asyncio.sleep(0.05)
+        await ep.run(other, classify)  # started after the 429: waits for the hold too
+        await first
+
+    start = time.monotonic()
+    asyncio.run(main())
+    assert calls[1] - calls[0] >= 0.49 and other_calls[0] - start >= 0.49
+
+
+def test_the_circuit_opens_fails_fast_then_a_probe_closes_it() -> None:
+    ep = endpoint(retries=10, breaker_failures=3, breaker_cooldown_s=0.3)
+    attempt, calls = script(DOWN, DOWN, DOWN, "never sent")
+    with pytest.raises(GaveUp, match="circuit open after 3 consecutive failures.*last error: HTTP 503") as info:
+        asyncio.run(ep.run(attempt, classify))
+    assert len(calls) == 3 and info.value.attempts == 3
+    start = time.monotonic()
+    with pytest.raises(GaveUp, match="circuit open"):
+        asyncio.run(ep.run(script()[0], classify))
+    assert time.monotonic() - start < 0.05, "fails fast, sends nothing"
+    time.sleep(0.3)
+    probe, probe_calls = script(DOWN)  # the probe fails: open again at once
+    with pytest.raises(GaveUp, match="circuit open"):
+        asyncio.run(ep.run(probe, classify))
+    assert len(probe_calls) == 1
+    time.sleep(0.3)
+    assert asyncio.run(ep.run(script("back")[0], classify)) == "back"
+    assert asyncio.run(ep.run(script("still")[0], classify)) == "still"
+
+
+def test_throttling_and_truncation_do_not_open_the_circuit() -> None:
+    ep = endpoint(retries=10, truncated_retries=10, breaker_failures=2)
+    attempt, calls = script(CUT, Failure("throttled", "429"), CUT, Failure("throttled", "429"), "ok")
+    assert asyncio.run(ep.run(attempt, classify)) == "ok" and len(calls) == 5
+
+
+def test_a_cancelled_probe_does_not_keep_the_circuit_shut() -> None:
+    ep = endpoint(retries=0, breaker_failures=1, breaker_cooldown_s=0.1)
+    with pytest.raises(GaveUp):
+        asyncio.run(ep.run(script(DOWN)[0], classify))
+    time.sleep(0.1)
+
+    async def hang() -> None:
+        await asyncio.sleep(10)
+
+    async def cancelled_probe() -> None:
+        task = asyncio.create_task(ep.run(hang, classify))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancelled_probe())
+    assert asyncio.run(ep.run(script("ok")[0], classify)) == "ok"
+
+
+def test_each_attempt_is_bounded_by_the_timeout() -> None:
+    async def hang() -> None:
+        await asyncio.sleep(10)
+
+    def timeouts(err: BaseException) -> Failure | None:
+        return Failure("timeout", "timed out") if isinstance(err, TimeoutError) else None
+
+    start = time.monotonic()
+    with pytest.raises(GaveUp, match="timed out") as info:
+        asyncio.run(endpoint(retries=1, timeout_s=0.1).run(hang, timeouts))
+    assert info.value.attempts == 2 and time.monotonic() - start < 1.0
