@@ -1,5 +1,6 @@
 """Retries, ``Retry-After`` holds and a circuit breaker for one remote endpoint (a SPARQL server, a
-model server), shared by the KB layer (:class:`~kifqa.kb.guard.Guard`) and the ``openai`` backend.
+model server), shared by the KB layer (:class:`~kifqa.kb.guard.Guard`) and the ``openai`` backend;
+tenacity runs the retry loop, this module decides what is retried, how often and when.
 
 Each attempt's failure is sorted into a :class:`Failure` kind by the caller; :class:`Endpoint` then
 decides, by kind, whether to try again and when:
@@ -30,6 +31,8 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Literal, TypeVar
+
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type
 
 T = TypeVar("T")
 
@@ -80,6 +83,10 @@ class GaveUp(Exception):
         self.attempts = attempts
 
 
+class _Retry(Exception):
+    """An attempt failed in a retryable way (its :class:`Failure` is recorded; the cause is chained)."""
+
+
 class Endpoint:
     """One endpoint as this process sees it: the retry policy, ``Retry-After`` holds and the circuit.
 
@@ -100,39 +107,57 @@ class Endpoint:
 
     async def run(self, attempt: Callable[[], Awaitable[T]], classify: Callable[[BaseException], Failure | None],
                   *, slot: Callable[[], AbstractAsyncContextManager[object]] | None = None) -> T:
-        """``await attempt()`` under the policy. ``classify`` sorts an attempt's exception into a
-        :class:`Failure` (``None``: not retryable, raised as is); ``slot`` bounds the attempts in
-        flight (it is held only while a request is out). Raises :class:`GaveUp` when retrying ends."""
-        p = self.policy
-        tries = {False: 0, True: 0}  # failed attempts, by "was it a truncation"
-        n, error, failure = 0, None, None
-        while True:
+        """``await attempt()`` under the policy (tenacity drives the retries). ``classify`` sorts an
+        attempt's exception into a :class:`Failure` (``None``: not retryable, raised as is); ``slot``
+        bounds the attempts in flight (it is held only while a request is out). Raises :class:`GaveUp`
+        when retrying ends."""
+        failures: list[Failure] = []
+        causes: list[BaseException] = []
+
+        async def once() -> T:
             async with (slot() if slot else nullcontext()):
                 await self._wait_hold()
                 if refused := self._enter():
-                    raise GaveUp(refused, Failure("unavailable", refused), n) from error
-                n += 1
+                    raise GaveUp(refused, Failure("unavailable", refused), len(failures)) from (
+                        causes[-1] if causes else None)
                 try:
-                    async with asyncio.timeout(p.timeout_s):
+                    async with asyncio.timeout(self.policy.timeout_s):
                         result = await attempt()
                 except Exception as err:
                     if (failure := classify(err)) is None:
                         self._alive()
                         raise
                     self._failed(failure)
-                    error = err
+                    failures.append(failure)
+                    causes.append(err)
+                    raise _Retry() from err
                 except BaseException:  # cancelled: a probe in flight must not keep the circuit shut
                     self._abandon()
                     raise
-                else:
-                    self._alive()
-                    return result
-            truncated = failure.kind == "truncated"
-            tries[truncated] += 1
-            if tries[truncated] > (p.truncated_retries if truncated else p.retries):
-                raise GaveUp(failure.message, failure, n) from error
+                self._alive()
+                return result
+
+        def same_kind() -> int:
+            """Failed attempts so far of the last one's budget (truncations have their own)."""
+            truncated = failures[-1].kind == "truncated"
+            return sum((f.kind == "truncated") == truncated for f in failures)
+
+        def exhausted(state: RetryCallState) -> bool:
+            p = self.policy
+            return same_kind() > (p.truncated_retries if failures[-1].kind == "truncated" else p.retries)
+
+        def count(state: RetryCallState) -> None:
             self.retries += 1
-            await asyncio.sleep(self._delay(failure, tries[truncated]))
+
+        try:
+            async for attempt_ in AsyncRetrying(retry=retry_if_exception_type(_Retry), stop=exhausted,
+                                                wait=lambda _: self._delay(failures[-1], same_kind()),
+                                                before_sleep=count, reraise=True):
+                with attempt_:
+                    return await once()
+        except _Retry:
+            raise GaveUp(failures[-1].message, failures[-1], len(failures)) from causes[-1]
+        raise AssertionError("unreachable")
 
     # -- waits -----------------------------------------------------------------
 
