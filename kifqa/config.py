@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 
 #: Where the shared development data lives relative to a checkout (see the README).
@@ -53,7 +53,7 @@ class LLMSettings(BaseModel):
     api_key_env: str = "OPENAI_API_KEY"
     max_concurrency: int = 8
     timeout_s: float = 120.0
-    #: SQLite record/replay cache; ``None`` disables it.
+    #: SQLite record/replay cache; ``None`` (or an empty value, ``KIFQA_LLM__CACHE=``) disables it.
     cache: Path | None = None
     #: ``record`` (read and write), ``replay`` (read only; a miss is an error) or ``off``.
     cache_mode: Literal["record", "replay", "off"] = "record"
@@ -77,6 +77,11 @@ class LLMSettings(BaseModel):
     #: body fields (``openai``) or ``vllm.AsyncEngineArgs`` fields (``vllm``).
     extra: dict[str, Any] = Field(default_factory=dict)
 
+
+    @field_validator("cache", mode="before")
+    @classmethod
+    def _empty_is_none(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
 
 class ExamplesSettings(BaseModel):
     """Few-shot examples for the draft step."""

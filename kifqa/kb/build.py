@@ -12,10 +12,11 @@ import os
 import secrets
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyoxigraph
 
@@ -29,9 +30,12 @@ VERSION = "2"
 MANIFEST = "manifest.json"
 
 
+B = TypeVar("B", bound="Build")
+
+
 @dataclass(frozen=True)
-class BuiltKB:
-    """A complete build."""
+class Build:
+    """A complete build folder: its manifest, RDF and label index."""
 
     root: Path
     manifest: dict[str, Any]
@@ -41,10 +45,6 @@ class BuiltKB:
         return str(self.manifest["hash"])
 
     @property
-    def store_dir(self) -> Path:
-        return self.root / "oxigraph"
-
-    @property
     def index_path(self) -> Path:
         return self.root / "labels.sqlite"
 
@@ -52,25 +52,68 @@ class BuiltKB:
     def rdf_path(self) -> Path:
         return self.root / "kb.nt"
 
+    def complete(self) -> bool:
+        """Whether every file of the build is there."""
+        return self.index_path.is_file()
+
+    @classmethod
+    def read(cls: type[B], root: Path, digest: str) -> B | None:
+        """The complete build of ``digest`` at ``root``, or ``None``."""
+        try:
+            manifest = json.loads((root / MANIFEST).read_text())
+        except (OSError, ValueError):
+            return None
+        built = cls(root, manifest)
+        return built if manifest.get("hash") == digest and built.complete() else None
+
+
+@dataclass(frozen=True)
+class BuiltKB(Build):
+    """A complete build of the Wikidata-encoded base (Oxigraph store + label index)."""
+
+    @property
+    def store_dir(self) -> Path:
+        return self.root / "oxigraph"
+
+    def complete(self) -> bool:
+        return self.store_dir.is_dir() and super().complete()
+
 
 def kb_dir(settings: Settings) -> Path:
     return settings.cache_dir / "kb"
 
 
-def _complete(root: Path, digest: str) -> BuiltKB | None:
+def build_once(kind: type[B], final: Path, digest: str, write: Callable[[Path], None], *,
+               force: bool = False) -> tuple[B, bool]:
+    """The build at ``final`` unless ``force``; otherwise ``write`` fills a temporary folder that is renamed
+    to ``final`` once complete. Returns the build and whether it was made now."""
+    if not force and (built := kind.read(final, digest)):
+        return built, False
+    tmp = final.parent / f".tmp-{final.name}-{os.getpid()}-{secrets.token_hex(4)}"
+    tmp.mkdir(parents=True)
     try:
-        manifest = json.loads((root / MANIFEST).read_text())
-    except (OSError, ValueError):
-        return None
-    built = BuiltKB(root, manifest)
-    ok = manifest.get("hash") == digest and built.store_dir.is_dir() and built.index_path.is_file()
-    return built if ok else None
+        write(tmp)
+        if final.exists():
+            trash = final.parent / f".old-{final.name}-{secrets.token_hex(4)}"
+            final.rename(trash)
+            shutil.rmtree(trash, ignore_errors=True)
+        try:
+            tmp.rename(final)
+        except OSError:  # another process finished the same build first
+            if not (built := kind.read(final, digest)):
+                raise
+            return built, False
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    built = kind.read(final, digest)
+    assert built is not None
+    return built, True
 
 
 def locate(settings: Settings) -> BuiltKB:
     """The build of the current data folder; :class:`KBError` if there is none."""
     digest = data.inputs_digest(settings.data_dir, VERSION)
-    built = _complete(kb_dir(settings) / digest, digest)
+    built = BuiltKB.read(kb_dir(settings) / digest, digest)
     if built is None:
         raise KBError(f"no knowledge base is built for the data in {settings.data_dir} (hash {digest}) "
                       f"under {kb_dir(settings)}; run `kifqa kb build`")
@@ -80,28 +123,8 @@ def locate(settings: Settings) -> BuiltKB:
 def build(settings: Settings, *, force: bool = False) -> tuple[BuiltKB, bool]:
     """Builds the knowledge base unless an identical build exists; returns it and whether it was built now."""
     digest = data.inputs_digest(settings.data_dir, VERSION)
-    final = kb_dir(settings) / digest
-    if not force and (built := _complete(final, digest)):
-        return built, False
-    tmp = kb_dir(settings) / f".tmp-{digest}-{os.getpid()}-{secrets.token_hex(4)}"
-    tmp.mkdir(parents=True)
-    try:
-        _write(tmp, settings.data_dir, digest)
-        if final.exists():
-            trash = kb_dir(settings) / f".old-{digest}-{secrets.token_hex(4)}"
-            final.rename(trash)
-            shutil.rmtree(trash, ignore_errors=True)
-        try:
-            tmp.rename(final)
-        except OSError:  # another process finished the same build first
-            if not (built := _complete(final, digest)):
-                raise
-            return built, False
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    built = _complete(final, digest)
-    assert built is not None
-    return built, True
+    return build_once(BuiltKB, kb_dir(settings) / digest, digest,
+                      lambda root: _write(root, settings.data_dir, digest), force=force)
 
 
 def _write(root: Path, data_dir: Path, digest: str) -> None:

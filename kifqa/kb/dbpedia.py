@@ -14,10 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import secrets
-import shutil
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -32,6 +29,7 @@ from rdflib.namespace import OWL, RDF, RDFS, XSD
 from kifqa.config import Settings
 from kifqa.errors import DataError, KBError
 from kifqa.kb import data, index
+from kifqa.kb.build import MANIFEST, Build, build_once, kb_dir
 from kifqa.kb.data import Dataset, ItemRecord, PropertyRecord, Triple
 from kifqa.kb.search import LocalSearch
 
@@ -49,7 +47,6 @@ DBO = "http://dbpedia.org/ontology/"
 WD = "http://www.wikidata.org/entity/"
 #: The named graph the data is loaded into (Virtuoso's endpoint reads all graphs by default).
 GRAPH = "urn:kifqa:dbpedia"
-MANIFEST = "manifest.json"
 
 #: Characters DBpedia percent-encodes in resource names (its IRIs keep other non-ASCII characters).
 _ESCAPED = frozenset('"#%<>?[\\]^`{|}')
@@ -58,24 +55,11 @@ _NUMERIC = {XSD.decimal, XSD.double, XSD.float, XSD.integer, XSD.nonNegativeInte
 _WORDS = re.compile(r"\w+")
 
 
-@dataclass(frozen=True)
-class DBpediaBuild:
-    """A complete build of the DBpedia-encoded base."""
+class DBpediaBuild(Build):
+    """A complete build of the DBpedia-encoded base (N-Triples for Virtuoso + label index)."""
 
-    root: Path
-    manifest: dict[str, Any]
-
-    @property
-    def digest(self) -> str:
-        return str(self.manifest["hash"])
-
-    @property
-    def rdf_path(self) -> Path:
-        return self.root / "kb.nt"
-
-    @property
-    def index_path(self) -> Path:
-        return self.root / "labels.sqlite"
+    def complete(self) -> bool:
+        return self.rdf_path.is_file() and super().complete()
 
 
 class DBpediaSearch(LocalSearch, search_name="kifqa-dbpedia",
@@ -106,7 +90,7 @@ def inputs_digest(data_dir: Path) -> str:
 def locate(settings: Settings) -> DBpediaBuild:
     """The DBpedia build of the current data folder; :class:`KBError` if there is none."""
     digest = inputs_digest(settings.data_dir)
-    built = _complete(_final(settings, digest), digest)
+    built = DBpediaBuild.read(_final(settings, digest), digest)
     if built is None:
         raise KBError(f"no DBpedia-encoded knowledge base is built for the data in {settings.data_dir} "
                       f"(hash {digest}); run `kifqa kb build --encoding dbpedia`")
@@ -116,42 +100,12 @@ def locate(settings: Settings) -> DBpediaBuild:
 def build(settings: Settings, *, force: bool = False) -> tuple[DBpediaBuild, bool]:
     """Builds the DBpedia-encoded base unless an identical build exists; returns it and whether it was built now."""
     digest = inputs_digest(settings.data_dir)
-    final = _final(settings, digest)
-    if not force and (built := _complete(final, digest)):
-        return built, False
-    tmp = final.parent / f".tmp-dbpedia-{digest}-{os.getpid()}-{secrets.token_hex(4)}"
-    tmp.mkdir(parents=True)
-    try:
-        _write(tmp, settings.data_dir, digest)
-        if final.exists():
-            trash = final.parent / f".old-dbpedia-{digest}-{secrets.token_hex(4)}"
-            final.rename(trash)
-            shutil.rmtree(trash, ignore_errors=True)
-        try:
-            tmp.rename(final)
-        except OSError:  # another process finished the same build first
-            if not (built := _complete(final, digest)):
-                raise
-            return built, False
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    built = _complete(final, digest)
-    assert built is not None
-    return built, True
+    return build_once(DBpediaBuild, _final(settings, digest), digest,
+                      lambda root: _write(root, settings.data_dir, digest), force=force)
 
 
 def _final(settings: Settings, digest: str) -> Path:
-    return settings.cache_dir / "kb" / f"dbpedia-{digest}"
-
-
-def _complete(root: Path, digest: str) -> DBpediaBuild | None:
-    try:
-        manifest = json.loads((root / MANIFEST).read_text())
-    except (OSError, ValueError):
-        return None
-    built = DBpediaBuild(root, manifest)
-    ok = manifest.get("hash") == digest and built.rdf_path.is_file() and built.index_path.is_file()
-    return built if ok else None
+    return kb_dir(settings) / f"dbpedia-{digest}"
 
 
 @dataclass(frozen=True)

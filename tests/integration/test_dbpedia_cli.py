@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -86,3 +87,21 @@ def test_serve_virtuoso_answers_and_stops_its_server(env: dict[str, str],
     while any(Path(f"/proc/{pid}").exists() for pid in children) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert children and not any(Path(f"/proc/{pid}").exists() for pid in children)
+
+
+@needs_virtuoso
+def test_kifqa_ask_on_local_dbpedia_with_the_real_model(env: dict[str, str],
+                                                       dbpedia_build: dbpedia.DBpediaBuild) -> None:
+    """The unchanged pipeline and the real 0.5B model on a Virtuoso that the command starts and stops itself."""
+    pytest.importorskip("xllamacpp", reason="the local backend needs xllamacpp")
+    runs = set(Path(tempfile.gettempdir()).glob("kifqa-virtuoso-*"))
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "kifqa"), "ask", "--json", "--kb", "local-dbpedia",
+         "--model", "qwen2.5-coder-0.5b", "where was sasha vujačić born"],
+        env={**os.environ, **env, "KIFQA_LLM__CACHE": ""}, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert [(a["subject"], a["property"], a["answer"]) for a in result["answers"]] == [
+        (SASHA, BIRTH, dbpedia.DBR + "Maribor")]
+    assert result["trace"]["error"] is None and result["trace"]["kb"] == "local-dbpedia"
+    assert set(Path(tempfile.gettempdir()).glob("kifqa-virtuoso-*")) <= runs, "its Virtuoso is gone"

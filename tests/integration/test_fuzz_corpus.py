@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest

@@ -44,3 +44,8 @@ def test_a_file_that_is_not_a_mapping_is_refused(tmp_path: Path) -> None:
     path.write_text("- a\n- list\n")
     with pytest.raises(ValueError, match="must hold a mapping"):
         Settings.load(path)
+
+
+def test_an_empty_cache_variable_disables_the_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KIFQA_LLM__CACHE", "")
+    assert Settings.load().llm.cache is None
