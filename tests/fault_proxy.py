@@ -28,7 +28,6 @@ import random
 import select
 import socket
 import struct
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -39,6 +38,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+
+from tests.httpd import LoopbackServer
 
 #: Request headers passed upstream.
 _FORWARDED = ("content-type", "accept", "authorization", "user-agent")
@@ -77,7 +78,7 @@ class Request:
     fault: str
 
 
-class FaultProxy:
+class FaultProxy(LoopbackServer):
     """A fault-injecting proxy in front of ``upstream``; use as a context manager."""
 
     def __init__(self, upstream: str, faults: Faults = Faults(), *, seed: int = 0) -> None:
@@ -92,28 +93,17 @@ class FaultProxy:
         #: (time the 429 was sent, its Retry-After in seconds)
         self.throttled: list[tuple[float, float]] = []
         self.counts: Counter[str] = Counter()
-        self.in_flight = 0
-        self.max_in_flight = 0
         self._rng = random.Random(seed)
-        self._lock = threading.Lock()
         self._client = httpx.Client(timeout=60.0)
-        self._httpd = _Server(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
-                                        name="fault-proxy", daemon=True)
+        super().__init__(self._handler(), name="fault-proxy", server_class=_Server)
 
     @property
     def url(self) -> str:
         """The proxied URL of ``upstream`` (same path, the proxy's host and port)."""
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}{self._path}"
-
-    def __enter__(self) -> FaultProxy:
-        self._thread.start()
-        return self
+        return f"{self.origin}{self._path}"
 
     def __exit__(self, *exc: object) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        super().__exit__(*exc)
         self._client.close()
 
     def retry_after_violations(self, *, grace_s: float = 0.25) -> list[tuple[float, Request]]:
@@ -141,13 +131,8 @@ class FaultProxy:
         with self._lock:
             self.requests.append(Request(arrived, method, path, fault))
             self.counts[fault] += 1
-            self.in_flight += 1
-            self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        try:
+        with self.in_flight_request():
             yield
-        finally:
-            with self._lock:
-                self.in_flight -= 1
 
     def _forward(self, method: str, path: str, headers: dict[str, str], body: bytes) -> httpx.Response:
         sent = {k: v for k, v in headers.items() if k.lower() in _FORWARDED}

@@ -11,14 +11,14 @@ check what clients sent and how hard they pushed.
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.httpd import LoopbackServer
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ def echo_reply(body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-class ChatServer:
+class ChatServer(LoopbackServer):
     """An OpenAI-compatible chat server for tests; use as a context manager."""
 
     def __init__(self, reply: Callable[[dict[str, Any]], dict[str, Any]] = echo_reply, *, delay_s: float = 0.0) -> None:
@@ -66,52 +66,21 @@ class ChatServer:
         self.persistent: Fault | None = None
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
-        self.in_flight = 0
-        self.max_in_flight = 0
-        self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._httpd.daemon_threads = True
-        self._httpd.block_on_close = False
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, name="chat-server", daemon=True
-        )
+        super().__init__(self._handler(), name="chat-server")
 
     @property
     def url(self) -> str:
         """The API root, e.g. ``http://127.0.0.1:PORT/v1``."""
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"{self.origin}/v1"
 
     def fail(self, *faults: Fault) -> None:
         """Queues ``faults`` for the next requests, in order."""
         self.faults.extend(faults)
 
-    def __enter__(self) -> ChatServer:
-        """Starts serving."""
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        """Stops serving and closes the socket."""
-        self._httpd.shutdown()
-        self._httpd.server_close()
-
     def _next_fault(self) -> Fault | None:
         """The fault for the next request, if any."""
         with self._lock:
             return self.faults.popleft() if self.faults else self.persistent
-
-    @contextmanager
-    def _track(self) -> Iterator[None]:
-        """Counts a request in flight."""
-        with self._lock:
-            self.in_flight += 1
-            self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        try:
-            yield
-        finally:
-            with self._lock:
-                self.in_flight -= 1
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         """The request handler class, bound to this server."""
@@ -130,7 +99,7 @@ class ChatServer:
                 if self.path.rstrip("/") != "/v1/chat/completions":
                     self._send(404, {"error": {"message": f"no route {self.path}", "code": 404}})
                     return
-                with server._track():
+                with server.in_flight_request():
                     body = json.loads(raw)
                     with server._lock:
                         server.requests.append(body)

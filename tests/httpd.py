@@ -1,0 +1,53 @@
+"""A threaded HTTP server on 127.0.0.1 for the tests' own servers (a model server, a fault proxy)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Self
+
+
+class LoopbackServer:
+    """Serves ``handler`` on 127.0.0.1 (a free port) from a daemon thread while used as a context manager,
+    and counts the requests in flight (:meth:`in_flight_request`) and their peak."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler], *, name: str,
+                 server_class: type[ThreadingHTTPServer] = ThreadingHTTPServer) -> None:
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._lock = threading.Lock()
+        self._httpd = server_class(("127.0.0.1", 0), handler)
+        self._httpd.daemon_threads = True
+        self._httpd.block_on_close = False
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
+                                        name=name, daemon=True)
+
+    @property
+    def origin(self) -> str:
+        """``http://127.0.0.1:PORT``."""
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def __enter__(self) -> Self:
+        """Starts serving."""
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Stops serving and closes the socket."""
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    @contextmanager
+    def in_flight_request(self) -> Iterator[None]:
+        """Counts one request in flight while the block runs."""
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.in_flight -= 1
