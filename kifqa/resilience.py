@@ -24,12 +24,14 @@ its whole retry budget, and the endpoint is not hammered while it recovers.
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import random
 import threading
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Literal, TypeVar
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type
@@ -81,6 +83,24 @@ class GaveUp(Exception):
         super().__init__(message)
         self.failure = failure
         self.attempts = attempts
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """Seconds a ``Retry-After`` header asks for (a delay in seconds or an HTTP date, at least 0);
+    ``None`` when it is absent or unreadable."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
 
 
 class _Retry(Exception):

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -17,7 +16,7 @@ from kifqa.config import KBSettings
 from kifqa.errors import KBError, KifqaError
 from kifqa.kb.base import KBStats
 from kifqa.kb.http import ResultError
-from kifqa.resilience import Endpoint, Failure, GaveUp, RetryPolicy
+from kifqa.resilience import Endpoint, Failure, GaveUp, RetryPolicy, retry_after_seconds
 
 T = TypeVar("T")
 
@@ -46,17 +45,11 @@ def is_transient(err: BaseException) -> bool:
 
 
 def retry_after(err: BaseException | None) -> float | None:
-    """The delay a ``Retry-After`` header of ``err``'s response asks for, if any."""
-    if not isinstance(err, httpx.HTTPStatusError) or not (value := err.response.headers.get("Retry-After")):
+    """The delay a ``Retry-After`` header of ``err``'s response asks for (at most :data:`MAX_RETRY_AFTER_S`), if any."""
+    if not isinstance(err, httpx.HTTPStatusError):
         return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            seconds = email.utils.parsedate_to_datetime(value).timestamp() - time.time()
-        except (TypeError, ValueError):
-            return None
-    return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
+    seconds = retry_after_seconds(err.response.headers.get("Retry-After"))
+    return None if seconds is None else min(seconds, MAX_RETRY_AFTER_S)
 
 
 def describe(err: BaseException) -> str:

@@ -12,10 +12,8 @@ Servers differ in how they take a grammar, so the server family is a setting:
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import time
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
 from typing import Any, Literal
 
 import httpx
@@ -24,7 +22,7 @@ from kifqa.errors import ConfigError
 from kifqa.llm.aio import PerLoop
 from kifqa.llm.base import LLM, ChatRequest, Completion
 from kifqa.llm.wire import chat_body, error_message, parse_completion
-from kifqa.resilience import Endpoint, Failure, GaveUp, RetryPolicy
+from kifqa.resilience import Endpoint, Failure, GaveUp, RetryPolicy, retry_after_seconds
 
 ServerFamily = Literal["llamacpp", "vllm", "vllm-legacy", "openai"]
 
@@ -143,7 +141,7 @@ class OpenAILLM(LLM):
             raise _Failed(Failure(
                 "throttled" if response.status_code == 429 else "unavailable",
                 f"HTTP {response.status_code}: {_describe(response)}",
-                retry_after=_retry_after(response.headers.get("retry-after"))))
+                retry_after=retry_after_seconds(response.headers.get("retry-after"))))
         if response.status_code >= 400:
             return Completion(error=f"{self.base_url}: HTTP {response.status_code}: {_describe(response)}")
         try:
@@ -171,20 +169,3 @@ def _describe(response: httpx.Response) -> str:
     if isinstance(data, Mapping) and "error" in data:
         return error_message(data["error"])
     return str(data)[:200]
-
-
-def _retry_after(value: str | None) -> float | None:
-    """Seconds from a ``Retry-After`` header (delay in seconds or an HTTP date); ``None`` if absent/bad."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
