@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 from kifqa.errors import KBError
 from kifqa.kb.data import Dataset, normalize
+from kifqa.sqlite import select_in
 
 Kind = Literal["item", "property"]
 
@@ -150,15 +151,12 @@ class LabelIndex:
         ids = list(dict.fromkeys(ids))
         found: dict[str, Entry] = {}
         with self._lock:
-            for start in range(0, len(ids), 500):
-                chunk = ids[start:start + 500]
-                marks = ",".join("?" * len(chunk))
-                rows = self._con.execute(
-                    f"SELECT e.id, e.kind, e.label, e.description, e.datatype, e.degree, "
-                    f"(SELECT json_group_array(text) FROM (SELECT text FROM name "
-                    f" WHERE entity = e.rowid AND is_label = 0 ORDER BY rowid)) "
-                    f"FROM entity e WHERE e.id IN ({marks})", chunk).fetchall()
-                found.update((row[0], _entry(row)) for row in rows)
+            found.update((row[0], _entry(row)) for row in select_in(
+                self._con,
+                "SELECT e.id, e.kind, e.label, e.description, e.datatype, e.degree, "
+                "(SELECT json_group_array(text) FROM (SELECT text FROM name "
+                " WHERE entity = e.rowid AND is_label = 0 ORDER BY rowid)) "
+                "FROM entity e WHERE e.id IN ({marks})", ids))
         return found
 
     def labels(self, ids: Iterable[str]) -> dict[str, str]:

@@ -22,6 +22,7 @@ from typing import Literal
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from kifqa.llm.base import LLM, ChatRequest, Completion, Usage
+from kifqa.sqlite import select_in
 
 CacheMode = Literal["record", "replay", "off"]
 
@@ -128,16 +129,12 @@ class CachedLLM(LLM):
         assert self._db is not None
         found: dict[str, Completion] = {}
         with self._lock:
-            for start in range(0, len(keys), 500):
-                chunk = keys[start : start + 500]
-                marks = ",".join("?" * len(chunk))
-                rows = self._db.execute(
-                    f"SELECT key, text, prompt_tokens, completion_tokens FROM completions WHERE key IN ({marks})",
-                    chunk,
-                )
-                for key, text, prompt_tokens, completion_tokens in rows:
-                    usage = Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cache_hit=True)
-                    found[key] = Completion(text=text, usage=usage)
+            for key, text, prompt_tokens, completion_tokens in select_in(
+                self._db, "SELECT key, text, prompt_tokens, completion_tokens FROM completions WHERE key IN ({marks})",
+                keys,
+            ):
+                usage = Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cache_hit=True)
+                found[key] = Completion(text=text, usage=usage)
         return found
 
     @_retry_busy
