@@ -58,7 +58,7 @@ def resolve(spec: str, settings: Settings) -> tuple[Store, Search]:
         return _wikidata_endpoint(f"http://127.0.0.1:{port}/query", settings)
     if spec == "local-dbpedia":
         built = dbpedia.locate(settings)
-        return _virtuoso(process_server(built.rdf_path, graph=dbpedia.GRAPH).url, built, settings)
+        return _dbpedia_endpoint(process_server(built.rdf_path, graph=dbpedia.GRAPH).url, settings, built)
     if head == "local-dbpedia-server":
         port = _port(rest, spec) if rest else DEFAULT_PORT
         return _dbpedia_endpoint(f"http://127.0.0.1:{port}/sparql", settings)
@@ -124,28 +124,29 @@ def _local_search(built: BuiltKB) -> Search:
     return Search("kifqa-local", LabelIndex(built.index_path))
 
 
-def _virtuoso(url: str, built: dbpedia.DBpediaBuild, settings: Settings) -> tuple[Store, Search]:
-    return Store("kifqa-virtuoso", url, **_remote(settings)), _dbpedia_search(built)
-
-
 def _dbpedia_search(built: dbpedia.DBpediaBuild) -> Search:
     return Search("kifqa-dbpedia", LabelIndex(built.index_path))
 
 
-def _dbpedia_endpoint(url: str, settings: Settings) -> tuple[Store, Search]:
+def _dbpedia_endpoint(url: str, settings: Settings, built: dbpedia.DBpediaBuild | None = None) -> tuple[Store, Search]:
     """KIF's DBpedia mapping over a SPARQL endpoint, queries posted as forms (``kifqa-virtuoso``: every SPARQL
     1.1 endpoint takes them; Virtuoso 7.2 does not answer KIF's direct ``application/sparql-query`` posts)."""
-    store = Store("kifqa-virtuoso", url, **_remote(settings))
-    if urlsplit(url).hostname in _LOOPBACK:
-        return store, _dbpedia_search(dbpedia.locate(settings))
-    return store, Search("dbpedia-lookup", **_remote(settings))
+    return _endpoint("kifqa-virtuoso", url, settings, "dbpedia-lookup",
+                     lambda: _dbpedia_search(built or dbpedia.locate(settings)))
 
 
 def _wikidata_endpoint(url: str, settings: Settings) -> tuple[Store, Search]:
-    store = Store("wikidata-sparql", url, **_remote(settings))
+    return _endpoint("wikidata-sparql", url, settings, "wikidata-wapi", lambda: _local_search(locate(settings)))
+
+
+def _endpoint(store: str, url: str, settings: Settings, remote_search: str,
+              local_search: Callable[[], Search]) -> tuple[Store, Search]:
+    """The KIF store ``store`` at ``url``, with ``local_search`` when ``url`` is on this machine (it serves a
+    local build, whose label index is at hand) and the KIF search ``remote_search`` otherwise."""
+    found = Store(store, url, **_remote(settings))
     if urlsplit(url).hostname in _LOOPBACK:
-        return store, _local_search(locate(settings))
-    return store, Search("wikidata-wapi", **_remote(settings))
+        return found, local_search()
+    return found, Search(remote_search, **_remote(settings))
 
 
 def _kif(rest: str, settings: Settings) -> tuple[Store, Search]:
