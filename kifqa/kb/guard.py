@@ -39,11 +39,6 @@ def classify(err: BaseException) -> Failure | None:
     return None
 
 
-def is_transient(err: BaseException) -> bool:
-    """Whether retrying may help: transport errors, timeouts, HTTP 429 and 5xx, cut or malformed results."""
-    return classify(err) is not None
-
-
 def retry_after(err: BaseException | None) -> float | None:
     """The delay a ``Retry-After`` header of ``err``'s response asks for (at most :data:`MAX_RETRY_AFTER_S`), if any."""
     if not isinstance(err, httpx.HTTPStatusError):

@@ -11,7 +11,7 @@ import pytest
 from kifqa.config import KBSettings
 from kifqa.errors import KBError
 from kifqa.kb.base import KBStats
-from kifqa.kb.guard import Guard, is_transient, retry_after
+from kifqa.kb.guard import Guard, classify, retry_after
 
 
 def _status(code: int, headers: dict[str, str] | None = None, body: str = "") -> httpx.HTTPStatusError:
@@ -111,8 +111,8 @@ def test_concurrency_is_capped() -> None:
     assert peak == 3
 
 
-def test_what_is_transient() -> None:
-    assert is_transient(httpx.ReadTimeout("slow"))
-    assert is_transient(TimeoutError())
-    assert is_transient(_status(500)) and is_transient(_status(429))
-    assert not is_transient(_status(404)) and not is_transient(ValueError())
+def test_what_is_retried() -> None:
+    assert classify(httpx.ReadTimeout("slow")).kind == "timeout"
+    assert classify(TimeoutError()).kind == "timeout"
+    assert classify(_status(500)).kind == "unavailable" and classify(_status(429)).kind == "throttled"
+    assert classify(_status(404)) is None and classify(ValueError()) is None
