@@ -37,7 +37,8 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
-def _port_is_free(host: str, port: int) -> bool:
+def port_is_free(host: str, port: int) -> bool:
+    """Whether a server could listen on ``host:port`` now."""
     with socket.socket() as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers do: TIME_WAIT is no conflict
         try:
@@ -45,6 +46,16 @@ def _port_is_free(host: str, port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def stop_process(process: subprocess.Popen[bytes], *, timeout_s: float) -> None:
+    """Stops a server process: SIGTERM, then SIGKILL if it is still there after ``timeout_s``."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 class OxigraphServer:
@@ -71,7 +82,7 @@ class OxigraphServer:
         """Starts the server and waits until it answers; :class:`KBError` if it does not."""
         if not self.store_dir.is_dir():
             raise KBError(f"no Oxigraph store at {self.store_dir}; run `kifqa kb build`")
-        if not _port_is_free(self.host, self.port):
+        if not port_is_free(self.host, self.port):
             raise KBError(f"port {self.port} on {self.host} is already in use; pick another with --port")
         self._process = subprocess.Popen(
             [oxigraph_binary(), "serve-read-only", "--location", str(self.store_dir),
@@ -96,12 +107,7 @@ class OxigraphServer:
         """Stops the server (politely, then by force)."""
         if self._process is None:
             return
-        self._process.terminate()
-        try:
-            self._process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
+        stop_process(self._process, timeout_s=5)
         self._process = None
 
     def wait(self) -> int:

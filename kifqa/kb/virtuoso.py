@@ -40,7 +40,7 @@ from kif_lib.compiler.sparql.results import SPARQL_Results, SPARQL_ResultsAsk
 from kif_lib.store.sparql.httpx import HttpxSPARQL_Store
 
 from kifqa.errors import KBError
-from kifqa.kb.server import _port_is_free, free_port
+from kifqa.kb.server import free_port, port_is_free, stop_process
 
 _logger = logging.getLogger(__name__)
 
@@ -127,7 +127,7 @@ class VirtuosoServer:
         server, client = virtuoso_binaries()
         if not self.rdf_path.is_file():
             raise KBError(f"no N-Triples file at {self.rdf_path}; run `kifqa kb build --encoding dbpedia`")
-        if not _port_is_free(self.host, self.port):
+        if not port_is_free(self.host, self.port):
             raise KBError(f"port {self.port} on {self.host} is already in use; pick another with --port")
         _sweep()
         self._run = Path(tempfile.mkdtemp(prefix=_RUN_PREFIX))
@@ -156,12 +156,7 @@ class VirtuosoServer:
     def stop(self) -> None:
         """Stops the server (politely, then by force) and deletes its database."""
         if self._process is not None:
-            self._process.terminate()
-            try:
-                self._process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
+            stop_process(self._process, timeout_s=15)
             self._process = None
         if self._run is not None:
             shutil.rmtree(self._run, ignore_errors=True)
