@@ -26,6 +26,7 @@ from typing import Any, Literal
 from urllib.parse import unquote
 
 from kifqa.errors import DataError
+from kifqa.kb.dbpedia import convert, question_key
 from kifqa.pipeline.text import normalize
 
 Direction = Literal["forward", "backward"]
@@ -343,12 +344,10 @@ class GoldExtender:
 
     @cached_property
     def _sqwd_valid(self) -> dict[str, GoldQuestion]:
-        return {_text_key(q.text): q for q in load_sqwd(self.data_dir, "valid")}
+        return {question_key(q.text): q for q in load_sqwd(self.data_dir, "valid")}
 
     @cached_property
     def _dbpedia(self) -> tuple[dict[str, str], dict[str, str]]:
-        from kifqa.kb.dbpedia import convert  # the conversion behind the ``local-dbpedia`` base
-
         conversion = convert(self.data_dir)
         return conversion.resources, conversion.property_map
 
@@ -370,7 +369,7 @@ class GoldExtender:
         """A SimpleDBpediaQA question has no answers; where its text is a SimpleQuestions-Wikidata valid
         question, that question's (extended) answers, converted to the DBpedia encoding, are its gold, if its
         statement's property was converted (has a DBpedia equivalent); otherwise it has no gold."""
-        twin = self._sqwd_valid.get(_text_key(q.text))
+        twin = self._sqwd_valid.get(question_key(q.text))
         resources, properties = self._dbpedia
         if twin is None or twin.pid not in properties:
             return set()
@@ -399,7 +398,3 @@ class GoldExtender:
             return iri_name(prop)
         return self._property_labels.get(prop, prop)
 
-
-def _text_key(text: str) -> str:
-    """A question's text with case, accents, punctuation and spacing ignored."""
-    return " ".join(re.findall(r"\w+", normalize(text)))

@@ -214,7 +214,9 @@ def _read_sdbqa(path: Path) -> list[dict[str, Any]]:
     raise error
 
 
-def _question_key(text: str) -> str:
+def question_key(text: str) -> str:
+    """What makes two questions of two datasets the same question: their words, ignoring case, accents and
+    punctuation."""
     return " ".join(_WORDS.findall(data.normalize(text)))
 
 
@@ -222,7 +224,7 @@ def _sdbqa_links(data_dir: Path, questions: list[dict[str, Any]]) -> dict[str, s
     """Wikidata item -> DBpedia IRI, where a SimpleQuestions question is in both datasets (its topic entity
     is column 1 of SimpleQuestions-Wikidata and the ``Subject`` of SimpleDBpediaQA); most frequent pairs win,
     each item and each IRI used once."""
-    subjects = {_question_key(q["Query"]): q["Subject"] for q in questions}
+    subjects = {question_key(q["Query"]): q["Subject"] for q in questions}
     pairs: Counter[tuple[str, str]] = Counter()
     for name in QUESTIONS:
         with open(data_dir / name, encoding="utf-8") as f:
@@ -230,7 +232,7 @@ def _sdbqa_links(data_dir: Path, questions: list[dict[str, Any]]) -> dict[str, s
                 fields = line.rstrip("\r\n").split("\t")
                 if len(fields) != 4:
                     raise DataError(f"{data_dir / name}:{n}: expected topic<TAB>property<TAB>answer<TAB>question")
-                if (iri := subjects.get(_question_key(fields[3]))) is not None:
+                if (iri := subjects.get(question_key(fields[3]))) is not None:
                     pairs[fields[0], iri] += 1
     links: dict[str, str] = {}
     used: set[str] = set()
