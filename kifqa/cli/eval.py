@@ -23,7 +23,9 @@ from kifqa.errors import KifqaError
 @click.option("--dataset", default="sqwd:valid", show_default=True,
               help="sqwd:valid, sqwd:train (SimpleQuestions-Wikidata, answerable questions), sdbqa:valid "
                    "(SimpleDBpediaQA), or a gold file (JSONL/CSV/TSV/Parquet with question and answers columns).")
-@click.option("--limit", type=int, help="Only the first N questions.")
+@click.option("--limit", type=int, help="Only the first N questions (from --start).")
+@click.option("--start", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Skip the dataset's first N questions (ids keep their position: --start 200 begins at sqwd-valid-200).")
 @click.option("--concurrency", type=int, default=1, show_default=True, help="Questions in flight at once (in-process).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Write metrics.json, questions.jsonl, report.md and plots here (with --batch: the run folder).")
@@ -35,7 +37,7 @@ from kifqa.errors import KifqaError
 @click.option("--show", type=int, default=20, show_default=True, help="--compare: questions listed per direction.")
 @click.option("--report/--no-report", default=True, show_default=True, help="Write report.md and plots with --out.")
 @settings_options
-def eval_(dataset: str, limit: int | None, concurrency: int, out: Path | None, batch: bool, run_dir: Path | None,
+def eval_(dataset: str, limit: int | None, start: int, concurrency: int, out: Path | None, batch: bool, run_dir: Path | None,
           compare: tuple[Path, Path] | None, show: int, report: bool, config: Path | None,
           kb: str | None, model: str | None, examples: str | None) -> None:
     """Answer DATASET (or read a run) and print precision, recall, F1, linking accuracy, failure classes and costs."""
@@ -48,7 +50,7 @@ def eval_(dataset: str, limit: int | None, concurrency: int, out: Path | None, b
         if compare:
             _compare(settings, dataset, compare, out, show)
             return
-        evaluation = _evaluate(settings, dataset, limit, concurrency, out, batch, run_dir)
+        evaluation = _evaluate(settings, dataset, limit, start, concurrency, out, batch, run_dir)
     except KifqaError as err:
         raise fail(err) from err
     target = out or run_dir
@@ -57,7 +59,7 @@ def eval_(dataset: str, limit: int | None, concurrency: int, out: Path | None, b
     click.echo(json.dumps(evaluation.metrics(), indent=2, ensure_ascii=False))
 
 
-def _evaluate(settings: Settings, dataset: str, limit: int | None, concurrency: int, out: Path | None, batch: bool,
+def _evaluate(settings: Settings, dataset: str, limit: int | None, start: int, concurrency: int, out: Path | None, batch: bool,
               run_dir: Path | None):
     from kifqa.eval.datasets import GoldExtender, load_gold
     from kifqa.eval.run import Evaluation, Scored, evaluate, evaluate_batch, evaluate_run
@@ -66,12 +68,12 @@ def _evaluate(settings: Settings, dataset: str, limit: int | None, concurrency: 
     about = {"dataset": dataset, "model": settings.llm.model, "kb": settings.kb.spec,
              "examples": f"{settings.examples.mode} k={settings.examples.k}"}
     if run_dir is not None:
-        evaluation = evaluate_run(run_dir, load_gold(dataset, settings.data_dir), extender, limit=limit)
+        evaluation = evaluate_run(run_dir, load_gold(dataset, settings.data_dir, start=start), extender, limit=limit)
         evaluation.extra = {"dataset": dataset, **_run_about(run_dir), **evaluation.extra}
         if not evaluation.scored:
             raise click.ClickException(f"no question of {dataset} is in the run {run_dir} (do the ids match?)")
         return evaluation
-    questions = load_gold(dataset, settings.data_dir, limit=limit)
+    questions = load_gold(dataset, settings.data_dir, limit=limit, start=start)
     if batch:
         assert out is not None
         evaluation = evaluate_batch(settings, questions, extender, out)

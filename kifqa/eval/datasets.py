@@ -268,10 +268,17 @@ DATASETS = {"sqwd": "SimpleQuestions-Wikidata", "sdbqa": "SimpleDBpediaQA"}
 _ALIASES = {"simplequestions-wikidata": "sqwd", "simpledbpediaqa": "sdbqa"}
 
 
-def load_gold(spec: str, data_dir: Path, *, limit: int | None = None) -> list[GoldQuestion]:
+def load_gold(spec: str, data_dir: Path, *, limit: int | None = None, start: int = 0) -> list[GoldQuestion]:
     """Questions of a dataset spec: ``sqwd:valid``, ``sqwd:train``, ``sdbqa:valid`` (the data
     folder's files), or the path of a gold file (JSONL/CSV/TSV/Parquet, or a SimpleDBpediaQA-format
-    ``.json``)."""
+    ``.json``): the ``limit`` questions from position ``start`` (0-based; ids keep their position)."""
+    if start < 0:
+        raise DataError(f"start must be 0 or more, not {start}")
+    questions = _load_spec(spec, data_dir, limit=limit + start if limit else None)
+    return questions[start:]
+
+
+def _load_spec(spec: str, data_dir: Path, *, limit: int | None) -> list[GoldQuestion]:
     name, sep, split = spec.partition(":")
     name = _ALIASES.get(name.lower(), name.lower())
     if sep and name in DATASETS:
@@ -281,7 +288,7 @@ def load_gold(spec: str, data_dir: Path, *, limit: int | None = None) -> list[Go
             return load_sqwd(data_dir, split, limit=limit)
         return load_simpledbpediaqa(data_dir, split or "valid", limit=limit)
     if name in DATASETS and not sep:
-        return load_gold(f"{name}:valid", data_dir, limit=limit)
+        return _load_spec(f"{name}:valid", data_dir, limit=limit)
     path = Path(spec)
     if not path.is_file():
         raise DataError(f"unknown dataset {spec!r}: use sqwd:valid, sqwd:train, sdbqa:valid or a gold file "

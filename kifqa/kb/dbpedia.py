@@ -34,7 +34,7 @@ from kifqa.kb.data import Dataset, ItemRecord, PropertyRecord, Triple
 from kifqa.kb.search import LocalSearch
 
 #: The converter's version: part of the build hash.
-VERSION = "1"
+VERSION = "2"
 
 ONTOLOGY = "dbpedia/ontology.ttl"
 SDBQA = "simpledbpediaqa/valid.json"
@@ -125,7 +125,7 @@ def convert(data_dir: Path) -> Conversion:
     wikidata = data.load(data_dir)
     ontology = _read_ontology(data_dir / ONTOLOGY)
     questions = _read_sdbqa(data_dir / SDBQA)
-    property_map = _property_map(ontology, questions)
+    property_map = _property_map(ontology)
     datatype_only = {str(o)[len(WD):] for o in ontology.objects(None, OWL.equivalentProperty)
                      if str(o).startswith(WD)} - property_map.keys()
     degree = Counter(x for t in wikidata.triples for x in (t.subject, t.value))
@@ -265,16 +265,15 @@ def _names(record: ItemRecord | None) -> tuple[str, tuple[str, ...]]:
     return (record.label, record.aliases) if record else ("", ())
 
 
-def _property_map(ontology: rdflib.Graph, questions: list[dict[str, Any]]) -> dict[str, str]:
-    """Wikidata property id -> DBpedia object property, from ``owl:equivalentProperty``; among several, the one
-    SimpleDBpediaQA uses most, then the first by name."""
-    used = Counter(p["Predicate"] for q in questions for p in q["PredicateList"])
+def _property_map(ontology: rdflib.Graph) -> dict[str, str]:
+    """Wikidata property id -> DBpedia object property, from ``owl:equivalentProperty``; among several, the
+    first by IRI (the ontology lists its properties in that order). No evaluation split takes part in the choice."""
     objects = {str(p) for p in ontology.subjects(RDF.type, OWL.ObjectProperty)}
     candidates: dict[str, list[str]] = {}
     for s, o in ontology.subject_objects(OWL.equivalentProperty):
         if str(o).startswith(WD) and str(s) in objects and str(s).startswith(DBO):
             candidates.setdefault(str(o)[len(WD):], []).append(str(s))
-    return {p: min(found, key=lambda x: (-used[x], x)) for p, found in sorted(candidates.items())}
+    return {p: min(found) for p, found in sorted(candidates.items())}
 
 
 def _properties(ontology: rdflib.Graph) -> dict[str, PropertyRecord]:

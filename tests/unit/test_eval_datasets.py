@@ -99,6 +99,9 @@ def test_dataset_specs(data_dir: Path) -> None:
     assert load_gold("sdbqa:valid", data_dir, limit=1)[0].id == "sdbqa-valid-00002"
     assert load_gold("simpledbpediaqa:valid", data_dir, limit=1)[0].dataset == "sdbqa:valid"
     assert load_gold("sqwd", data_dir, limit=1)[0].id == "sqwd-valid-0"
+    # --start: ids keep their position; the limit counts from there
+    assert [q.id for q in load_gold("sqwd:valid", data_dir, start=200, limit=2)] == ["sqwd-valid-200", "sqwd-valid-201"]
+    assert len(load_gold("sqwd:valid", data_dir, start=2800)) == 21
     with pytest.raises(DataError, match="unknown split"):
         load_gold("sqwd:test", data_dir)
     with pytest.raises(DataError, match="unknown dataset"):
