@@ -46,7 +46,8 @@ class KBSettings(BaseModel):
 class LLMSettings(BaseModel):
     """Which model answers and how it is served."""
 
-    backend: Literal["local", "openai", "vllm"] = "local"
+    #: ``gold`` answers SimpleQuestions-Wikidata questions from their gold at no cost (benchmarks, tests).
+    backend: Literal["local", "openai", "vllm", "gold"] = "local"
     #: ``qwen2.5-coder-1.5b`` (default), ``qwen2.5-coder-0.5b``, a GGUF path, or a served model name.
     model: str = "qwen2.5-coder-1.5b"
     base_url: str | None = None

@@ -52,4 +52,8 @@ def open_backend(settings: Settings) -> LLM:
             breaker_cooldown_s=cfg.breaker_cooldown_s,
             body=cfg.extra,
         )
+    if cfg.backend == "gold":
+        from kifqa.llm.gold import GoldLLM
+
+        return GoldLLM(settings.data_dir)
     return VllmLLM(model=cfg.model, context=cfg.context, timeout_s=cfg.timeout_s, engine_options=cfg.extra)

@@ -1,0 +1,67 @@
+"""The ``gold`` backend: a zero-cost model that answers SimpleQuestions-Wikidata questions from their gold.
+
+It stands in for a model that costs nothing, so that benchmarks and large-corpus tests measure kifqa,
+Ray and the knowledge base alone. The draft of a train or valid question is its gold triple written as
+the examples write it (:func:`~kifqa.pipeline.examples.sqwd_pool`); a relation choice is the shown
+option whose property label and direction are those of the gold draft (the first option when none
+is). A question without a gold draft gets an error completion. Grammars are not applied: the answers
+are what a perfect model would say.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from kifqa.llm.base import LLM, ChatRequest, Completion, Usage
+from kifqa.model import UNKNOWN
+from kifqa.pipeline.examples import sqwd_pool
+from kifqa.pipeline.text import normalize
+
+#: The splits whose gold drafts are known.
+SPLITS = ("train", "valid")
+
+#: A relation-choice request's user message (see :func:`kifqa.pipeline.relations.request`).
+_CHOICE = re.compile(r"^Question: (?P<question>.*)\nDraft: .*\nOptions:\n(?P<options>.*)\nNumber:$", re.S)
+_OPTION = re.compile(r"^(?P<number>\d+)\. (?P<triple>\(.*\))")
+
+
+class GoldLLM(LLM):
+    """Answers drafts and relation choices of SimpleQuestions-Wikidata questions from their gold."""
+
+    identity = "gold:sqwd"
+
+    def __init__(self, data_dir: Path) -> None:
+        self.drafts: dict[str, str] = {}
+        for split in SPLITS:
+            for example in sqwd_pool(data_dir, split=split):
+                self.drafts.setdefault(normalize(example.question), example.draft)
+
+    def draft(self, question: str) -> str | None:
+        """The gold draft of ``question``, if it is a known question."""
+        return self.drafts.get(normalize(question))
+
+    async def agenerate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
+        return [self._answer(r) for r in requests]
+
+    def _answer(self, request: ChatRequest) -> Completion:
+        user = request.messages[-1].content
+        choice = _CHOICE.match(user)
+        question = choice.group("question") if choice else user
+        draft = self.draft(question)
+        if draft is None:
+            return Completion(error=f"no gold draft for {question[:100]!r}")
+        text = _choose(draft, choice.group("options")) if choice else draft
+        return Completion(text, Usage())
+
+
+def _choose(draft: str, options: str) -> str:
+    """The number of the option that states the gold draft's property in its direction ("1" if none)."""
+    subject, predicate, _ = draft.strip("()").split(" | ", 2)
+    wanted = f"(?x | {predicate} | " if subject == UNKNOWN else f" | {predicate} | {UNKNOWN})"
+    for line in options.splitlines():
+        if (option := _OPTION.match(line)) and (option.group("triple").startswith(wanted)
+                                                if subject == UNKNOWN else wanted in option.group("triple")):
+            return option.group("number")
+    return "1"
