@@ -6,7 +6,7 @@ KIFQA_DATA_DIR ?= $(abspath ../shared/data)
 export KIFQA_DATA_DIR
 DEMO_N ?= 20
 
-.PHONY: setup system test test-slow demo bench clean
+.PHONY: setup system test test-slow demo bench image clean
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 setup: system $(VENV)/.installed
@@ -44,6 +44,13 @@ bench: setup
 	$(BIN)/kifqa bench kb
 	$(BIN)/kifqa bench llm
 	$(BIN)/kifqa bench batch
+
+# The image every cluster node runs (cluster/Dockerfile); cluster/*.yaml name this tag. For nodes that pull
+# from a registry: make image IMAGE=<registry>/kifqa:<version>, docker push it, and put that name in the configs.
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+IMAGE   ?= kifqa:$(VERSION)
+image:
+	docker build -f cluster/Dockerfile -t $(IMAGE) .
 
 clean:
 	rm -rf runs .cache .pytest_cache

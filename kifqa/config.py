@@ -37,8 +37,9 @@ class KBSettings(BaseModel):
     #: endpoint then gets no request for ``breaker_cooldown_s`` and calls fail at once; 0 disables it.
     breaker_failures: int = 10
     breaker_cooldown_s: float = 30.0
-    #: Contact put in the User-Agent of remote calls (Wikimedia's policy asks for one).
-    contact: str = "https://example.org/kifqa (kifqa@example.org)"
+    #: Your contact (a URL or e-mail) for the User-Agent of remote calls: required by the public Wikidata
+    #: and DBpedia endpoints (Wikimedia's User-Agent policy); ``KIFQA_KB__CONTACT`` sets it.
+    contact: str = ""
     #: Port of ``kifqa kb serve`` and of the ``local-server`` spec.
     server_port: int = 7878
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import re
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -39,16 +40,31 @@ FORMS = """\
                          plugin's endpoint; other keys go to the store"""
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+#: Public endpoints whose operators ask every client for a contact (Wikimedia's User-Agent policy).
+PUBLIC_HOSTS = frozenset({"query.wikidata.org", "www.wikidata.org", "dbpedia.org", "lookup.dbpedia.org"})
+#: Contacts that name nobody: empty, or the reserved example domains (RFC 2606).
+_PLACEHOLDER = re.compile(r"^\s*$|example\.(org|com|net)\b", re.IGNORECASE)
 
 
 def user_agent(settings: Settings) -> str:
-    """The User-Agent of remote calls: ``kifqa/<version> (<contact>)``."""
-    return f"kifqa/{importlib.metadata.version('kifqa')} ({settings.kb.contact})"
+    """The User-Agent of remote calls: ``kifqa/<version> (<contact>)``, or ``kifqa/<version>`` without one."""
+    agent = f"kifqa/{importlib.metadata.version('kifqa')}"
+    return agent if _PLACEHOLDER.search(settings.kb.contact) else f"{agent} ({settings.kb.contact})"
 
 
 def resolve(spec: str, settings: Settings) -> tuple[Store, Search]:
-    """The KIF store and search a spec names (see :data:`FORMS`); :class:`ConfigError` if it names none."""
-    spec = spec.strip()
+    """The KIF store and search a spec names (see :data:`FORMS`); :class:`ConfigError` if it names none,
+    or if it reaches a public endpoint (:data:`PUBLIC_HOSTS`) without a real ``kb.contact``."""
+    store, search = _resolve(spec.strip(), settings)
+    public = sorted({host for key in ("endpoint", "search_endpoint")
+                     if (host := urlsplit(str(endpoint_info(store, search).get(key, ""))).hostname) in PUBLIC_HOSTS})
+    if public and _PLACEHOLDER.search(settings.kb.contact):
+        raise ConfigError(f"KB spec {spec!r} queries {' and '.join(public)}, whose operators ask for a contact: "
+                          "set kb.contact (environment KIFQA_KB__CONTACT) to your URL or e-mail address")
+    return store, search
+
+
+def _resolve(spec: str, settings: Settings) -> tuple[Store, Search]:
     head, _, rest = spec.partition(":")
     if spec == "local":
         built = locate(settings)

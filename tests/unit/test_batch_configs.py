@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,12 @@ REPO = Path(__file__).resolve().parents[2]
 CONFIGS = sorted((REPO / "jobs" / "configs").glob("*.yaml"))
 #: Where cluster/Dockerfile puts the repository in the image.
 IMAGE_REPO = "/home/ray/kifqa/"
+PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+#: The one Ray pin (pyproject.toml); the cluster files must name the same version.
+[RAY_PIN] = [re.fullmatch(r"ray(?:\[[\w,]+\])?==([\d.]+)", d.split(";")[0].split("#")[0].strip()).group(1)
+             for d in PROJECT["dependencies"] if re.match(r"ray\b", d)]
+#: The tag `make image` builds (cluster/Dockerfile) and the cluster files run.
+IMAGE = f"kifqa:{PROJECT['version']}"
 
 
 def _unknown_keys(model: type[BaseModel], data: dict[str, Any], where: str = "") -> list[str]:
@@ -71,9 +79,11 @@ def test_the_rayjob_runs_the_job_entry_point_on_a_gpu_worker_group():
         assert path.startswith(IMAGE_REPO) and (REPO / path.removeprefix(IMAGE_REPO)).is_file(), path
     assert words[1].endswith("jobs/answer.py")
     cluster = job["spec"]["rayClusterSpec"]
-    assert cluster["rayVersion"] == ray.__version__
+    assert cluster["rayVersion"] == RAY_PIN
     [gpu_group] = cluster["workerGroupSpecs"]
+    [head] = cluster["headGroupSpec"]["template"]["spec"]["containers"]
     [worker] = gpu_group["template"]["spec"]["containers"]
+    assert head["image"] == worker["image"] == IMAGE
     assert worker["resources"]["limits"]["nvidia.com/gpu"] == "1"
     settings = Settings.load(REPO / words[3].removeprefix(IMAGE_REPO))
     assert settings.batch.llm_actors <= gpu_group["maxReplicas"], "an LLM actor per GPU worker"
@@ -83,5 +93,22 @@ def test_the_cluster_launcher_config_is_valid_for_ray():
     config = yaml.safe_load((REPO / "cluster" / "ray-cluster.yaml").read_text())
     validate_config(prepare_config(config))  # Ray's own schema, after its defaults are filled in
     assert config["head_node_type"] in config["available_node_types"]
+    assert config["docker"]["image"] == IMAGE
     dockerfile = (REPO / "cluster" / "Dockerfile").read_text()
-    assert f"FROM rayproject/ray:{ray.__version__}-" in dockerfile
+    assert f"FROM rayproject/ray:{RAY_PIN}-" in dockerfile
+
+
+def test_ray_is_pinned_once_and_installed_at_that_pin():
+    assert ray.__version__ == RAY_PIN, "the environment's Ray differs from pyproject.toml's pin: reinstall"
+
+
+def test_make_image_builds_the_tag_the_cluster_files_run():
+    done = subprocess.run(["make", "-n", "image"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert f"docker build -f cluster/Dockerfile -t {IMAGE} ." in done.stdout
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
+def test_no_config_caches_in_a_shared_temporary_folder(path: Path):
+    cache_dir = Settings.load(path).cache_dir
+    assert not cache_dir.is_relative_to("/tmp") and not cache_dir.is_relative_to("/var/tmp"), cache_dir

@@ -14,10 +14,13 @@ from kifqa.errors import ConfigError, KBError
 from kifqa.kb.spec import endpoint_info, open_kb, resolve, user_agent
 
 
+CONTACT = "https://github.com/kifqa-tester (kifqa-tester@users.noreply.github.com)"
+
+
 @pytest.fixture
 def remote_settings(tmp_path: Path) -> Settings:
     return Settings(data_dir=tmp_path / "no-data", cache_dir=tmp_path / "cache",
-                    kb=KBSettings(contact="https://example.org/me (me@example.org)", timeout_s=7.5))
+                    kb=KBSettings(contact=CONTACT, timeout_s=7.5))
 
 
 def _info(spec: str, settings: Settings) -> dict[str, object]:
@@ -26,7 +29,24 @@ def _info(spec: str, settings: Settings) -> dict[str, object]:
 
 def test_user_agent_names_kifqa_and_the_contact(remote_settings: Settings) -> None:
     assert user_agent(remote_settings).startswith("kifqa/")
-    assert user_agent(remote_settings).endswith("(https://example.org/me (me@example.org))")
+    assert user_agent(remote_settings).endswith(f"({CONTACT})")
+
+
+@pytest.mark.parametrize("spec", ["wikidata", "dbpedia", "sparql+wikidata:https://qlever.example.org/api/wikidata",
+                                  "kif:wdqs?search=empty"])
+@pytest.mark.parametrize("contact", ["", "  ", "https://example.org/your-project (you@example.org)"])
+def test_a_public_endpoint_needs_a_real_contact(spec: str, contact: str, remote_settings: Settings) -> None:
+    settings = remote_settings.model_copy(update={"kb": remote_settings.kb.model_copy(update={"contact": contact})})
+    with pytest.raises(ConfigError, match=r"(?s)queries .*wikidata\.org|dbpedia\.org.*set kb\.contact "
+                                          r"\(environment KIFQA_KB__CONTACT\)"):
+        resolve(spec, settings)
+
+
+def test_a_private_endpoint_needs_no_contact(remote_settings: Settings) -> None:
+    settings = remote_settings.model_copy(update={"kb": remote_settings.kb.model_copy(update={"contact": ""})})
+    info = _info("kif:wikidata-sparql?iri=https://kb.internal.example/sparql", settings)
+    assert info["endpoint"] == "https://kb.internal.example/sparql"
+    assert info["user_agent"] == user_agent(settings) and "(" not in user_agent(settings)
 
 
 def test_wikidata(remote_settings: Settings) -> None:
@@ -96,7 +116,7 @@ def test_local_without_build_says_how_to_build(tiny_settings: Callable[..., Sett
 
 
 def test_open_kb_defaults_to_the_settings_spec(remote_settings: Settings) -> None:
-    kb = open_kb(None, remote_settings.model_copy(update={"kb": KBSettings(spec="wikidata")}))
+    kb = open_kb(None, remote_settings.model_copy(update={"kb": KBSettings(spec="wikidata", contact=CONTACT)}))
     try:
         assert kb.spec == "wikidata" and isinstance(kb.store, Store) and kb.index is None
     finally:
