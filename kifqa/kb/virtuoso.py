@@ -124,11 +124,11 @@ class VirtuosoServer:
 
     def start(self) -> VirtuosoServer:
         """Starts the server, loads the data and waits until it answers; :class:`KBError` if it does not."""
-        server, client = virtuoso_binaries()
         if not self.rdf_path.is_file():
             raise KBError(f"no N-Triples file at {self.rdf_path}; run `kifqa kb build --encoding dbpedia`")
         if not port_is_free(self.host, self.port):
             raise KBError(f"port {self.port} on {self.host} is already in use; pick another with --port")
+        server, client = virtuoso_binaries()
         _sweep()
         self._run = Path(tempfile.mkdtemp(prefix=_RUN_PREFIX))
         (self._run / "owner.pid").write_text(str(os.getpid()))

@@ -22,6 +22,7 @@ from kifqa.cli.ask import render_answers, render_trace
 from kifqa.config import Settings
 from kifqa.llm.base import LLM, ChatRequest, Completion
 from kifqa.pipeline import Pipeline, draft
+from kifqa.pipeline.text import words
 from tests.cassette import CASSETTES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -54,8 +55,16 @@ def _answer(kb, settings: Settings, question: str, llm: LLM):
 @hsettings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_any_text_gives_a_trace_and_renders(question: str, local_kb, settings) -> None:
     result = _answer(local_kb, settings, question, ScriptedLLM())
-    assert result.trace.question == question
-    assert result.trace.error or result.trace.n_answers == len(result.answers)
+    trace = result.trace
+    assert trace.question == question
+    if not words(question) or len(question) > settings.pipeline.max_question_chars:
+        assert trace.error_step == "input" and not result.answers, "refused before any call"
+    if trace.error:
+        assert trace.error_step and not result.answers, "an error trace has its step and no answers"
+    for a in result.answers:  # every answer is a statement of a chosen relation, in its direction
+        assert any(a.fact.property == r.property
+                   and (a.fact.subject if r.direction == "forward" else a.fact.value) == r.entity
+                   for r in trace.relations), a
     json.loads(result.trace.to_json())
     render_trace(result.trace)
     render_answers(result)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from collections.abc import Iterator, Sequence
 
 import pyarrow.parquet as pq
@@ -88,8 +89,13 @@ def test_a_fuzzed_corpus_gives_one_trace_per_row(lines: list[str], pools, tmp_pa
     traces = pq.read_table(tmp / "out" / "traces").to_pylist()
     assert summary.ok and summary.questions == rows == len(traces)
     assert len({t["question_id"] for t in traces}) == rows, "every row keeps a unique id"
+    answers = Counter(pq.read_table(tmp / "out" / "answers", columns=["question_id"])["question_id"].to_pylist())
     for t in traces:
-        assert t["error"] or t["n_answers"] >= 0
-        json.loads(t["trace"])
-    answers = pq.read_table(tmp / "out" / "answers", columns=["question_id"])["question_id"].to_pylist()
-    assert set(answers) <= {t["question_id"] for t in traces if not t["error"]}
+        assert json.loads(t["trace"])["question_id"] == t["question_id"]
+        assert answers[t["question_id"]] == t["n_answers"], "the answer rows are the trace's answers"
+        assert bool(t["error"]) == bool(t["error_step"]), "an error names its step, and only an error does"
+        if t["error"]:
+            assert t["n_answers"] == 0
+        if t["error_step"] != "input":
+            assert t["question"].strip() and len(t["question"]) <= job.pipeline.max_question_chars, \
+                "empty and overlong questions are refused as input errors"

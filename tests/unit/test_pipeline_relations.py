@@ -67,9 +67,11 @@ def test_typos_still_rank_the_intended_property_first() -> None:
 
 def test_vague_predicate_goes_to_the_model_with_numbered_options() -> None:
     by_entity = {BROWN_1.id: [PropertyUse(P19, "forward"), PropertyUse(P20, "forward")]}
-    ranked = relations.options(Pattern("james brown", "hometown", "?x"), _linking(BROWN_1), by_entity)
+    pattern = Pattern("james brown", "hometown", "?x")
+    ranked = relations.options(pattern, _linking(BROWN_1), by_entity)
     assert relations.obvious(ranked) is None
-    req = relations.request("what is james brown's hometown", ranked[0:1] and ranked, ranked)
+    req = relations.request("what is james brown's hometown", pattern, ranked)
+    assert "Draft: (james brown | hometown | ?x)\nOptions:\n" in req.messages[1].content
     assert req.grammar == 'root ::= "1" | "2"'
     assert "1. (James Brown [American musician, aka Mr. Dynamite] | place of" in req.messages[1].content
     assert relations.parse("2", ranked) is ranked[1]
