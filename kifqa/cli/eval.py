@@ -72,6 +72,12 @@ def _evaluate(settings: Settings, dataset: str, limit: int | None, start: int, c
         evaluation.extra = {"dataset": dataset, **_run_about(run_dir), **evaluation.extra}
         if not evaluation.scored:
             raise click.ClickException(f"no question of {dataset} is in the run {run_dir} (do the ids match?)")
+        if missing := evaluation.extra.get("run_missing"):
+            click.echo(f"warning: {missing} questions of the run's corpus have no trace (unfinished shards?); "
+                       "they count as errors", err=True)
+        if unscored := evaluation.extra.get("run_missing_unscored"):
+            click.echo(f"warning: {unscored} questions of the run's corpus have no trace and are not scored "
+                       "(the corpus file is gone or changed)", err=True)
         return evaluation
     questions = load_gold(dataset, settings.data_dir, limit=limit, start=start)
     if batch:

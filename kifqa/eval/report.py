@@ -215,7 +215,14 @@ def render(m: dict[str, Any]) -> str:
         about.append(f"examples {m['examples']}")
     if m.get("run"):
         about.append(f"run `{m['run']}`")
-    lines += [", ".join(about) + ".", "", "![scores](scores.png)", ""]
+    lines += [", ".join(about) + ".", ""]
+    if m.get("run_missing"):
+        lines += [f"**{m['run_missing']} of these questions have no trace in the run** (unfinished shards): each "
+                  "counts as an error (class `error`, step `missing`).", ""]
+    if m.get("run_missing_unscored"):
+        lines += [f"**{m['run_missing_unscored']} questions of the run's corpus have no trace** and are not scored "
+                  "(the corpus file is gone or changed, so which ones is unknown).", ""]
+    lines += ["![scores](scores.png)", ""]
 
     lines += ["## Answers", "",
               "Precision, recall and F1 over answer entities, gold extended as in the KIF-QA paper; precision 0 "

@@ -381,19 +381,67 @@ async def evaluate(pipeline: Pipeline, questions: list[GoldQuestion], extender: 
 
 def evaluate_run(folder: str | Path, questions: list[GoldQuestion], extender: GoldExtender | None, *,
                  limit: int | None = None, require_all: bool = False) -> Evaluation:
-    """Scores a batch run folder: the questions of ``questions`` that the run answered (in dataset
-    order, the first ``limit`` of them), or all of ``questions`` with ``require_all`` (those the
-    run lacks count as errors)."""
+    """Scores a batch run folder: the questions of ``questions`` that are in the run's corpus (in
+    dataset order, the first ``limit`` of them); with ``require_all``, all of ``questions``. A
+    question without a trace (an unfinished shard) counts as an error; ``run_missing`` says how
+    many. When the corpus cannot be read, the questions with a trace are scored and
+    ``run_missing_unscored`` counts the corpus questions without one."""
     predictions = read_run(folder)
     gold_ids = {q.id for q in questions}
-    chosen = questions if require_all else [q for q in questions if q.id in predictions]
+    corpus = None if require_all else run_corpus_ids(folder)
+    if require_all:
+        chosen = questions
+    else:
+        wanted = predictions.keys() | (corpus or set())
+        chosen = [q for q in questions if q.id in wanted]
     if limit:
         chosen = chosen[:limit]
     evaluation = evaluate_predictions(chosen, predictions, extender, wall_s=run_seconds(folder))
+    missing = sum(1 for q in chosen if q.id not in predictions)
     evaluation.extra = {"run": str(Path(folder).absolute()),
                         "run_questions": len(predictions),
-                        "run_questions_not_in_dataset": sum(1 for qid in predictions if qid not in gold_ids)}
+                        "run_questions_not_in_dataset": sum(1 for qid in predictions if qid not in gold_ids),
+                        "run_missing": missing}
+    if corpus is None and not require_all:
+        expected = run_corpus_size(folder)
+        if expected is not None and expected > len(predictions):
+            evaluation.extra["run_missing_unscored"] = expected - len(predictions)
     return evaluation
+
+
+def _manifest(folder: str | Path) -> dict[str, Any]:
+    try:
+        manifest = json.loads((Path(folder) / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return manifest if isinstance(manifest, dict) else {}
+
+
+def run_corpus_size(folder: str | Path) -> int | None:
+    """How many questions the run's corpus has, as its manifest records (``None`` if it does not)."""
+    n = (_manifest(folder).get("corpus") or {}).get("questions")
+    return n if isinstance(n, int) else None
+
+
+def run_corpus_ids(folder: str | Path) -> set[str] | None:
+    """The question ids of a run's corpus, read as the job read it (the manifest's corpus file, id
+    and question columns); ``None`` when the file is gone or changed since the run."""
+    manifest = _manifest(folder)
+    corpus = manifest.get("corpus") or {}
+    batch = (manifest.get("config") or {}).get("batch") or {}
+    if not corpus.get("path"):
+        return None
+    from kifqa.batch.corpus import read_corpus
+    from kifqa.errors import ConfigError
+
+    try:
+        read = read_corpus(corpus["path"], id_column=batch.get("id_column") or "id",
+                           question_column=batch.get("question_column") or "question")
+    except (ConfigError, OSError, ValueError):
+        return None
+    if corpus.get("sha256") and read.sha256 != corpus["sha256"]:
+        return None
+    return {q.id for q in read.questions}
 
 
 def write_corpus(questions: list[GoldQuestion], path: Path) -> Path:

@@ -177,3 +177,37 @@ def test_eval_command_in_process(data_dir: Path, local_kb, monkeypatch, tmp_path
     assert m["dataset"] == "sqwd:valid" and m["concurrency"] == 2
     assert len((tmp_path / "questions.jsonl").read_text().splitlines()) == 4
     assert (tmp_path / "report.md").is_file()
+
+
+def test_partial_run_counts_questions_without_trace_as_errors(evaluation: Evaluation, data_dir: Path,
+                                                              tmp_path: Path, monkeypatch) -> None:
+    """A run whose second shard never finished: its 7 corpus questions are errors, and the report says so."""
+    import hashlib
+
+    from kifqa.eval.run import write_corpus
+
+    run = write_run(tmp_path / "run", [s.result for s in evaluation.scored])
+    for name in ("answers", "traces"):
+        (run / name / "shard-00001.parquet").unlink()
+    corpus = write_corpus([s.gold for s in evaluation.scored], run / "corpus.jsonl")
+    manifest = {"corpus": {"path": str(corpus), "sha256": hashlib.sha256(corpus.read_bytes()).hexdigest(),
+                           "questions": N},
+                "config": {"batch": {"id_column": "id", "question_column": "question"}}}
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    monkeypatch.setenv("KIFQA_DATA_DIR", str(data_dir))
+    result = CliRunner().invoke(cli, ["eval", "--run", str(run), "--dataset", "sqwd:valid"])
+    assert result.exit_code == 0, result.output
+    m = json.loads((run / "metrics.json").read_text())
+    assert m["questions"] == N and m["run_missing"] == 7 and m["run_questions"] == 7
+    missing = [s for s in evaluation.scored[7:]]
+    assert m["failure_counts"]["error"] == 7 + sum(s.failure == "error" for s in evaluation.scored[:7])
+    assert m["all"]["macro_f1"] == pytest.approx(sum(s.score.f1 for s in evaluation.scored[:7]) / N, abs=1e-4)
+    assert "**7 of these questions have no trace in the run**" in (run / "report.md").read_text()
+    rows = {r["id"]: r for r in map(json.loads, (run / "questions.jsonl").read_text().splitlines())}
+    assert all(rows[s.gold.id]["error_step"] == "missing" for s in missing)
+
+    corpus.unlink()  # the corpus is gone: only the count of the missing questions is known
+    result = CliRunner().invoke(cli, ["eval", "--run", str(run), "--dataset", "sqwd:valid", "--no-report"])
+    assert result.exit_code == 0, result.output
+    m = json.loads((run / "metrics.json").read_text())
+    assert m["questions"] == 7 and m["run_missing"] == 0 and m["run_missing_unscored"] == 7
