@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import sqlite3
 from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
@@ -19,7 +21,7 @@ from ray.actor import ActorHandle
 from ray.exceptions import RayError, RayTaskError
 
 import kifqa.kb as kb_package
-from kifqa.batch.kbcache import MISS, KBCache
+from kifqa.batch.kbcache import KBCache
 from kifqa.batch.routing import LeastLoaded
 from kifqa.config import Settings
 from kifqa.errors import KBError
@@ -28,6 +30,8 @@ from kifqa.kb.guard import retry_after
 
 #: Opens the knowledge base a spec names (:func:`kifqa.kb.spec.open_kb`).
 KBFactory = Callable[[str, Settings], KnowledgeBase]
+
+_logger = logging.getLogger(__name__)
 
 _CALLS = frozenset({"search_entities", "search_properties", "properties_of", "facts", "labels"})
 
@@ -39,8 +43,8 @@ class KBActor:
         self._settings = settings
         self._open_kb = open_kb
         self._kb: KnowledgeBase | None = None
-        self._cache = (KBCache(settings.cache_dir / "kb-cache.sqlite", _namespace(settings))
-                       if settings.batch.kb_cache else None)
+        self._cache: KBCache | None = None
+        self._cache_opened = not settings.batch.kb_cache
         self._limiter = limiter
         self._holder = ray.get_runtime_context().get_actor_id()
         if limiter is not None:
@@ -53,6 +57,18 @@ class KBActor:
             self._kb = self._open_kb(self._settings.kb.spec, self._settings)
         return self._kb
 
+    def _results_cache(self) -> KBCache | None:
+        """The shared cache of this knowledge base's results, opened on first use (it is keyed on the
+        build the base reads); ``None`` when off or when it cannot be opened (logged)."""
+        if not self._cache_opened:
+            self._cache_opened = True
+            try:
+                self._cache = KBCache(self._settings.cache_dir / "kb-cache",
+                                      _namespace(self._settings, self._knowledge_base()))
+            except (OSError, sqlite3.Error) as err:
+                _logger.warning("KB cache unavailable, answering without it: %s", err)
+        return self._cache
+
     async def start(self) -> None:
         """Opens the knowledge base now."""
         self._knowledge_base()
@@ -62,15 +78,11 @@ class KBActor:
             raise KBError(f"unknown knowledge-base call {name!r}")
         self._stats.calls += 1
         self._stats.by_kind[name] = self._stats.by_kind.get(name, 0) + 1
-        if self._cache is None:
+        cache = self._results_cache()
+        if cache is None:
             return await self._limited(name, args, kwargs)
-        key = self._cache.key(name, args, kwargs)
-        value = self._cache.get(key)
-        if value is MISS:
-            value = await self._limited(name, args, kwargs)
-            self._cache.put(key, value)
-        else:
-            self._stats.cache_hits += 1
+        value, hit = await cache.answer(name, args, kwargs, lambda: self._limited(name, args, kwargs))
+        self._stats.cache_hits += hit
         return value
 
     async def _limited(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -99,13 +111,14 @@ class KBActor:
             self._cache.close()
 
 
-def _namespace(settings: Settings) -> str:
-    """What a knowledge base's answers depend on: its spec, settings and data, and the code that
-    computes them (kifqa's KB layer and KIF), so that a code change never serves stale results."""
+def _namespace(settings: Settings, kb: KnowledgeBase) -> str:
+    """What a knowledge base's answers depend on: its spec and settings, the build it reads (its hash, so
+    rebuilt data is never served stale, wherever the data folder is) and the code that computes them
+    (kifqa's KB layer and KIF), so that a code change never serves stale results either."""
     code = hashlib.sha256(version("kif-lib").encode())
     for path in sorted(Path(kb_package.__file__).parent.glob("*.py")):
         code.update(path.name.encode() + path.read_bytes())
-    return json.dumps([settings.kb.spec, settings.kb.max_results, str(settings.data_dir), code.hexdigest()])
+    return json.dumps([settings.kb.spec, settings.kb.max_results, kb.build, code.hexdigest()])
 
 
 class ActorKB(KnowledgeBase):

@@ -79,6 +79,8 @@ class KnowledgeBase(abc.ABC):
 
     #: The spec this base was opened from (``local``, ``wikidata``, ``sparql+wikidata:URL``...).
     spec: str
+    #: The hash of the local build it reads (:mod:`kifqa.kb.build`), ``None`` for a base without one.
+    build: str | None = None
 
     @abc.abstractmethod
     async def search_entities(self, text: str, *, limit: int = 10) -> list[Candidate]:

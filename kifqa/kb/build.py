@@ -79,6 +79,14 @@ class BuiltKB(Build):
         return self.store_dir.is_dir() and super().complete()
 
 
+def build_hash(root: Path) -> str | None:
+    """The hash in the manifest of the build folder ``root``, ``None`` if it has none."""
+    try:
+        return str(json.loads((root / MANIFEST).read_text())["hash"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def kb_dir(settings: Settings) -> Path:
     return settings.cache_dir / "kb"
 

@@ -39,6 +39,7 @@ from kifqa.config import KBSettings
 from kifqa.errors import KBError
 from kifqa.kb import ids
 from kifqa.kb.base import Candidate, Direction, Fact, FilterResult, KBStats, KnowledgeBase, PropertyUse
+from kifqa.kb.build import build_hash
 from kifqa.kb.data import normalize
 from kifqa.kb.guard import Guard
 from kifqa.kb.http import check_results
@@ -71,6 +72,7 @@ class KifKnowledgeBase(KnowledgeBase):
         self.search = search
         self.settings = settings
         self.index = index
+        self.build = build_hash(index.path.parent) if index is not None else None
         check_results(_stores(store))  # a cut or malformed SPARQL answer is an error, never a result
         self.stats = KBStats()
         self._guard = Guard(spec, settings, self.stats)

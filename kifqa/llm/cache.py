@@ -19,10 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
-
 from kifqa.llm.base import LLM, ChatRequest, Completion, Usage
-from kifqa.sqlite import select_in
+from kifqa.sqlite import connect_wal, retry_busy, select_in
 
 CacheMode = Literal["record", "replay", "off"]
 
@@ -56,19 +54,6 @@ def request_key(identity: str, request: ChatRequest) -> tuple[str, str]:
     return hashlib.sha256(blob.encode()).hexdigest(), blob
 
 
-def _busy(error: BaseException) -> bool:
-    """True for SQLite's 'database is locked/busy'."""
-    return isinstance(error, sqlite3.OperationalError) and ("locked" in str(error) or "busy" in str(error))
-
-
-_retry_busy = retry(
-    retry=retry_if_exception(_busy),
-    stop=stop_after_attempt(8),
-    wait=wait_random_exponential(multiplier=0.05, max=2.0),
-    reraise=True,
-)
-
-
 class CachedLLM(LLM):
     """Wraps an :class:`LLM` with a persistent record/replay cache."""
 
@@ -88,16 +73,7 @@ class CachedLLM(LLM):
         self._db: sqlite3.Connection | None = None
         if mode != "off":
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = self._open()
-
-    @_retry_busy
-    def _open(self) -> sqlite3.Connection:
-        """Connects in WAL mode and creates the table if needed."""
-        db = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False, isolation_level=None)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
-        db.execute(_SCHEMA)
-        return db
+            self._db = connect_wal(self.path, _SCHEMA)
 
     async def agenerate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
         """Cached answers where recorded; the rest from the model (``record``) or errors (``replay``)."""
@@ -123,7 +99,7 @@ class CachedLLM(LLM):
                 await asyncio.to_thread(self._store, rows)
         return [c for c in results if c is not None]
 
-    @_retry_busy
+    @retry_busy
     def _lookup(self, keys: list[str]) -> dict[str, Completion]:
         """Recorded completions for those of ``keys`` that are cached."""
         assert self._db is not None
@@ -137,7 +113,7 @@ class CachedLLM(LLM):
                 found[key] = Completion(text=text, usage=usage)
         return found
 
-    @_retry_busy
+    @retry_busy
     def _store(self, rows: list[tuple[str, str, Completion]]) -> None:
         """Writes new answers in one transaction."""
         assert self._db is not None
