@@ -35,10 +35,13 @@ from kifqa.errors import KifqaError
 @click.option("--compare", nargs=2, type=click.Path(exists=True, file_okay=False, path_type=Path),
               metavar="RUN_A RUN_B", help="Compare two scored folders (or batch run folders, scored on --dataset).")
 @click.option("--show", type=int, default=20, show_default=True, help="--compare: questions listed per direction.")
+@click.option("--extend-gold", is_flag=True,
+              help="Extend a gold file's answers with the local base's namesakes, as SimpleQuestions-Wikidata's are "
+                   "(needs topic and Pn/Rn property columns).")
 @click.option("--report/--no-report", default=True, show_default=True, help="Write report.md and plots with --out.")
 @settings_options
 def eval_(dataset: str, limit: int | None, start: int, concurrency: int, out: Path | None, batch: bool, run_dir: Path | None,
-          compare: tuple[Path, Path] | None, show: int, report: bool, config: Path | None,
+          compare: tuple[Path, Path] | None, show: int, extend_gold: bool, report: bool, config: Path | None,
           kb: str | None, model: str | None, examples: str | None) -> None:
     """Answer DATASET (or read a run) and print precision, recall, F1, linking accuracy, failure classes and costs."""
     if sum(bool(x) for x in (batch, run_dir, compare)) > 1:
@@ -48,9 +51,9 @@ def eval_(dataset: str, limit: int | None, start: int, concurrency: int, out: Pa
     settings = load_settings(config, kb, model, examples)
     try:
         if compare:
-            _compare(settings, dataset, compare, out, show)
+            _compare(settings, dataset, compare, out, show, extend_gold)
             return
-        evaluation = _evaluate(settings, dataset, limit, start, concurrency, out, batch, run_dir)
+        evaluation = _evaluate(settings, dataset, limit, start, concurrency, out, batch, run_dir, extend_gold)
     except KifqaError as err:
         raise fail(err) from err
     target = out or run_dir
@@ -60,11 +63,11 @@ def eval_(dataset: str, limit: int | None, start: int, concurrency: int, out: Pa
 
 
 def _evaluate(settings: Settings, dataset: str, limit: int | None, start: int, concurrency: int, out: Path | None, batch: bool,
-              run_dir: Path | None):
+              run_dir: Path | None, extend_gold: bool):
     from kifqa.eval.datasets import GoldExtender, load_gold
     from kifqa.eval.run import Evaluation, Scored, evaluate, evaluate_batch, evaluate_run
 
-    extender = GoldExtender(settings.data_dir)
+    extender = GoldExtender(settings.data_dir, extend_other=extend_gold)
     about = {"dataset": dataset, "model": settings.llm.model, "kb": settings.kb.spec,
              "examples": f"{settings.examples.mode} k={settings.examples.k}"}
     if run_dir is not None:
@@ -114,7 +117,8 @@ def _run_about(run_dir: Path) -> dict[str, str]:
             "examples": f"{examples.get('mode', '')} k={examples.get('k', '')}" if examples else ""}
 
 
-def _compare(settings: Settings, dataset: str, folders: tuple[Path, Path], out: Path | None, show: int) -> None:
+def _compare(settings: Settings, dataset: str, folders: tuple[Path, Path], out: Path | None, show: int,
+             extend_gold: bool) -> None:
     from kifqa.eval.compare import compare, load_scored, render
 
     loaded = []
@@ -125,7 +129,8 @@ def _compare(settings: Settings, dataset: str, folders: tuple[Path, Path], out: 
             from kifqa.eval.datasets import GoldExtender, load_gold
             from kifqa.eval.run import evaluate_run
 
-            evaluation = evaluate_run(folder, load_gold(dataset, settings.data_dir), GoldExtender(settings.data_dir))
+            evaluation = evaluate_run(folder, load_gold(dataset, settings.data_dir),
+                                      GoldExtender(settings.data_dir, extend_other=extend_gold))
             evaluation.extra = {"dataset": dataset, **evaluation.extra}
             rows = {s.gold.id: {k: v for k, v in s.row().items() if k != "trace"} for s in evaluation.scored}
             loaded.append((evaluation.metrics(), rows))

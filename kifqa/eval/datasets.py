@@ -304,13 +304,15 @@ class GoldExtender:
     """Extends a gold answer as the KIF-QA paper does: with the answers of the same property for
     every item whose label or alias equals the gold topic entity's label.
 
-    Applies to questions with a SimpleQuestions-Wikidata property (``Pn``/``Rn``) and topic, using
-    the data folder's labels and statements; other questions keep the answers their dataset gives.
+    Applies to SimpleQuestions-Wikidata questions (``sqwd:`` datasets), using the data folder's labels
+    and statements; with ``extend_other``, also to questions of other datasets (gold files) that give
+    a topic and a ``Pn``/``Rn`` property. Other questions keep the answers their dataset gives.
     Also names things for reports: :meth:`names` of an entity, :meth:`property_label`.
     """
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, *, extend_other: bool = False) -> None:
         self.data_dir = Path(data_dir)
+        self.extend_other = extend_other
 
     @cached_property
     def _labels(self) -> dict[str, list[str]]:
@@ -361,7 +363,7 @@ class GoldExtender:
     def gold(self, q: GoldQuestion) -> set[str]:
         if q.dataset.startswith("sdbqa:") and not q.gold_answers:
             return self._sdbqa_gold(q)
-        if not (q.sqwd_style and q.topic):
+        if not (q.sqwd_style and q.topic and (self.extend_other or q.dataset.startswith("sqwd:"))):
             return set(q.gold_answers)
         label = self._label(q.topic)
         twins = (self._by_name.get(normalize(label), set()) | {q.topic}) if label else {q.topic}

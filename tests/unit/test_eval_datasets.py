@@ -120,8 +120,19 @@ def test_gold_jsonl(tmp_path: Path, data_dir: Path) -> None:
     ]) + "\n")
     a, b, c = load_gold(str(path), data_dir)
     assert (a.id, a.gold_answers, a.relations) == ("a", {"Q1010"}, (GoldRelation("P19", "forward"),))
-    assert b.inverse and GoldExtender(data_dir).gold(b) >= {"Q14949730"}
+    assert b.inverse and GoldExtender(data_dir).gold(b) == {"Q14949730"}
     assert c.relations == (GoldRelation("http://x/founder", "backward"),) and c.gold_answers == {"Q1"}
+
+
+def test_gold_file_extended_only_on_request(tmp_path: Path, data_dir: Path) -> None:
+    """A gold file keeps its answers; the local base's namesakes join them only with extend_other."""
+    path = tmp_path / "gold.jsonl"
+    path.write_text(json.dumps({"id": "x", "question": "Who was born in bayonne, new jersey?", "answers": ["Q310944"],
+                                "topic": "Q812589", "property": "R19"}) + "\n")
+    [q] = load_gold(str(path), data_dir)
+    assert GoldExtender(data_dir).gold(q) == {"Q310944"}
+    # as sqwd-valid-482 is extended: 'Bayonne, New Jersey' names two items
+    assert GoldExtender(data_dir, extend_other=True).gold(q) == {"Q310944", "Q535794"}
 
 
 def test_gold_csv_and_tsv(tmp_path: Path) -> None:

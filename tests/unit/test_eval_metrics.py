@@ -91,19 +91,19 @@ def extended(tiny_data, tiny_data_dir) -> GoldExtender:
 
 
 def test_extended_gold_adds_the_answers_of_namesakes(extended: GoldExtender) -> None:
-    q = GoldQuestion("x", "where is alpha located", "Q3", "P10", "Q1")
+    q = GoldQuestion("x", "where is alpha located", "Q3", "P10", "Q1", dataset="sqwd:valid")
     assert extended.gold(q) == {"Q1", "Q2"}  # Q4 is also called 'Alpha' and is located in Q2
     s = score({"Q2"}, extended.gold(q))
     assert s.precision == 1.0 and s.recall == 0.5  # Q2 counts as right thanks to the extension
 
 
 def test_extended_gold_of_an_inverse_question(extended: GoldExtender) -> None:
-    q = GoldQuestion("y", "what is located in alpha", "Q3", "R10", "Q1")
+    q = GoldQuestion("y", "what is located in alpha", "Q3", "R10", "Q1", dataset="sqwd:valid")
     assert extended.gold(q) == {"Q1", "Q2"}  # the subjects of (?, P10, Q3); nothing is located in Q4
 
 
 def test_items_without_a_label_are_not_namesakes(extended: GoldExtender) -> None:
-    q = GoldQuestion("z", "where is it", "Q5", "P10", "Q1")
+    q = GoldQuestion("z", "where is it", "Q5", "P10", "Q1", dataset="sqwd:valid")
     assert extended.gold(q) == {"Q1"}  # Q6 shares the placeholder 'No label defined', not a name
 
 
