@@ -11,11 +11,15 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 setup: system $(VENV)/.installed
 
-# Debian's Virtuoso serves the DBpedia-encoded base (docs/kb.md); nothing happens where it is installed.
+# Debian's Virtuoso serves the DBpedia-encoded base (docs/kb.md); Debian's Chromium opens the HTML
+# report in its test (docs/eval.md). Nothing happens where they are installed.
 system:
 	@command -v virtuoso-t >/dev/null || { export DEBIAN_FRONTEND=noninteractive; \
 	  $(SUDO) apt-get install -y -qq --no-install-recommends virtuoso-opensource-7 >/dev/null 2>&1 || \
 	  { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq --no-install-recommends virtuoso-opensource-7; }; }
+	@command -v chromium >/dev/null || { export DEBIAN_FRONTEND=noninteractive; \
+	  $(SUDO) apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1 || \
+	  { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq --no-install-recommends chromium; }; }
 
 # torch's CPU build goes in first, or sentence-transformers pulls a multi-GB CUDA build.
 $(VENV)/.installed: pyproject.toml

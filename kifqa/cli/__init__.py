@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from kifqa.cli import ask, bench, eval, kb, model
-from kifqa.cli import run
+from kifqa.cli import report, run
 from kifqa.cli import silver
 
 
@@ -20,6 +20,7 @@ cli.add_command(bench.bench)
 cli.add_command(eval.eval_)
 cli.add_command(kb.kb)
 cli.add_command(model.model)
+cli.add_command(report.report)
 cli.add_command(run.run)
 cli.add_command(silver.silver)
 

@@ -31,6 +31,7 @@ def silver(corpus: Path | None, out: Path, limit: int | None, concurrency: int, 
     and write each answered one with its logical form, answers and a confidence."""
     from kifqa.eval.silver import build_silver, write_silver
     from kifqa.eval.traces import Prediction, read_run
+    from kifqa.report.sources import PAGE, write_silver_report
 
     if (corpus is None) == (run_dir is None):
         raise click.UsageError("give either CORPUS or --run DIR")
@@ -74,7 +75,8 @@ def silver(corpus: Path | None, out: Path, limit: int | None, concurrency: int, 
                 predictions = [Prediction.from_result(r) for r in asyncio.run(run())]
         rows, summary = build_silver(predictions, min_confidence=min_confidence)
         parquet, jsonl = write_silver(rows, out, summary)
+        page = write_silver_report(out / PAGE, predictions=predictions, summary=summary.as_dict())
     except KifqaError as err:
         raise fail(err) from err
     click.echo(summary.render())
-    click.echo(f"wrote {parquet} and {jsonl}")
+    click.echo(f"wrote {parquet}, {jsonl} and {page}")

@@ -309,18 +309,22 @@ class Evaluation:
         }
 
     def write(self, out: Path, *, report: bool = True) -> None:
-        """``metrics.json`` and ``questions.jsonl``; with ``report``, also ``report.md`` and its plots."""
+        """``metrics.json`` and ``questions.jsonl``; with ``report``, also ``report.md`` and its plots,
+        and the HTML page ``report.html``."""
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         metrics = self.metrics()
         (out / "metrics.json").write_text(json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
+        rows = [s.row() for s in self.scored]
         with (out / "questions.jsonl").open("w") as f:
-            for s in self.scored:
-                f.write(json.dumps(s.row(), ensure_ascii=False) + "\n")
+            for row in rows:
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
         if report:
             from kifqa.eval.report import write_report
+            from kifqa.report.sources import PAGE, write_eval_report
 
             write_report(self, out, metrics)
+            write_eval_report(out / PAGE, metrics=metrics, rows=rows)
 
 
 def _detail_kind(detail: str | None) -> str:

@@ -1,0 +1,124 @@
+"""What the report page holds: one row per question (the shape of :meth:`kifqa.eval.run.Scored.row`),
+turned into table columns (one JSON list per column) and trace records (read when a question opens).
+
+A row needs ``id``, ``question``, ``labels`` (answer id → label) and ``trace``; a scored row also has
+``gold``, ``precision``, ``recall``, ``f1``, ``scored``, ``failure`` and ``failure_detail``; a silver
+row has ``confidence``. :func:`prediction_row` makes the row of a question that has no gold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kifqa.eval import traces as tr
+from kifqa.eval.traces import Prediction
+
+#: Step timings drawn as the latency plot (``total`` is the ``seconds`` column).
+TIMED_STEPS = ("draft", "entities", "relations", "answers")
+
+#: Candidates an opened question shows: the search's first ones and every kept one (the traces on
+#: disk keep all of them, up to the search limit of 50; most of a trace's bytes are candidates).
+CANDIDATES = 10
+
+
+def outcome(trace: Mapping[str, Any], answers: Mapping[str, str]) -> str | None:
+    """The class of a question without gold: ``error`` (any step failed), ``empty`` (no answer) or
+    ``None`` (answered)."""
+    if trace.get("error"):
+        return "error"
+    return None if answers else "empty"
+
+
+def prediction_row(p: Prediction, *, confidence: float | None = None) -> dict[str, Any]:
+    """The page row of a question without gold (a plain run, silver data)."""
+    row: dict[str, Any] = {"id": p.question_id, "question": p.trace.get("question") or "", "labels": p.answers,
+                           "scored": False, "failure": outcome(p.trace, p.answers), "trace": p.trace}
+    if confidence is not None:
+        row["confidence"] = confidence
+    return row
+
+
+def _answers(row: Mapping[str, Any]) -> list[list[str]]:
+    return [[a, label or ""] for a, label in (row.get("labels") or {}).items()]
+
+
+def _f1(row: Mapping[str, Any]) -> float | None:
+    return row.get("f1") if row.get("scored") else None
+
+
+def _seconds(value: Any) -> float | None:
+    return round(float(value), 4) if isinstance(value, (int, float)) else None
+
+
+def _side(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The table cells of one row (the columns every page has)."""
+    t = row.get("trace") or {}
+    timings = t.get("timings") or {}
+    return {
+        "answers": _answers(row), "f1": _f1(row), "failure": row.get("failure"),
+        "error_step": t.get("error_step"), "seconds": _seconds(tr.seconds(t)),
+        "llm_calls": len(t.get("llm_calls") or []),
+        **{f"t_{step}": _seconds(timings.get(step)) for step in TIMED_STEPS},
+    }
+
+
+def _shown(trace: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The trace with its candidates cut to the first :data:`CANDIDATES` and the kept ones."""
+    candidates = trace.get("candidates") or []
+    if len(candidates) <= CANDIDATES:
+        return trace
+    kept = set(trace.get("entities") or [])
+    shown = [c for i, c in enumerate(candidates) if i < CANDIDATES or (isinstance(c, dict) and c.get("id") in kept)]
+    return {**trace, "candidates": shown, "candidates_total": len(candidates)}
+
+
+def _record(row: Mapping[str, Any]) -> dict[str, Any]:
+    """What a question shows when opened, besides its table cells."""
+    scored = bool(row.get("scored"))
+    return {"trace": _shown(row.get("trace") or {}), "gold": row.get("gold") if scored else None,
+            "precision": row.get("precision") if scored else None, "recall": row.get("recall") if scored else None,
+            "detail": row.get("failure_detail")}
+
+
+def _columns(cells: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    names = list(dict.fromkeys(k for c in cells for k in c))
+    return {name: [c.get(name) for c in cells] for name in names}
+
+
+def question_table(rows: Iterable[Mapping[str, Any]]) -> tuple[dict[str, list[Any]], list[dict[str, Any]]]:
+    """The table columns and trace records of a run's questions, in row order."""
+    cells, records = [], []
+    for row in rows:
+        side = _side(row)
+        cell = {"id": row["id"], "question": row.get("question") or "", **side}
+        if row.get("failure_detail"):
+            cell["detail"] = row["failure_detail"]
+        if row.get("confidence") is not None:
+            cell["confidence"] = row["confidence"]
+        cells.append(cell)
+        records.append(_record(row))
+    return _columns(cells), records
+
+
+def _changed(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    return (set(a.get("labels") or {}) != set(b.get("labels") or {}) or a.get("failure") != b.get("failure")
+            or _f1(a) != _f1(b))
+
+
+def compare_table(a: Mapping[str, Mapping[str, Any]], b: Mapping[str, Mapping[str, Any]], *, better: set[str],
+                  worse: set[str]) -> tuple[dict[str, list[Any]], list[dict[str, Any]]]:
+    """The questions of both runs (rows by id) whose answers, F1 or failure class differ, side by side;
+    ``better`` and ``worse`` name those that improved or got worse in B."""
+    cells, records = [], []
+    for qid, x in a.items():
+        y = b.get(qid)
+        if y is None or not _changed(x, y):
+            continue
+        change = "better" if qid in better else "worse" if qid in worse else "changed"
+        cell = {"id": qid, "question": x.get("question") or "", "change": change}
+        for prefix, row in (("a_", x), ("b_", y)):
+            cell.update({prefix + k: v for k, v in _side(row).items() if not k.startswith("t_")})
+        cells.append(cell)
+        records.append({"a": _record(x), "b": _record(y)})
+    return _columns(cells), records
