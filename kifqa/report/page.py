@@ -28,7 +28,7 @@ CHART = ("chart.js-4.6.1", "chart.umd.min.js", None, "LICENSE.md")
 CHUNK = 500
 
 _PACKAGE = resources.files("kifqa.report")
-_SOURCE_MAP = re.compile(r"^//# sourceMappingURL=.*$", re.MULTILINE)
+_SOURCE_MAP = re.compile(r"^(//|/\*)# sourceMappingURL=.*$", re.MULTILINE)
 
 
 def pack(text: str) -> str:
@@ -38,6 +38,11 @@ def pack(text: str) -> str:
 
 def _asset(*parts: str) -> str:
     return _PACKAGE.joinpath(*parts).read_text(encoding="utf-8")
+
+
+def _vendored(library: tuple[str, ...], index: int) -> str:
+    """A vendored file of ``library`` without its source-map comment (the page asks for no file)."""
+    return _SOURCE_MAP.sub("", _asset("vendor", library[0], library[index]))
 
 
 def _blob(attrs: str, text: str) -> str:
@@ -63,13 +68,12 @@ def render_page(*, title: str, about: str, summary: dict[str, Any], columns: dic
     n = len(records)
     data = {"kind": kind, "title": title, "about": about, "summary": summary, "columns": columns, "n": n,
             "chunk": CHUNK, "candidates_shown": CANDIDATES, "names": list(names) if names else None}
-    blobs = [_blob('id="lib-tabulator"', _SOURCE_MAP.sub("", _asset("vendor", TABULATOR[0], TABULATOR[1]))),
-             _blob('id="lib-chart"', _SOURCE_MAP.sub("", _asset("vendor", CHART[0], CHART[1]))),
+    blobs = [_blob('id="lib-tabulator"', _vendored(TABULATOR, 1)), _blob('id="lib-chart"', _vendored(CHART, 1)),
              _blob('id="data"', _json(data))]
     traces = "".join(_blob(f'class="traces" data-chunk="{k}"', _json(records[start:start + CHUNK]))
                      for k, start in enumerate(range(0, n, CHUNK)))
     page = _asset("assets", "page.html")
-    for marker, text in (("title", html.escape(title)), ("vendor-css", _asset("vendor", TABULATOR[0], TABULATOR[2])),
+    for marker, text in (("title", html.escape(title)), ("vendor-css", _vendored(TABULATOR, 2)),
                          ("css", _asset("assets", "report.css")), ("licenses", _licences()),
                          ("js", _asset("assets", "report.js")), ("blobs", "".join(blobs)),
                          ("traces", traces)):

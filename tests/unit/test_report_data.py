@@ -1,0 +1,76 @@
+"""The report page's data: table columns, trace records, the candidates it shows, changed questions
+of a comparison, and the self-contained page (blobs that unpack to the data, no external resource)."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import re
+
+from kifqa.eval.traces import Prediction
+from kifqa.report.data import CANDIDATES, compare_table, prediction_row, question_table
+from kifqa.report.page import CHUNK, render_page
+
+
+def _trace(qid: str, n_candidates: int = 3, kept: tuple[str, ...] = ("Q0",), error: str | None = None) -> dict:
+    return {"question_id": qid, "question": f"question {qid}", "error": error, "error_step": "draft" if error else None,
+            "candidates": [{"id": f"Q{i}", "label": f"L{i}", "score": 10.0 - i} for i in range(n_candidates)],
+            "entities": list(kept), "timings": {"draft": 0.123456, "total": 1.0}, "llm_calls": [{"step": "draft"}]}
+
+
+def _unpack(blob: str) -> object:
+    return json.loads(gzip.decompress(base64.b64decode(blob)))
+
+
+def test_rows_without_gold_get_error_or_empty_and_columns_line_up() -> None:
+    rows = [prediction_row(Prediction("a", {"Q1": "One"}, _trace("a"))),
+            prediction_row(Prediction("b", {}, _trace("b"))),
+            prediction_row(Prediction("c", {}, _trace("c", error="bad")), confidence=0.5)]
+    columns, records = question_table(rows)
+    assert columns["id"] == ["a", "b", "c"] and columns["failure"] == [None, "empty", "error"]
+    assert columns["answers"] == [[["Q1", "One"]], [], []] and columns["f1"] == [None, None, None]
+    assert columns["confidence"] == [None, None, 0.5] and columns["error_step"] == [None, None, "draft"]
+    assert columns["t_draft"] == [0.1235] * 3 and columns["llm_calls"] == [1, 1, 1]
+    assert all(len(v) == 3 for v in columns.values())
+    assert records[0]["gold"] is None and records[0]["trace"]["question_id"] == "a"
+
+
+def test_an_opened_question_shows_the_first_candidates_and_every_kept_one() -> None:
+    late = f"Q{CANDIDATES + 5}"
+    row = prediction_row(Prediction("a", {}, _trace("a", n_candidates=40, kept=("Q1", late))))
+    [record] = question_table([row])[1]
+    shown = [c["id"] for c in record["trace"]["candidates"]]
+    assert shown == [f"Q{i}" for i in range(CANDIDATES)] + [late]
+    assert record["trace"]["candidates_total"] == 40
+    assert len(row["trace"]["candidates"]) == 40, "the row's own trace is left whole"
+
+
+def test_compare_keeps_only_changed_questions_side_by_side() -> None:
+    def scored(qid: str, f1: float, failure: str | None, answers: dict[str, str]) -> dict:
+        return {"id": qid, "question": qid, "labels": answers, "scored": True, "f1": f1, "failure": failure,
+                "gold": ["Q1"], "trace": _trace(qid)}
+
+    a = {"same": scored("same", 1.0, None, {"Q1": "x"}), "up": scored("up", 0.0, "entity", {}),
+         "moved": scored("moved", 0.0, "partial", {"Q2": "y"})}
+    b = {"same": scored("same", 1.0, None, {"Q1": "x"}), "up": scored("up", 1.0, None, {"Q1": "x"}),
+         "moved": scored("moved", 0.0, "partial", {"Q3": "z"}), "new": scored("new", 1.0, None, {})}
+    columns, records = compare_table(a, b, better={"up"}, worse=set())
+    assert columns["id"] == ["up", "moved"] and columns["change"] == ["better", "changed"]
+    assert columns["a_failure"] == ["entity", "partial"] and columns["b_f1"] == [1.0, 0.0]
+    assert records[1]["a"]["trace"]["question_id"] == "moved" and set(records[1]) == {"a", "b"}
+
+
+def test_the_page_is_self_contained_and_its_blobs_unpack_to_the_data() -> None:
+    rows = [prediction_row(Prediction(f"q{i}", {}, _trace(f"q{i}"))) for i in range(CHUNK + 3)]
+    columns, records = question_table(rows)
+    html = render_page(title="t <b>", about="a", summary={"questions": len(rows)}, columns=columns, records=records)
+    assert "<title>t &lt;b&gt;</title>" in html
+    assert not re.search(r"<(script|link|img|iframe)[^>]+(src|href)=", html), "nothing is loaded from elsewhere"
+    assert "sourceMappingURL" not in html and "Permission is hereby granted" in html  # the MIT licences
+    data = _unpack(re.search(r'id="data">([^<]+)<', html).group(1))
+    assert data["n"] == CHUNK + 3 and data["columns"]["id"] == columns["id"] and data["chunk"] == CHUNK
+    chunks = re.findall(r'class="traces" data-chunk="(\d+)">([^<]+)<', html)
+    assert [k for k, _ in chunks] == ["0", "1"]
+    assert _unpack(chunks[1][1]) == records[CHUNK:]
+    assert "window.Chart" in gzip.decompress(base64.b64decode(re.search(r'id="lib-chart">([^<]+)<', html).group(1))).decode()
