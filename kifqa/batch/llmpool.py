@@ -7,6 +7,7 @@ backend batches them (llama.cpp's parallel slots, vLLM's continuous batching).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Sequence
 
@@ -90,8 +91,14 @@ class ActorLLM(LLM):
 
     async def agenerate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
         with self._pool.pick() as actor:
+            call = actor.agenerate.remote(list(requests))
             try:
-                return await actor.agenerate.remote(list(requests))
+                return await call
+            except asyncio.CancelledError:
+                # The caller gave up (a question timeout): cancel the actor's coroutine too, so the backend
+                # stops the request (a llama.cpp slot, an HTTP request) and its capacity is free again.
+                ray.cancel(call)
+                raise
             except RayError as err:
                 first_line = str(err).partition("\n")[0]
                 reason = f"LLM actor failed: {type(err).__name__}: {first_line}"

@@ -22,7 +22,7 @@ from kifqa.errors import ConfigError, LLMError
 from kifqa.llm import weights
 from kifqa.llm.aio import PerLoop
 from kifqa.llm.base import LLM, ChatRequest, Completion
-from kifqa.llm.wire import chat_body, parse_completion
+from kifqa.llm.wire import chat_body, join_stream, parse_completion
 
 #: llama.cpp log level: 0 quiet, 1 errors, 2 warnings, 3 info.
 _LOG_ERRORS = 1
@@ -120,24 +120,42 @@ class LocalLLM(LLM):
         body["cache_prompt"] = self.cache_prompt
         if request.grammar is not None:
             body["grammar"] = request.grammar
+        body |= {"stream": True, "stream_options": {"include_usage": True}}
         slots = self._slots.get()
         await slots.acquire()
-        call = asyncio.get_running_loop().run_in_executor(self._executor, self._call, body)
-        # The slot is freed when llama.cpp is done, not when a caller stops waiting.
+        stop = threading.Event()
+        call = asyncio.get_running_loop().run_in_executor(self._executor, self._call, body, stop)
+        # The slot is freed when llama.cpp is done, not when a caller stops waiting: a caller that gives up
+        # (this timeout, or a question timeout cancelling it) sets ``stop``, and llama.cpp ends the request
+        # at its next token.
         call.add_done_callback(lambda _: slots.release())
         try:
             return await asyncio.wait_for(asyncio.shield(call), self.timeout_s)
         except TimeoutError:
+            stop.set()
             return Completion(error=f"local model: no answer within {self.timeout_s:g} s")
+        except asyncio.CancelledError:
+            stop.set()
+            raise
 
-    def _call(self, body: dict[str, Any]) -> Completion:
-        """One blocking chat completion (runs in a worker thread)."""
+    def _call(self, body: dict[str, Any], stop: threading.Event) -> Completion:
+        """One blocking chat completion, streamed so that setting ``stop`` cancels it (runs in a worker
+        thread): xllamacpp hands each chunk to the callback, and a true return ends the request, which
+        frees its llama.cpp slot."""
         start = time.perf_counter()
+        chunks: list[Any] = []
+
+        def collect(chunk: Any) -> bool:
+            chunks.append(chunk)
+            return stop.is_set()
+
         try:
-            data = self._server.handle_chat_completions(body)
+            self._server.handle_chat_completions(body, collect)
         except Exception as e:  # xllamacpp raises ValueError and others for requests it refuses
             return Completion(error=f"local model rejected the request: {e}")
-        return parse_completion(data, latency_s=time.perf_counter() - start)
+        if stop.is_set():
+            return Completion(error="local model: cancelled")
+        return parse_completion(join_stream(chunks), latency_s=time.perf_counter() - start)
 
     async def aclose(self) -> None:
         """Waits for running requests, then frees the model."""

@@ -43,6 +43,24 @@ def parse_completion(data: Any, *, latency_s: float) -> Completion:
     return Completion(text=content, usage=parse_usage(data, latency_s=latency_s))
 
 
+def join_stream(chunks: list[Any]) -> Any:
+    """A streamed answer (``chat.completion.chunk`` objects, or the one error object a refused request
+    gives) as the response the same request would have had without streaming, for :func:`parse_completion`."""
+    if len(chunks) == 1 and isinstance(chunks[0], Mapping) and "error" in chunks[0]:
+        return chunks[0]
+    text: list[str] = []
+    joined: dict[str, Any] = {}
+    for chunk in chunks:
+        if not isinstance(chunk, Mapping):
+            return chunk
+        for choice in chunk.get("choices") or ():
+            delta = choice.get("delta") if isinstance(choice, Mapping) else None
+            if isinstance(delta, Mapping) and isinstance(delta.get("content"), str):
+                text.append(delta["content"])
+        joined.update({k: chunk[k] for k in ("usage", "timings", "error") if k in chunk})
+    return {**joined, "choices": [{"message": {"role": "assistant", "content": "".join(text)}}]} if chunks else {}
+
+
 def parse_usage(data: Mapping[str, Any], *, latency_s: float) -> Usage:
     """Token counts from ``usage``, and from llama.cpp's ``timings`` the prompt and generation
     times (and the prefix-cache hits when ``usage`` lacks them)."""

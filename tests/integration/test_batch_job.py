@@ -311,3 +311,42 @@ def test_a_kb_that_cannot_be_opened_fails_the_job_with_its_own_error(cluster, tm
     with pytest.raises(KBError, match="run `kifqa kb build`"):
         run_job(_settings(tmp_path), _corpus(tmp_path, 3), tmp_path / "out", progress=False,
                 **fakes(flags) | {"open_kb": _unbuilt_kb})
+
+
+class HangingLLM(LLM):
+    """Never answers; records in ``<cache_dir>/cancelled`` that its call was cancelled."""
+
+    identity = "hanging-llm"
+
+    def __init__(self, settings: Settings) -> None:
+        self.witness = Path(settings.cache_dir) / "cancelled"
+
+    async def agenerate(self, requests):
+        try:
+            await asyncio.sleep(600)
+        except asyncio.CancelledError:
+            self.witness.write_text("yes")
+            raise
+        return []
+
+
+def test_a_question_timeout_cancels_the_model_call_in_the_actor(cluster, tmp_path):
+    from kifqa.batch.llmpool import ActorLLM, start_llm_pool
+
+    settings = _settings(tmp_path, llm_actor_cpus=0)
+    settings.cache_dir.mkdir(parents=True)
+    [actor] = start_llm_pool(settings, HangingLLM)
+    ray.get(actor.busy_seconds.remote())  # started: the call below reaches the model
+    llm = ActorLLM([actor], "hanging-llm")
+    request = ChatRequest(messages=(Message("user", "hi"),))
+
+    async def timed_out() -> None:
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(llm.agenerate([request]), 1.0)  # what batch.question_timeout_s does
+
+    asyncio.run(timed_out())
+    deadline = time.monotonic() + 20
+    while not (settings.cache_dir / "cancelled").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert (settings.cache_dir / "cancelled").exists(), "the actor's model call was cancelled, not left running"
+    ray.kill(actor)

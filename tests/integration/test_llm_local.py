@@ -79,3 +79,23 @@ def test_a_late_answer_becomes_a_timeout_error(llm: LocalLLM, monkeypatch: pytes
     monkeypatch.setattr(llm, "timeout_s", 60.0)
     (done,) = llm.generate([ask("where was alan turing born")])  # waits for the late ones' slots
     assert done.ok, done.error
+
+
+def test_a_cancelled_request_frees_its_slot_at_once() -> None:
+    """A question timeout cancels the model call: llama.cpp stops it at its next token, so the one slot
+    serves the next request now, not after the abandoned one's 3,000 tokens."""
+    one_slot = LocalLLM(model=MODEL, cache_dir=Settings().cache_dir, parallel=1, context=4096)
+    endless = ChatRequest(messages=(Message("user", "Count from 1 to 5000, one number per line."),),
+                          max_tokens=3000)
+    one_slot.load()
+
+    async def main() -> None:
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(one_slot.agenerate([endless]), 3.0)  # as batch.question_timeout_s does
+        (done,) = await asyncio.wait_for(one_slot.agenerate([ask("where was alan turing born")]), 60.0)
+        assert done.ok and TRIPLE_LINE.fullmatch(done.text), done.error
+
+    try:
+        asyncio.run(main())
+    finally:
+        asyncio.run(one_slot.aclose())

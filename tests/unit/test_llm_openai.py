@@ -115,6 +115,20 @@ def test_persistent_hangs_never_hang_the_caller() -> None:
     assert elapsed < 2.0
 
 
+def test_a_question_timeout_cancels_the_request_and_frees_its_capacity() -> None:
+    with ChatServer() as server:
+        server.fail(Fault(delay_s=30.0))  # the first request hangs; later ones answer at once
+        llm = client(server, timeout_s=60.0, max_concurrency=1)
+
+        async def main() -> str:
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(llm.agenerate([ask("hangs")]), 0.5)  # as batch.question_timeout_s does
+            (done,) = await asyncio.wait_for(llm.agenerate([ask("next")]), 5.0)  # the one slot is free again
+            return done.text
+
+        assert asyncio.run(main()) == "echo: next"
+
+
 def test_connection_refused_is_an_error_after_retries() -> None:
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
