@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kifqa.llm.wire import parse_completion
+from kifqa.llm.wire import join_stream, parse_completion
 
 
 def answer(**extra: object) -> dict:
@@ -44,3 +44,24 @@ def test_errors_and_malformed_answers() -> None:
     assert "no choices" in parse_completion({"choices": None}, latency_s=0).error
     assert "no message content" in parse_completion({"choices": [{"message": {"content": None}}]}, latency_s=0).error
     assert "expected a JSON object" in parse_completion("text", latency_s=0).error
+
+
+def test_a_stream_joins_into_the_unstreamed_answer() -> None:
+    chunks = [{"choices": [{"index": 0, "delta": {"role": "assistant", "content": None}}]},
+              {"choices": [{"index": 0, "delta": {"content": "(james"}}]},
+              {"choices": [{"index": 0, "delta": {"content": " brown | born in | ?x)"}}]},
+              {"choices": [{"index": 0, "finish_reason": "stop", "delta": {}}]},
+              {"choices": [], "usage": {"prompt_tokens": 40, "completion_tokens": 9,
+                                        "prompt_tokens_details": {"cached_tokens": 30}},
+               "timings": {"prompt_ms": 120.0, "predicted_ms": 300.0}}]
+    done = parse_completion(join_stream(chunks), latency_s=0.5)
+    assert done.ok and done.text == "(james brown | born in | ?x)"
+    assert (done.usage.prompt_tokens, done.usage.completion_tokens, done.usage.cached_prompt_tokens) == (40, 9, 30)
+    assert (done.usage.prompt_s, done.usage.generation_s) == (0.12, 0.3)
+
+
+def test_a_refused_stream_is_its_error() -> None:
+    refused = [{"error": {"code": 400, "message": "failed to parse grammar", "type": "invalid_request_error"}}]
+    done = parse_completion(join_stream(refused), latency_s=0.0)
+    assert not done.ok and done.error == "server error: failed to parse grammar (code 400)"
+    assert parse_completion(join_stream([]), latency_s=0.0).error == "invalid response: no choices"
