@@ -25,7 +25,7 @@ from kifqa.batch.kbcache import KBCache
 from kifqa.batch.routing import LeastLoaded
 from kifqa.config import Settings
 from kifqa.errors import KBError
-from kifqa.kb.base import Candidate, Direction, FilterResult, KBStats, KnowledgeBase, PropertyUse
+from kifqa.kb.base import Candidate, Direction, EntityProperties, FilterResult, KBStats, KnowledgeBase
 from kifqa.kb.guard import retry_after
 
 #: Opens the knowledge base a spec names (:func:`kifqa.kb.spec.open_kb`).
@@ -144,7 +144,7 @@ class ActorKB(KnowledgeBase):
     async def search_properties(self, text: str, *, limit: int = 10) -> list[Candidate]:
         return await self._call("search_properties", text, limit=limit)
 
-    async def properties_of(self, entity: str) -> list[PropertyUse]:
+    async def properties_of(self, entity: str) -> EntityProperties:
         return await self._call("properties_of", entity)
 
     async def facts(self, entity: str, property: str, direction: Direction) -> FilterResult:

@@ -191,12 +191,14 @@ def search(text: str, properties: bool, limit: int, spec: str | None, config: Pa
 @_friendly
 def properties(entity: str, spec: str | None, config: Path | None, as_json: bool) -> None:
     """The properties ENTITY has as subject (forward) and as value (backward)."""
-    uses = _with_kb(load_settings(config, kb=spec), lambda kb: kb.properties_of(entity))
+    found = _with_kb(load_settings(config, kb=spec), lambda kb: kb.properties_of(entity))
     if as_json:
-        _dump([dataclasses.asdict(u) for u in uses])
+        _dump(dataclasses.asdict(found))
         return
-    for u in uses:
-        click.echo(f"{u.direction:<8} {u.property.id:<8} {u.property.label:<40} x{u.count}")
+    for u in found.uses:
+        click.echo(f"{u.direction:<8} {u.property.id:<8} {u.property.label}")
+    if found.truncated:
+        click.echo("(cut at kb.max_results distinct properties in a direction)")
 
 
 @kb.command("filter")

@@ -34,8 +34,15 @@ class PropertyUse:
 
     property: Candidate
     direction: Direction
-    #: How many statements of this property and direction the entity has.
-    count: int = 1
+
+
+@dataclass(frozen=True)
+class EntityProperties:
+    """The distinct properties one entity has, both ways."""
+
+    uses: tuple[PropertyUse, ...]
+    #: True when a direction had more than ``max_results`` distinct properties (the rest are left out).
+    truncated: bool = False
 
 
 @dataclass(frozen=True)
@@ -91,8 +98,8 @@ class KnowledgeBase(abc.ABC):
         """Properties whose label, alias or description matches ``text``, best first."""
 
     @abc.abstractmethod
-    async def properties_of(self, entity: str) -> list[PropertyUse]:
-        """The properties ``entity`` has as subject (forward) and as value (backward), labelled."""
+    async def properties_of(self, entity: str) -> EntityProperties:
+        """The distinct properties ``entity`` has as subject (forward) and as value (backward), labelled."""
 
     @abc.abstractmethod
     async def facts(self, entity: str, property: str, direction: Direction) -> FilterResult:

@@ -11,8 +11,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
-from collections import Counter
-from collections.abc import AsyncIterator, Coroutine, Iterable
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from typing import Any, TypeVar
 
 from kif_lib import (
@@ -38,14 +37,23 @@ from kif_lib.store.mixer import MixerStore
 from kifqa.config import KBSettings
 from kifqa.errors import KBError
 from kifqa.kb import ids
-from kifqa.kb.base import Candidate, Direction, Fact, FilterResult, KBStats, KnowledgeBase, PropertyUse
+from kifqa.kb.base import (
+    Candidate,
+    Direction,
+    EntityProperties,
+    Fact,
+    FilterResult,
+    KBStats,
+    KnowledgeBase,
+    PropertyUse,
+)
 from kifqa.kb.build import build_hash
 from kifqa.kb.data import normalize
 from kifqa.kb.guard import Guard
 from kifqa.kb.http import check_results
 from kifqa.kb.index import LabelIndex
 from kifqa.kb.search import check_query
-from kifqa.kb.sparql import compile_filter
+from kifqa.kb.sparql import BoundQuery, Projection, ShapeCompiler, compile_filter, sparql_store
 
 T = TypeVar("T")
 
@@ -77,6 +85,9 @@ class KifKnowledgeBase(KnowledgeBase):
         self.stats = KBStats()
         self._guard = Guard(spec, settings, self.stats)
         self._masks = masks(index) if index is not None else {}
+        core = sparql_store(store)
+        #: Each filter shape compiled once (``None``: the store does not speak SPARQL itself).
+        self._shapes = ShapeCompiler(core) if core is not None else None
         self._label_cache: dict[str, str] = {}
         self._closed = False
         self._loop = asyncio.new_event_loop()
@@ -93,16 +104,17 @@ class KifKnowledgeBase(KnowledgeBase):
     async def search_properties(self, text: str, *, limit: int = 10) -> list[Candidate]:
         return await self._run(self._search(text, limit, properties=True))
 
-    async def properties_of(self, entity: str) -> list[PropertyUse]:
+    async def properties_of(self, entity: str) -> EntityProperties:
         return await self._run(self._properties_of(entity))
 
     async def facts(self, entity: str, property: str, direction: Direction) -> FilterResult:
+        if direction not in ("forward", "backward"):
+            raise KBError(f"direction must be 'forward' or 'backward', not {direction!r}")
         e, p = ids.entity(entity), typed_property(property, self.index)
+        base = {"property": p, "snak_mask": Filter.VALUE_SNAK, **self._masks}
         if direction == "forward":
-            return await self.filter(subject=e, property=p)
-        if direction == "backward":
-            return await self.filter(property=p, value=e)
-        raise KBError(f"direction must be 'forward' or 'backward', not {direction!r}")
+            return await self._run(self._facts(lambda x: Filter(subject=x, **base), e))
+        return await self._run(self._facts(lambda x: Filter(value=x, **base), e))
 
     async def labels(self, ids: list[str]) -> dict[str, str]:
         return await self._run(self._labels(ids))
@@ -168,26 +180,57 @@ class KifKnowledgeBase(KnowledgeBase):
             found.append(Candidate(c.id, c.label, c.aliases, c.description, tier + 0.9 * (n - rank) / n))
         return sorted(found, key=lambda c: -c.score)
 
-    async def _properties_of(self, entity: str) -> list[PropertyUse]:
+    async def _properties_of(self, entity: str) -> EntityProperties:
         e = ids.entity(entity)
         real = {"property_mask": Filter.PropertyMask.REAL, "snak_mask": Filter.VALUE_SNAK, **self._masks}
-        forward, backward = await asyncio.gather(
-            self._statements(Filter(subject=e, **real), "properties_of"),
-            self._statements(Filter(value=e, **real), "properties_of"))
-        uses: Counter[tuple[Property, Direction]] = Counter()
-        uses.update((s.snak.property, "forward") for s in forward[0])
-        uses.update((s.snak.property, "backward") for s in backward[0])
-        described = await self._describe(list(dict.fromkeys(p for p, _ in uses)))
-        return [PropertyUse(described[ids.to_id(p)], direction, count)
-                for (p, direction), count in sorted(uses.items(), key=lambda u: (-u[1], ids.to_id(u[0][0])))]
+        (forward, cut_forward), (backward, cut_backward) = await asyncio.gather(
+            self._distinct_properties(lambda x: Filter(subject=x, **real), e),
+            self._distinct_properties(lambda x: Filter(value=x, **real), e))
+        found = [(p, "forward") for p in forward] + [(p, "backward") for p in backward]
+        described = await self._describe(list(dict.fromkeys(p for p, _ in found)))
+        uses = sorted((PropertyUse(described[ids.to_id(p)], direction) for p, direction in found),
+                      key=lambda u: (u.direction, _id_order(u.property.id)))
+        return EntityProperties(tuple(uses), truncated=cut_forward or cut_backward)
+
+    async def _distinct_properties(self, make: Callable[[Entity], Filter], e: Entity) -> tuple[list[Property], bool]:
+        """The distinct properties of the statements ``make(e)`` selects (KIF's ``filter_p``), at most
+        ``max_results``, and whether there were more."""
+        limit = self.settings.max_results
+        if self._shapes is not None:
+            bound = self._shapes.bind(make, e, projection=Projection.PROPERTY, limit=limit + 1, distinct=True)
+            found = await self._guard.run("properties_of", lambda: self._select(bound))
+        else:
+            found = await self._guard.run("properties_of", lambda: _collect(self.store.afilter_p(
+                filter=make(e), distinct=True, limit=limit + 1, timeout=self.settings.timeout_s)))
+        properties = list(dict.fromkeys(found))
+        return properties[:limit], len(properties) > limit
+
+    async def _facts(self, make: Callable[[Entity], Filter], e: Entity) -> FilterResult:
+        """The statements ``make(e)`` selects, labelled, with the SPARQL sent."""
+        limit = self.settings.max_results
+        if self._shapes is None:
+            return await self._filter(make(e))
+        bound = self._shapes.bind(make, e, projection=Projection.ALL, limit=limit + 1, distinct=True)
+        found = await self._guard.run("filter", lambda: self._select(bound))
+        return await self._labelled(found[:limit], f=make(e), sparql=bound.sparql, truncated=len(found) > limit)
+
+    async def _select(self, bound: BoundQuery) -> list[Any]:
+        """Runs a bound shape's queries on the store's SPARQL backend; the terms they give."""
+        assert self._shapes is not None
+        backend = self._shapes.store.backend
+        return bound.read(list(await asyncio.gather(
+            *(backend.aselect(q, self.settings.timeout_s) for q in bound.queries))))
 
     async def _filter(self, f: Filter) -> FilterResult:
         limit = self.settings.max_results
         statements, truncated = await self._statements(f, "filter")
+        return await self._labelled(statements, f=f, sparql=compile_filter(self.store, f, limit=limit + 1),
+                                    truncated=truncated)
+
+    async def _labelled(self, statements: list[Statement], *, f: Filter, sparql: str, truncated: bool) -> FilterResult:
         names = await self._labels([ids.to_id(x) for s in statements for x in _entities(s)])
         facts = tuple(_fact(s, names) for s in statements)
-        return FilterResult(facts, filter=repr(f), sparql=compile_filter(self.store, f, limit=limit + 1),
-                            truncated=truncated)
+        return FilterResult(facts, filter=repr(f), sparql=sparql, truncated=truncated)
 
     async def _statements(self, f: Filter, kind: str) -> tuple[list[Statement], bool]:
         """The statements of ``f``, at most ``max_results``, and whether there were more."""
@@ -269,6 +312,11 @@ def masks(index: LabelIndex) -> dict[str, Filter.DatatypeMask]:
     for kind in index.subject_kinds():
         subject_mask |= Filter.PROPERTY if kind == "property" else Filter.ITEM
     return {"subject_mask": subject_mask, "value_mask": value_mask}
+
+
+def _id_order(id: str) -> tuple[int, str]:
+    """Wikidata ids in numeric order (P19 before P106), other ids after them by text."""
+    return (int(id[1:]), "") if ids.is_wikidata_id(id) else (1 << 62, id)
 
 
 async def _collect(it: AsyncIterator[T]) -> list[T]:

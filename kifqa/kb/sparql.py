@@ -1,9 +1,18 @@
-"""The SPARQL text a KIF SPARQL store sends for a filter, compiled with the store's own mapping."""
+"""The SPARQL text a KIF SPARQL store sends for a filter, compiled with the store's own mapping, and
+:class:`ShapeCompiler`, which compiles each filter shape once and binds entities into its text."""
 
 from __future__ import annotations
 
-from kif_lib import Filter, Store
+import itertools
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kif_lib import Filter, Statement, Store
 from kif_lib.compiler.sparql import SPARQL_FilterCompiler
+from kif_lib.compiler.sparql.results import SPARQL_Results
+from kif_lib.model import Entity, ValueSnak
 from kif_lib.store.mixer import MixerStore
 from kif_lib.store.sparql.sparql_core import _CoreSPARQL_Store
 
@@ -27,3 +36,121 @@ def compile_filter(store: Store, filter: Filter, *, limit: int) -> str:
         str(compiler.build_query(query=q, projection=compiler.Projection.ALL, distinct=True, limit=limit, offset=0))
         for q in compiler.query_stack
     )
+
+
+#: Characters an IRI may not contain inside SPARQL's ``<...>`` (SPARQL 1.1, IRIREF).
+_NOT_IN_IRIREF = re.compile(r'[\x00-\x20<>"{}|^`\\]')
+
+#: The local name of the stand-in entity a shape is compiled with (a Wikidata-style id, so that
+#: mappings that check ids accept it).
+_STAND_IN = "999999999937"
+
+Projection = SPARQL_FilterCompiler.Projection
+
+
+@dataclass(frozen=True)
+class BoundQuery:
+    """A shape's compiled queries with the real entity bound in, and how to read their results."""
+
+    compiler: SPARQL_FilterCompiler
+    queries: tuple[str, ...]
+    projection: Projection
+    stand_in: Entity
+    entity: Entity
+
+    @property
+    def sparql(self) -> str:
+        """The SPARQL text sent (queries blank-line separated), for the trace."""
+        return "\n\n".join(self.queries)
+
+    def read(self, results: list[SPARQL_Results]) -> list[Any]:
+        """The terms the results of :attr:`queries` (in order) give, through KIF's own result builder:
+        statements (stand-in replaced by the real entity) or, projected, their parts."""
+        push = self.compiler.build_results()
+        variable = self.compiler.pattern.variable
+        out = []
+        for result in results:
+            for binding in itertools.chain(result.get("results", {}).get("bindings", []), ({},)):
+                for theta in push(binding) or ():
+                    out.append(self._project(self._rebind(variable.instantiate(theta))))
+        return out
+
+    def _rebind(self, s: Statement) -> Statement:
+        if s.subject == self.stand_in:
+            s = Statement(self.entity, s.snak)
+        if isinstance(s.snak, ValueSnak) and s.snak.value == self.stand_in:
+            s = Statement(s.subject, ValueSnak(s.snak.property, self.entity))
+        return s
+
+    def _project(self, s: Statement) -> Any:
+        if self.projection == Projection.ALL:
+            return s
+        if self.projection == Projection.PROPERTY:
+            return s.snak.property
+        raise ValueError(f"unsupported projection {self.projection}")
+
+
+class ShapeCompiler:
+    """Compiles each filter *shape* once and binds entities into its SPARQL text.
+
+    KIF compiles a filter to SPARQL in tens of milliseconds, while the pipeline's filters have a few
+    fixed shapes (an entity's statements either way; an entity's statements of one property) that
+    differ only in the entity. A shape is the filter with the entity replaced by a stand-in of the
+    same kind and namespace; it is compiled once by KIF's own compiler, and a query binds the real
+    entity by replacing the stand-in's ``<IRI>`` in the compiled text. Results go through KIF's own
+    result builder of that compilation. A shape whose text does not hold the stand-in only as an IRI
+    (a mapping that rewrites entity IRIs) is compiled per filter instead.
+    """
+
+    def __init__(self, store: _CoreSPARQL_Store, *, max_shapes: int = 4096) -> None:
+        self.store = store
+        self.max_shapes = max_shapes
+        self._shapes: dict[tuple[Any, ...], tuple[SPARQL_FilterCompiler, tuple[str, ...]] | None] = {}
+        self.compiled = 0
+
+    def bind(self, make: Callable[[Entity], Filter], entity: Entity, *, projection: Projection,
+             limit: int, distinct: bool) -> BoundQuery:
+        """The queries of ``make(entity)``: ``make`` builds the filter around the entity it is given."""
+        stand_in = _stand_in(entity)
+        real = entity.iri.content
+        key = (make(stand_in), projection, limit, distinct)
+        shape = self._shapes.get(key, False)
+        if shape is False:
+            shape = self._compile(key[0], stand_in, projection, limit, distinct)
+            if len(self._shapes) >= self.max_shapes:
+                self._shapes.clear()
+            self._shapes[key] = shape
+        if shape is None or _NOT_IN_IRIREF.search(real):
+            compiler, queries = self._compile_queries(make(entity), projection, limit, distinct)
+            return BoundQuery(compiler, queries, projection, entity, entity)
+        compiler, texts = shape
+        iri = f"<{stand_in.iri.content}>"
+        return BoundQuery(compiler, tuple(t.replace(iri, f"<{real}>") for t in texts), projection, stand_in, entity)
+
+    def _compile(self, f: Filter, stand_in: Entity, projection: Projection, limit: int,
+                 distinct: bool) -> tuple[SPARQL_FilterCompiler, tuple[str, ...]] | None:
+        compiler, queries = self._compile_queries(f, projection, limit, distinct)
+        iri = f"<{stand_in.iri.content}>"
+        if any(t.replace(iri, "").count(_STAND_IN) for t in queries) or not any(iri in t for t in queries):
+            return None
+        return compiler, queries
+
+    def _compile_queries(self, f: Filter, projection: Projection, limit: int,
+                         distinct: bool) -> tuple[SPARQL_FilterCompiler, tuple[str, ...]]:
+        self.compiled += 1
+        if projection != Projection.ALL:  # as KIF's store does: projected values are value snaks
+            f = f.replace(snak_mask=Filter.VALUE_SNAK)
+        compiler = SPARQL_FilterCompiler(f, self.store.mapping)
+        compiler.compile()
+        return compiler, tuple(
+            str(compiler.build_query(query=q, projection=projection, distinct=distinct, limit=limit, offset=0))
+            for q in compiler.query_stack)
+
+
+def _stand_in(entity: Entity) -> Entity:
+    """An entity of ``entity``'s class and namespace whose local name is :data:`_STAND_IN`, keeping
+    the local name's first letter (``Q``, ``P``...)."""
+    iri = entity.iri.content
+    cut = max(iri.rfind("/"), iri.rfind("#")) + 1
+    head = iri[cut:cut + 1] if iri[cut:cut + 1].isalpha() else ""
+    return type(entity)(iri[:cut] + head + _STAND_IN)

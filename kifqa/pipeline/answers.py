@@ -49,7 +49,7 @@ async def constrain(kb: KnowledgeBase, answers: list[Answer], constraint: Patter
         return answers
     allowed: set[str] = set()
     for entity in linking.kept:
-        uses = [u for u in await kb.properties_of(entity.id) if u.direction == "backward"]
+        uses = [u for u in (await kb.properties_of(entity.id)).uses if u.direction == "backward"]
         scored = [(similarity(constraint.predicate, u.property.label, u.property.aliases), u) for u in uses]
         best = max(scored, key=lambda s: s[0], default=(0.0, None))
         if best[1] is None or best[0] < CONSTRAINT_MIN_SIMILARITY:

@@ -6,7 +6,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from kifqa.kb.base import Direction, FilterResult, KnowledgeBase, PropertyUse, Candidate
+from kifqa.kb.base import Candidate, Direction, EntityProperties, FilterResult, KnowledgeBase
 from kifqa.llm.base import LLM, ChatRequest, Completion
 from kifqa.model import LLMCall, Trace
 
@@ -54,9 +54,13 @@ class CountingKB(KnowledgeBase):
         self._trace.kb_calls += 1
         return await self._kb.search_properties(text, limit=limit)
 
-    async def properties_of(self, entity: str) -> list[PropertyUse]:
+    async def properties_of(self, entity: str) -> EntityProperties:
         self._trace.kb_calls += 1
-        return await self._kb.properties_of(entity)
+        found = await self._kb.properties_of(entity)
+        if found.truncated:
+            self._trace.notes.append(f"properties of {entity}: more distinct properties than kb.max_results "
+                                     "in a direction; the rest are left out")
+        return found
 
     async def facts(self, entity: str, property: str, direction: Direction) -> FilterResult:
         self._trace.kb_calls += 1

@@ -45,7 +45,7 @@ class Option:
 async def uses(kb: KnowledgeBase, entities: list[Candidate]) -> dict[str, list[PropertyUse]]:
     """Each entity's real properties with their direction, fetched concurrently."""
     found = await asyncio.gather(*(kb.properties_of(e.id) for e in entities))
-    return {e.id: u for e, u in zip(entities, found)}
+    return {e.id: list(p.uses) for e, p in zip(entities, found)}
 
 
 def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[PropertyUse]]) -> list[Option]:

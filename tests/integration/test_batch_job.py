@@ -27,7 +27,7 @@ from kifqa.batch.kbpool import start_kb_pool
 from kifqa.batch.limiter import EndpointLimiter
 from kifqa.config import EndpointLimit, Settings
 from kifqa.errors import ConfigError, KBError
-from kifqa.kb.base import Candidate, Fact, FilterResult, KnowledgeBase
+from kifqa.kb.base import Candidate, EntityProperties, Fact, FilterResult, KnowledgeBase
 from kifqa.llm.base import LLM, ChatRequest, Completion, Message, Usage
 from kifqa.model import Answer, Question, Result, Trace
 
@@ -55,8 +55,8 @@ class FakeKB(KnowledgeBase):
     async def search_properties(self, text: str, *, limit: int = 10) -> list[Candidate]:
         return []
 
-    async def properties_of(self, entity: str) -> list:
-        return []
+    async def properties_of(self, entity: str) -> EntityProperties:
+        return EntityProperties(())
 
     async def facts(self, entity: str, property: str, direction: str) -> FilterResult:
         await self._io()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import random
 import threading
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +16,8 @@ from kif_lib import Filter, Item, Property, Store
 
 from kifqa.errors import KBError
 from kifqa.kb import data
+from kifqa.config import Settings
+from kifqa.kb.base import EntityProperties
 from kifqa.kb.build import BuiltKB
 from kifqa.kb.kifkb import KifKnowledgeBase
 from kifqa.kb.spec import open_kb
@@ -71,19 +73,58 @@ def test_backward_facts_are_exactly_the_data(kb: KifKnowledgeBase, triples: list
     asyncio.run(check())
 
 
-def test_properties_of_counts_the_data(kb: KifKnowledgeBase, triples: list[tuple[str, str, str]],
-                                       sample: list[tuple[str, str, str]], dataset: data.Dataset) -> None:
+def test_properties_of_lists_the_distinct_properties_of_the_data(
+        kb: KifKnowledgeBase, triples: list[tuple[str, str, str]], sample: list[tuple[str, str, str]],
+        dataset: data.Dataset) -> None:
     async def check() -> None:
         for entity in [s for s, _, _ in sample[:6]] + [o for _, _, o in sample[:6]]:
-            uses = await kb.properties_of(entity)
-            expected = Counter((p, "forward") for s, p, _ in triples if s == entity)
-            expected.update((p, "backward") for _, p, o in triples if o == entity)
-            assert {(u.property.id, u.direction): u.count for u in uses} == dict(expected)
+            found = await kb.properties_of(entity)
+            uses = found.uses
+            expected = {(p, "forward") for s, p, _ in triples if s == entity}
+            expected |= {(p, "backward") for _, p, o in triples if o == entity}
+            assert [(u.property.id, u.direction) for u in uses] == sorted(
+                expected, key=lambda u: (u[1], int(u[0][1:]))) and not found.truncated
             for u in uses:
                 assert u.property.label == dataset.properties[u.property.id].label
                 assert u.property.description == dataset.properties[u.property.id].description
 
     asyncio.run(check())
+
+
+#: The United States: the value of 1,561 statements of 7 properties (855 of P27, one of P112).
+USA = "Q30"
+
+
+@pytest.mark.parametrize("spec", ["local", "server"])
+def test_properties_are_listed_whole_however_many_statements_share_them(
+        spec: str, settings: Settings, triples: list[tuple[str, str, str]], oxigraph_server: str,
+        built_kb: BuiltKB) -> None:
+    """max_results bounds distinct properties, not statements; what it cuts is flagged."""
+    backward = {p for _, p, o in triples if o == USA}
+    statements = [t for t in triples if USA in (t[0], t[2])]
+    def bounded(max_results: int) -> KifKnowledgeBase:
+        return open_kb("local" if spec == "local" else f"sparql+wikidata:{oxigraph_server}",
+                       settings.model_copy(update={"kb": settings.kb.model_copy(update={"max_results": max_results})}))
+
+    forward: dict[str, set[str]] = defaultdict(set)
+    for s, p, _ in triples:
+        forward[s].add(p)
+    busy = max(forward, key=lambda s: (len(forward[s]), s))
+    small, tiny = bounded(10), bounded(len(forward[busy]) - 1)
+    try:
+        found = asyncio.run(small.properties_of(USA))
+        assert len(statements) > 100 * 10 and 5 < len(backward) <= 10
+        assert {u.property.id for u in found.uses if u.direction == "backward"} == backward
+        assert not found.truncated
+        facts = asyncio.run(small.facts(USA, "P27", "backward"))
+        assert len(facts.facts) == 10 and facts.truncated
+        # More distinct properties than max_results: the list is cut and says so.
+        cut = asyncio.run(tiny.properties_of(busy))
+        assert cut.truncated and len([u for u in cut.uses if u.direction == "forward"]) == len(forward[busy]) - 1
+        assert not asyncio.run(small.properties_of(busy)).truncated
+    finally:
+        asyncio.run(small.aclose())
+        asyncio.run(tiny.aclose())
 
 
 def test_filter_reports_the_kif_filter_and_its_sparql(kb: KifKnowledgeBase) -> None:
@@ -144,7 +185,7 @@ def test_bad_search_text(kb: KifKnowledgeBase, text: str, message: str) -> None:
 
 
 def test_unknown_entities_have_nothing(kb: KifKnowledgeBase) -> None:
-    assert asyncio.run(kb.properties_of("Q999999999")) == []
+    assert asyncio.run(kb.properties_of("Q999999999")) == EntityProperties(())
     assert asyncio.run(kb.facts("Q999999999", "P19", "forward")).facts == ()
 
 
@@ -163,7 +204,8 @@ def test_many_loops_and_threads_at_once(local_kb: KifKnowledgeBase, triples: lis
     def worker() -> None:
         async def run() -> dict[str, list[str]]:
             uses = await asyncio.gather(*(local_kb.properties_of(s) for s in subjects))
-            return {s: sorted({u.property.id for u in us if u.direction == "forward"}) for s, us in zip(subjects, uses)}
+            return {s: sorted({u.property.id for u in us.uses if u.direction == "forward"})
+                    for s, us in zip(subjects, uses)}
 
         results.append(asyncio.run(run()))
 
