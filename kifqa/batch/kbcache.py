@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from kifqa.kb.base import Candidate, Fact, FilterResult, PropertyUse
+from kifqa.kb.base import Candidate, EntityProperties, Fact, FilterResult, PropertyUse
 from kifqa.sqlite import connect_wal, private_dir, retry_busy
 
 _logger = logging.getLogger(__name__)
@@ -44,7 +44,8 @@ def _filter_result(d: dict[str, Any]) -> FilterResult:
 DECODE: dict[str, Callable[[Any], Any]] = {
     "search_entities": lambda rows: [_candidate(r) for r in rows],
     "search_properties": lambda rows: [_candidate(r) for r in rows],
-    "properties_of": lambda rows: [PropertyUse(**{**r, "property": _candidate(r["property"])}) for r in rows],
+    "properties_of": lambda d: EntityProperties(
+        tuple(PropertyUse(**{**u, "property": _candidate(u["property"])}) for u in d["uses"]), d["truncated"]),
     "facts": _filter_result,
     "labels": dict,
 }
