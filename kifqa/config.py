@@ -37,6 +37,8 @@ class KBSettings(BaseModel):
     #: endpoint then gets no request for ``breaker_cooldown_s`` and calls fail at once; 0 disables it.
     breaker_failures: int = 10
     breaker_cooldown_s: float = 30.0
+    #: Seconds calls wait out an open circuit before failing (0: at once); batch jobs use ``batch.max_outage_s``.
+    max_outage_s: float = Field(default=0.0, ge=0)
     #: Your contact (a URL or e-mail) for the User-Agent of remote calls: required by the public Wikidata
     #: and DBpedia endpoints (Wikimedia's User-Agent policy); ``KIFQA_KB__CONTACT`` sets it.
     contact: str = ""
@@ -75,6 +77,9 @@ class LLMSettings(BaseModel):
     #: that open the circuit: no request for ``breaker_cooldown_s``, requests fail at once; 0 disables it.
     breaker_failures: int = 10
     breaker_cooldown_s: float = 30.0
+    #: ``openai``: seconds requests wait out an open circuit before failing (0: at once); batch jobs use
+    #: ``batch.max_outage_s``.
+    max_outage_s: float = Field(default=0.0, ge=0)
     #: Backend-specific options: ``xllamacpp.CommonParams`` attributes (``local``), extra request
     #: body fields (``openai``) or ``vllm.AsyncEngineArgs`` fields (``vllm``).
     extra: dict[str, Any] = Field(default_factory=dict)
@@ -146,6 +151,10 @@ class BatchSettings(BaseModel):
     task_max_retries: int = Field(default=3, ge=0)
     #: Seconds one question may take before it is given up with an error trace.
     question_timeout_s: float = Field(default=600.0, gt=0)
+    #: While the KB's or the model endpoint's circuit is open, questions wait (bounded by
+    #: ``question_timeout_s``) instead of failing; an outage longer than this many seconds fails the
+    #: calls at once, with errors that say so (``--retry-failed`` completes the job later).
+    max_outage_s: float = Field(default=300.0, ge=0)
     #: LLM actors, each holding one model (one llama.cpp process or one vLLM engine).
     llm_actors: int = Field(default=1, ge=1)
     llm_actor_cpus: float = Field(default=1.0, ge=0)
@@ -198,6 +207,12 @@ class Settings(BaseSettings):
         env = EnvSettingsSource(cls, env_prefix=config.get("env_prefix"),
                                 env_nested_delimiter=config.get("env_nested_delimiter"))()
         return cls(**_merge(_merge(data, env), overrides))
+
+    def with_batch_outages(self) -> Settings:
+        """These settings with the KB and model endpoints waiting out outages of up to ``batch.max_outage_s``."""
+        wait = {"max_outage_s": self.batch.max_outage_s}
+        return self.model_copy(update={"kb": self.kb.model_copy(update=wait),
+                                       "llm": self.llm.model_copy(update=wait)})
 
     def digest(self) -> str:
         """A short stable hash of these settings (for manifests and resume checks)."""

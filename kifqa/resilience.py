@@ -19,6 +19,11 @@ The circuit opens after ``breaker_failures`` consecutive counted failures: for `
 no request is sent and every call fails at once; then one probe goes through (half-open) and its
 outcome closes or reopens it. A dead endpoint therefore costs each call a few milliseconds instead of
 its whole retry budget, and the endpoint is not hammered while it recovers.
+
+With ``max_outage_s`` (batch jobs) an open circuit makes calls wait instead: they wait for the probe,
+and a failed attempt while the circuit is open does not use up their retries, so an outage shorter
+than ``max_outage_s`` only delays them. Once the circuit has been open longer than that, calls fail
+at once with a message that says so, and a job ends quickly with every question's error stating it.
 """
 
 from __future__ import annotations
@@ -73,6 +78,10 @@ class RetryPolicy:
     breaker_failures: int = 10
     #: Seconds the open circuit sends nothing before one probe is let through.
     breaker_cooldown_s: float = 30.0
+    #: Batch semantics: while the circuit is open, calls wait for it to close (and keep retrying)
+    #: instead of failing at once, until the circuit has been open this many seconds in a row;
+    #: then they fail at once, saying so. 0: fail at once (interactive use).
+    max_outage_s: float = 0.0
 
 
 class GaveUp(Exception):
@@ -124,6 +133,8 @@ class Endpoint:
         self._open_until = 0.0
         self._probing = False
         self._last = ""
+        #: When the circuit opened, in this run of consecutive failures (0: it is closed).
+        self._outage_since = 0.0
 
     async def run(self, attempt: Callable[[], Awaitable[T]], classify: Callable[[BaseException], Failure | None],
                   *, slot: Callable[[], AbstractAsyncContextManager[object]] | None = None) -> T:
@@ -137,9 +148,11 @@ class Endpoint:
         async def once() -> T:
             async with (slot() if slot else nullcontext()):
                 await self._wait_hold()
-                if refused := self._enter():
-                    raise GaveUp(refused, Failure("unavailable", refused), len(failures)) from (
-                        causes[-1] if causes else None)
+                while refused := self._enter():
+                    if not self._outage_waits():
+                        raise GaveUp(refused, Failure("unavailable", refused), len(failures)) from (
+                            causes[-1] if causes else None)
+                    await asyncio.sleep(self._until_probe())
                 try:
                     async with asyncio.timeout(self.policy.timeout_s):
                         result = await attempt()
@@ -164,6 +177,8 @@ class Endpoint:
 
         def exhausted(state: RetryCallState) -> bool:
             p = self.policy
+            if failures[-1].kind in UNHEALTHY and self._outage_waits():
+                return False
             return same_kind() > (p.truncated_retries if failures[-1].kind == "truncated" else p.retries)
 
         def count(state: RetryCallState) -> None:
@@ -199,16 +214,31 @@ class Endpoint:
         with self._lock:
             if not self._open_until:
                 return None
-            left = self._open_until - time.monotonic()
+            now = time.monotonic()
+            left = self._open_until - now
             if left <= 0 and not self._probing:
                 self._probing = True  # this attempt is the half-open probe
                 return None
+            limit = self.policy.max_outage_s
+            outage = (f"; down for {now - self._outage_since:.0f} s, longer than the {limit:g} s an outage "
+                      "may last (rerun to retry)") if limit and now - self._outage_since >= limit else ""
             return (f"{self.name} unavailable: circuit open after {self._failures} consecutive failures "
-                    f"(next probe in {max(left, 0):.0f} s); last error: {self._last}")
+                    f"(next probe in {max(left, 0):.0f} s){outage}; last error: {self._last}")
+
+    def _outage_waits(self) -> bool:
+        """Whether calls wait out the open circuit (it has been open less than ``max_outage_s``)."""
+        with self._lock:
+            return bool(self.policy.max_outage_s and self._outage_since
+                        and time.monotonic() - self._outage_since < self.policy.max_outage_s)
+
+    def _until_probe(self) -> float:
+        """Seconds until the open circuit lets its next probe through (a short poll while one is out)."""
+        with self._lock:
+            return min(max(self._open_until - time.monotonic(), 0.05), 1.0)
 
     def _alive(self) -> None:
         with self._lock:
-            self._failures, self._open_until, self._probing = 0, 0.0, False
+            self._failures, self._open_until, self._probing, self._outage_since = 0, 0.0, False, 0.0
 
     def _abandon(self) -> None:
         with self._lock:
@@ -227,4 +257,5 @@ class Endpoint:
             self._last = failure.message
             if p.breaker_failures and (self._probing or self._failures >= p.breaker_failures):
                 self._open_until = time.monotonic() + p.breaker_cooldown_s
+                self._outage_since = self._outage_since or time.monotonic()
             self._probing = False

@@ -40,7 +40,7 @@ class KBActor:
     """Holds one knowledge base and serves its calls (run as a Ray actor: see :func:`start_kb_pool`)."""
 
     def __init__(self, settings: Settings, open_kb: KBFactory, limiter: ActorHandle | None) -> None:
-        self._settings = settings
+        self._settings = settings.with_batch_outages()
         self._open_kb = open_kb
         self._kb: KnowledgeBase | None = None
         self._cache: KBCache | None = None

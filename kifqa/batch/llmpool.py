@@ -53,7 +53,7 @@ class LLMActor:
     """Holds one model and serves its requests (run as a Ray actor: see :func:`start_llm_pool`)."""
 
     def __init__(self, settings: Settings, open_llm: LLMFactory) -> None:
-        self._settings = settings
+        self._settings = settings.with_batch_outages()
         self._open_llm = open_llm
         self._llm: LLM | None = None
         self._busy = BusyClock()

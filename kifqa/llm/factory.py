@@ -50,6 +50,7 @@ def open_backend(settings: Settings) -> LLM:
             max_backoff_s=cfg.max_backoff_s,
             breaker_failures=cfg.breaker_failures,
             breaker_cooldown_s=cfg.breaker_cooldown_s,
+            max_outage_s=cfg.max_outage_s,
             body=cfg.extra,
         )
     if cfg.backend == "gold":

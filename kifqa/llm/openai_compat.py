@@ -65,6 +65,7 @@ class OpenAILLM(LLM):
         max_backoff_s: float = 30.0,
         breaker_failures: int = 10,
         breaker_cooldown_s: float = 30.0,
+        max_outage_s: float = 0.0,
         body: Mapping[str, Any] | None = None,
     ) -> None:
         """Configures a client; nothing is sent until the first request.
@@ -81,6 +82,7 @@ class OpenAILLM(LLM):
             max_backoff_s: Longest pause between attempts (also caps a server's ``Retry-After``).
             breaker_failures: Consecutive failed attempts that open the circuit (0: never).
             breaker_cooldown_s: How long an open circuit sends nothing before one probe.
+            max_outage_s: How long requests wait out an open circuit before failing (0: at once).
             body: Extra fields merged into every request body (e.g. ``{"top_k": 1}``).
         """
         if max_concurrency < 1 or max_retries < 0 or timeout_s <= 0:
@@ -95,19 +97,28 @@ class OpenAILLM(LLM):
         self.endpoint = Endpoint(self.base_url, RetryPolicy(
             retries=max_retries, truncated_retries=0, timeout_s=timeout_s, backoff_s=0.5,
             max_backoff_s=max_backoff_s, max_retry_after_s=max_backoff_s,
-            breaker_failures=breaker_failures, breaker_cooldown_s=breaker_cooldown_s))
+            breaker_failures=breaker_failures, breaker_cooldown_s=breaker_cooldown_s, max_outage_s=max_outage_s))
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._limits: PerLoop[asyncio.Semaphore] = PerLoop(lambda: asyncio.Semaphore(max_concurrency))
+        self._clients: PerLoop[httpx.AsyncClient] = PerLoop(self._client)
 
     async def agenerate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
         """Completions for ``requests``, in order; failures after the retries become errors."""
         if not requests:
             return []
-        limits = httpx.Limits(max_connections=self.max_concurrency)
-        async with httpx.AsyncClient(
-            base_url=self.base_url + "/", headers=self._headers, timeout=self.timeout_s, limits=limits
-        ) as client:
-            return list(await asyncio.gather(*(self._one(client, r) for r in requests)))
+        client = self._clients.get()
+        return list(await asyncio.gather(*(self._one(client, r) for r in requests)))
+
+    async def aclose(self) -> None:
+        """Closes this event loop's HTTP client (its pooled connections)."""
+        if (client := self._clients.pop()) is not None:
+            await client.aclose()
+
+    def _client(self) -> httpx.AsyncClient:
+        """An HTTP client for this event loop: its connections are kept and reused between requests
+        (a new client per call costs a TLS context and a connection per request)."""
+        return httpx.AsyncClient(base_url=self.base_url + "/", headers=self._headers, timeout=self.timeout_s,
+                                 limits=httpx.Limits(max_connections=self.max_concurrency))
 
     def request_body(self, request: ChatRequest) -> dict[str, Any]:
         """The JSON body sent for ``request``."""

@@ -81,7 +81,7 @@ def questions(settings: Settings) -> list[Question]:
 
 
 def job_settings(settings: Settings, kb_url: str, llm_url: str, kb: dict[str, Any] | None = None,
-                 llm: dict[str, Any] | None = None) -> Settings:
+                 llm: dict[str, Any] | None = None, batch: dict[str, Any] | None = None) -> Settings:
     """Settings of a job on the two endpoints, with retries sized for a 20 % fault rate."""
     return settings.model_copy(update={
         "kb": settings.kb.model_copy(update={
@@ -92,7 +92,7 @@ def job_settings(settings: Settings, kb_url: str, llm_url: str, kb: dict[str, An
             "max_concurrency": LLM_LIMIT, "timeout_s": 2.0, "max_retries": 8, "max_backoff_s": 2.0} | (llm or {})),
         "batch": settings.batch.model_copy(update={
             "shard_size": 50, "max_tasks": 2, "task_concurrency": 16, "kb_cache": False, "llm_actor_cpus": 0,
-            "limits": {"127.0.0.1": EndpointLimit(max_concurrent=KB_LIMIT)}}),
+            "limits": {"127.0.0.1": EndpointLimit(max_concurrent=KB_LIMIT)}} | (batch or {})),
     })
 
 
@@ -156,7 +156,9 @@ def test_a_dead_endpoint_ends_the_job_in_bounded_time_and_retry_failed_completes
     policy = {"breaker_failures": 5, "breaker_cooldown_s": 60}
     with FaultProxy(upstream) as proxy:
         urls = (proxy.url, model_server) if dead == "kb" else (oxigraph_server, proxy.url)
-        job = job_settings(settings, *urls, kb={"retries": 2} | policy, llm={"max_retries": 2} | policy)
+        # An outage longer than the job's limit (scaled down: 1 s) ends it.
+        job = job_settings(settings, *urls, kb={"retries": 2} | policy, llm={"max_retries": 2} | policy,
+                           batch={"max_outage_s": 1.0})
         proxy.down = True
         start = time.monotonic()
         first = run_job(job, corpus, out, progress=False)
@@ -173,9 +175,43 @@ def test_a_dead_endpoint_ends_the_job_in_bounded_time_and_retry_failed_completes
                 assert t["error_step"] in ("relations", "answers") or "no entity" in t["error"], t
             assert proxy.url.rsplit("/", 1)[0] in t["error"], t
             assert "circuit open" in t["error"] or "attempts" in t["error"], t
+        assert sum("longer than the 1 s an outage may last" in t["error"] for t in failed) >= 0.5 * len(failed)
 
         proxy.down = False
         retry = job.model_copy(update={"batch": job.batch.model_copy(update={"retry_failed": True})})
         again = run_job(retry, corpus, out, progress=False)
     assert again.ran == len(failed)
+    assert results(out) == clean(len(some))
+
+
+def bring_back(proxy: FaultProxy, *, resets: int = 5, outage_s: float = 2.0) -> None:
+    """Ends the proxy's outage ``outage_s`` after it has reset ``resets`` requests (the circuit is open
+    by then), or after a minute."""
+    start = time.monotonic()
+    while proxy.counts["reset"] < resets and time.monotonic() - start < 60:
+        time.sleep(0.05)
+    time.sleep(outage_s)
+    proxy.down = False
+
+
+@pytest.mark.parametrize("down", ["kb", "llm"])
+def test_an_outage_shorter_than_the_limit_costs_no_question(
+        down, clean, settings, oxigraph_server, model_server, questions, tmp_path) -> None:
+    """Batch semantics, scaled down: while the circuit is open questions wait; a 2-s outage against a
+    10-s limit delays the job and loses nothing."""
+    some = questions[:40]
+    corpus, out = write_corpus(tmp_path / "corpus.jsonl", some), tmp_path / "out"
+    upstream = oxigraph_server if down == "kb" else model_server
+    policy = {"breaker_failures": 5, "breaker_cooldown_s": 0.5, "max_backoff_s": 0.5}
+    with FaultProxy(upstream) as proxy:
+        urls = (proxy.url, model_server) if down == "kb" else (oxigraph_server, proxy.url)
+        job = job_settings(settings, *urls, kb={"retries": 2} | policy, llm={"max_retries": 2} | policy,
+                           batch={"max_outage_s": 10.0})
+        proxy.down = True
+        back = threading.Thread(target=bring_back, args=(proxy,), daemon=True)
+        back.start()
+        summary = run_job(job, corpus, out, progress=False)
+        back.join()
+    assert proxy.counts["reset"] >= 5, "the endpoint was down while the job ran"
+    assert summary.ok and summary.errors == 0
     assert results(out) == clean(len(some))

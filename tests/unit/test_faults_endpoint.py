@@ -136,3 +136,50 @@ def test_each_attempt_is_bounded_by_the_timeout() -> None:
     with pytest.raises(GaveUp, match="timed out") as info:
         asyncio.run(endpoint(retries=1, timeout_s=0.1).run(hang, timeouts))
     assert info.value.attempts == 2 and time.monotonic() - start < 1.0
+
+
+def outage(seconds: float):
+    """An attempt that fails while the endpoint is down (``seconds`` from the first call), then answers."""
+    start: list[float] = []
+
+    async def attempt():
+        start.append(start[0] if start else time.monotonic())
+        await asyncio.sleep(0.01)
+        if time.monotonic() - start[0] < seconds:
+            raise Boom(DOWN)
+        return "up"
+
+    return attempt
+
+
+def test_calls_wait_out_an_outage_shorter_than_max_outage() -> None:
+    """Batch semantics: 40 calls during a 1-s outage all succeed; without waiting most fail at once."""
+    async def calls(max_outage_s: float) -> list[object]:
+        ep = endpoint(retries=2, breaker_failures=3, breaker_cooldown_s=0.2, max_backoff_s=0.1,
+                      max_outage_s=max_outage_s)
+        attempt = outage(1.0)
+
+        async def one() -> object:
+            try:
+                return await ep.run(attempt, classify)
+            except GaveUp as err:
+                return err
+        return await asyncio.gather(*(one() for _ in range(40)))
+
+    assert asyncio.run(calls(3.0)) == ["up"] * 40
+    failed = [r for r in asyncio.run(calls(0.0)) if isinstance(r, GaveUp)]
+    assert len(failed) > 30 and any("circuit open" in str(r) for r in failed)
+
+
+def test_an_outage_longer_than_max_outage_fails_every_call_saying_so() -> None:
+    async def calls() -> tuple[list[object], float]:
+        ep = endpoint(retries=2, breaker_failures=3, breaker_cooldown_s=0.2, max_backoff_s=0.1, max_outage_s=0.5)
+        attempt = outage(3600)
+        start = time.monotonic()
+        results = await asyncio.gather(*(ep.run(attempt, classify) for _ in range(20)), return_exceptions=True)
+        late = await asyncio.gather(*(ep.run(attempt, classify) for _ in range(20)), return_exceptions=True)
+        return results + late, time.monotonic() - start
+
+    results, seconds = asyncio.run(calls())
+    assert all(isinstance(r, GaveUp) for r in results) and seconds < 3
+    assert all("longer than the 0.5 s an outage may last" in str(r) for r in results[-20:])
