@@ -4,7 +4,10 @@ in-process and from a batch-shaped run folder; the files read back with pyarrow 
 from __future__ import annotations
 
 import asyncio
+import base64
+import gzip
 import json
+import re
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -67,6 +70,11 @@ def test_silver_command_from_a_run(results: list[Result], tmp_path: Path, data_d
     assert table.schema.equals(SILVER_SCHEMA) and table.column("id").to_pylist() == ["sqwd-valid-0", "sqwd-valid-13"]
     assert min(table.column("confidence").to_pylist()) >= 0.5
     assert [json.loads(x)["id"] for x in (out / "silver.jsonl").read_text().splitlines()] == table.column("id").to_pylist()
+    page = re.search(r'id="data">([^<]+)<', (out / "report.html").read_text()).group(1)
+    columns = json.loads(gzip.decompress(base64.b64decode(page)))["columns"]
+    assert columns["id"] == [r.question.id for r in results], "the page shows every question, kept or not"
+    confidence = dict(zip(columns["id"], columns["confidence"]))
+    assert [confidence[i] for i in table.column("id").to_pylist()] == table.column("confidence").to_pylist()
     pd = pytest.importorskip("pandas")
     assert pd.read_parquet(out / "silver.parquet")["answer_labels"].iloc[0].tolist() == ["Maribor"]
 

@@ -69,7 +69,7 @@ const CHUNKS = new Map();  // trace chunk index -> decoded records
 
 function makeRows() {
   const cols = D.columns;
-  const names = Object.keys(cols);
+  const names = Object.keys(cols).filter((name) => !name.startsWith("t_"));  // step timings only feed a plot
   const rows = new Array(D.n);
   for (let i = 0; i < D.n; i++) {
     const r = {i};
@@ -134,9 +134,9 @@ function figureCards(summary, into) {
   }
 }
 
-function chartBox(title, height) {
+function chartBox(title, height, wide) {
   const canvas = el("canvas", {});
-  const box = el("figure", {class: "chart"}, el("figcaption", {}, title),
+  const box = el("figure", {class: wide ? "chart wide" : "chart"}, el("figcaption", {}, title),
     el("div", {class: "canvas", style: `height:${height || 220}px`}, canvas));
   document.getElementById("charts").append(box);
   return canvas;
@@ -185,9 +185,13 @@ function failureChart(counts) {
 function propertyChart(s) {
   const rows = (s.by_property || []).filter((r) => r.f1 !== null && r.f1 !== undefined);
   if (!rows.length) return;
-  barChart(chartBox("Macro F1 by gold property", 40 + 22 * rows.length),
-           rows.map((r) => `${r.property} ${r.label || ""} (n=${r.questions})`),
+  barChart(chartBox("Macro F1 by gold property", Math.min(300, 40 + 18 * rows.length), true),
+           rows.map((r) => `${short(`${r.property} ${r.label || ""}`, 40)} (n=${r.questions})`),
            [{label: "macro F1", backgroundColor: COLORS.macro, data: rows.map((r) => r.f1)}], {horizontal: true, max: 1});
+}
+
+function short(text, n) {
+  return text.length <= n ? text : text.slice(0, n - 1) + "…";
 }
 
 function quantile(sorted, p) {
@@ -195,18 +199,17 @@ function quantile(sorted, p) {
 }
 
 function latencyChart(cols) {
-  const steps = ["draft", "entities", "relations", "answers", "seconds"].filter((s) => cols[s === "seconds" ? s : `t_${s}`]);
   const stats = [];
-  for (const step of steps) {
-    const values = cols[step === "seconds" ? step : `t_${step}`].filter((v) => typeof v === "number" && v > 0);
+  for (const step of ["draft", "entities", "relations", "answers", "total"]) {
+    const column = cols[step === "total" ? "seconds" : `t_${step}`] || [];
+    const values = Float64Array.from(column.filter((v) => typeof v === "number" && v > 0)).sort();
     if (!values.length) continue;
-    values.sort((a, b) => a - b);
-    stats.push({step: step === "seconds" ? "total" : step, n: values.length,
-                p50: quantile(values, 0.5), p90: quantile(values, 0.9), p99: quantile(values, 0.99), max: values[values.length - 1]});
+    stats.push({step, n: values.length, p50: quantile(values, 0.5), p90: quantile(values, 0.9),
+                p99: quantile(values, 0.99), max: values[values.length - 1]});
   }
   if (!stats.length) return;
   const shades = {p50: "#4C72B0", p90: "#8FAADC", p99: "#C9D6EE", max: "#E5E5E5"};
-  barChart(chartBox("Seconds per step (per question; log scale)"), stats.map((s) => `${s.step} (n=${s.n})`),
+  barChart(chartBox("Seconds per question and step (log scale)"), stats.map((s) => `${s.step} (n=${s.n})`),
            Object.keys(shades).map((p) => ({label: p, backgroundColor: shades[p], data: stats.map((s) => s[p])})),
            {log: true, title: "seconds"});
 }
@@ -445,7 +448,8 @@ async function openQuestion(i, {scroll = true} = {}) {
                            confidence: row.confidence}));
   }
   history.replaceState(null, "", `#${encodeURIComponent(row.id)}`);
-  if (scroll) view.scrollIntoView({block: "start"});
+  if (getComputedStyle(view).position === "sticky") view.scrollTop = 0;  // beside the table
+  else if (scroll) view.scrollIntoView({block: "start"});
 }
 
 // report.html#ID opens question ID.
@@ -464,6 +468,7 @@ async function main() {
     await loadLibrary("lib-chart");
     performance.mark("kifqa:libraries");
     D = JSON.parse(await unpack(document.getElementById("data")));
+    document.body.classList.add(D.kind);
     document.getElementById("title").textContent = D.title;
     document.getElementById("about").textContent = D.about || "";
     ROWS = makeRows();
