@@ -138,3 +138,16 @@ def completion_tokens(trace: dict[str, Any]) -> int:
 
 def seconds(trace: dict[str, Any]) -> float:
     return float((trace.get("timings") or {}).get("total") or 0.0)
+
+
+def costs_per_question(traces: list[dict[str, Any]]) -> dict[str, float]:
+    """LLM calls, prompt (all and uncached) and completion tokens, KB calls and seconds per question."""
+    n = len(traces) or 1
+    return {
+        "llm_calls_per_question": sum(len(t.get("llm_calls") or []) for t in traces) / n,
+        "prompt_tokens_per_question": sum(prompt_tokens(t) for t in traces) / n,
+        "uncached_prompt_tokens_per_question": sum(uncached_prompt_tokens(t) for t in traces) / n,
+        "completion_tokens_per_question": sum(completion_tokens(t) for t in traces) / n,
+        "kb_calls_per_question": sum(t.get("kb_calls") or 0 for t in traces) / n,
+        "seconds_per_question": sum(seconds(t) for t in traces) / n,
+    }

@@ -35,19 +35,9 @@ def _title(summary: Mapping[str, Any], kind: str) -> str:
 
 def run_figures(rows: list[Mapping[str, Any]]) -> dict[str, Any]:
     """The figures of questions without gold: counts, and costs per question."""
-    n = len(rows) or 1
     traces = [r.get("trace") or {} for r in rows]
-    return {
-        "questions": len(rows),
-        "answered": sum(bool(r.get("labels")) for r in rows),
-        "errors": sum(bool(t.get("error")) for t in traces),
-        "llm_calls_per_question": sum(len(t.get("llm_calls") or []) for t in traces) / n,
-        "prompt_tokens_per_question": sum(tr.prompt_tokens(t) for t in traces) / n,
-        "uncached_prompt_tokens_per_question": sum(tr.uncached_prompt_tokens(t) for t in traces) / n,
-        "completion_tokens_per_question": sum(tr.completion_tokens(t) for t in traces) / n,
-        "kb_calls_per_question": sum(t.get("kb_calls") or 0 for t in traces) / n,
-        "seconds_per_question": sum(tr.seconds(t) for t in traces) / n,
-    }
+    return {"questions": len(rows), "answered": sum(bool(r.get("labels")) for r in rows),
+            "errors": sum(bool(t.get("error")) for t in traces), **tr.costs_per_question(traces)}
 
 
 def write_rows(path: str | Path, *, rows: list[Mapping[str, Any]], summary: Mapping[str, Any], kind: str,
