@@ -6,6 +6,7 @@ itself unless it is handed running pools, which lets several jobs share loaded m
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Iterator
@@ -90,9 +91,17 @@ def connect(settings: Settings) -> None:
     """Joins or starts a Ray cluster unless Ray is initialised; ``KIFQA_*`` variables reach the workers."""
     if ray.is_initialized():
         return
-    env = {k: v for k, v in os.environ.items() if k.startswith("KIFQA_")}
+    # Inside `ray job submit` the job's runtime env already reaches the workers; Ray refuses a
+    # ray.init that sets one of its variables again.
+    env = {k: v for k, v in os.environ.items() if k.startswith("KIFQA_") and k not in _job_env_vars()}
     ray.init(address=settings.batch.ray_address, runtime_env={"env_vars": env} if env else None,
              log_to_driver=False)
+
+
+def _job_env_vars() -> set[str]:
+    """The variables the runtime env of the submitted Ray job this driver runs in sets, if any."""
+    job = json.loads(os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR") or "{}")
+    return set((job.get("runtime_env") or {}).get("env_vars") or {})
 
 
 def _limiter(settings: Settings) -> ActorHandle | None:
