@@ -174,10 +174,10 @@ function linkingChart(s) {
            [{label: "accuracy", backgroundColor: COLORS.ok, data: keys.map((k) => s.linking[k].accuracy)}], {max: 1});
 }
 
-function failureChart(counts) {
+function failureChart(counts, title = "Failure classes (questions)") {
   const names = Object.keys(counts);
   if (!names.length) return;
-  barChart(chartBox("Failure classes (questions)", 40 + 28 * names.length), names,
+  barChart(chartBox(title, 40 + 28 * names.length), names,
            [{label: "questions", data: names.map((n) => counts[n]), backgroundColor: names.map((n) => COLORS[n] || "#999")}],
            {horizontal: true});
 }
@@ -268,12 +268,12 @@ function drawCompareSummary(s, figures) {
   if ((s.metrics || []).length) {
     figures.append(table(["metric", "A", "B", "B − A"], s.metrics.map((m) =>
       [m.metric, fmt(m.a), fmt(m.b), m.delta === null ? "–" : (m.delta > 0 ? "+" : "") + fmt(m.delta)]), "plain deltas"));
-    const shown = s.metrics.filter((m) => m.a !== null && m.b !== null && m.a <= 1 && m.b <= 1 && !m.metric.startsWith("failures"));
+    const shown = s.metrics.filter((m) => m.a !== null && m.b !== null && /F1|precision|recall|linking/.test(m.metric));
     barChart(chartBox("A and B"), shown.map((m) => m.metric),
              [{label: "A", backgroundColor: COLORS.macro, data: shown.map((m) => m.a)},
               {label: "B", backgroundColor: COLORS.micro, data: shown.map((m) => m.b)}], {max: 1});
   }
-  failureChart(countBy(D.columns.change));
+  failureChart(s.transitions || {}, "Failure class changes, A → B (questions)");
 }
 
 // --- the question table ------------------------------------------------------------------------------
@@ -335,7 +335,7 @@ function drawTable() {
   const fields = D.kind === "compare" ? [["a_failure", "a_error_step"], ["b_failure", "b_error_step"]] : [["failure", "error_step"]];
 
   const table = new Tabulator("#table", {
-    data: ROWS, index: "i", height: "480px", layout: "fitColumns", columns: columnsOf(),
+    data: ROWS, index: "i", maxHeight: "480px", layout: "fitColumns", columns: columnsOf(),
     placeholder: "No question matches", selectableRows: false,
   });
   const shown = document.getElementById("shown");
