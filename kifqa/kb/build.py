@@ -1,16 +1,14 @@
 """``kifqa kb build``: the data folder as an on-disk Oxigraph store plus a label index, built once per input hash.
 
 A build lives in ``<cache_dir>/kb/<hash>/`` (``kb.nt``, ``oxigraph/``, ``labels.sqlite``, ``manifest.json``),
-where the hash covers the input files and :data:`VERSION`. It is written to a temporary folder and
-renamed into place when complete, so a half-written build never counts as done.
+where the hash covers the input files and :data:`VERSION`: a link to the folder of the current build,
+which is written beside the others and switched to atomically when complete (:mod:`kifqa.kb.swap`), so a
+half-written build never counts as done and a build in use is never removed.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import secrets
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,7 +20,7 @@ import pyoxigraph
 
 from kifqa.config import Settings
 from kifqa.errors import KBError
-from kifqa.kb import data, index, rdf
+from kifqa.kb import data, index, rdf, swap
 
 #: The builder's version: part of the build hash, so bumping it rebuilds every base.
 VERSION = "2"
@@ -93,35 +91,32 @@ def kb_dir(settings: Settings) -> Path:
 
 def build_once(kind: type[B], final: Path, digest: str, write: Callable[[Path], None], *,
                force: bool = False) -> tuple[B, bool]:
-    """The build at ``final`` unless ``force``; otherwise ``write`` fills a temporary folder that is renamed
-    to ``final`` once complete. Returns the build and whether it was made now."""
-    if not force and (built := kind.read(final, digest)):
+    """The build ``final`` names unless ``force``; otherwise ``write`` fills a new folder beside it, and
+    ``final`` is switched to it atomically once it is complete (:mod:`kifqa.kb.swap`: a build in use is
+    never removed). Returns the build and whether it was made now."""
+    if not force and (built := read_build(kind, final, digest)):
         return built, False
-    tmp = final.parent / f".tmp-{final.name}-{os.getpid()}-{secrets.token_hex(4)}"
-    tmp.mkdir(parents=True)
-    try:
-        write(tmp)
-        if final.exists():
-            trash = final.parent / f".old-{final.name}-{secrets.token_hex(4)}"
-            final.rename(trash)
-            shutil.rmtree(trash, ignore_errors=True)
-        try:
-            tmp.rename(final)
-        except OSError:  # another process finished the same build first
-            if not (built := kind.read(final, digest)):
-                raise
-            return built, False
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    built = kind.read(final, digest)
-    assert built is not None
-    return built, True
+    root, made = swap.publish(final, write, keep_existing=lambda: not force and _complete(kind, final, digest))
+    built = kind.read(root, digest)
+    if built is None:
+        raise KBError(f"the build at {root} is incomplete; run `kifqa kb build --force`")
+    return built, made
+
+
+def read_build(kind: type[B], final: Path, digest: str) -> B | None:
+    """The complete build of ``digest`` that ``final`` names, marked in use by this process; or ``None``."""
+    root = swap.use(final)
+    return kind.read(root, digest) if root is not None else None
+
+
+def _complete(kind: type[B], final: Path, digest: str) -> bool:
+    return kind.read(swap.current(final), digest) is not None
 
 
 def locate(settings: Settings) -> BuiltKB:
-    """The build of the current data folder; :class:`KBError` if there is none."""
+    """The build of the current data folder, marked in use by this process; :class:`KBError` if there is none."""
     digest = data.inputs_digest(settings.data_dir, VERSION)
-    built = BuiltKB.read(kb_dir(settings) / digest, digest)
+    built = read_build(BuiltKB, kb_dir(settings) / digest, digest)
     if built is None:
         raise KBError(f"no knowledge base is built for the data in {settings.data_dir} (hash {digest}) "
                       f"under {kb_dir(settings)}; run `kifqa kb build`")

@@ -7,7 +7,7 @@ a question of both datasets links them, else from its English label as DBpedia n
 is loaded as is, plus ``a rdf:Property`` on each of its properties (what KIF's DBpedia mapping asks).
 
 A build lives in ``<cache_dir>/kb/dbpedia-<hash>/`` (``kb.nt``, ``labels.sqlite``, ``manifest.json``),
-written to a temporary folder and renamed into place when complete, like :mod:`kifqa.kb.build`.
+written beside the others and switched to atomically when complete, like :mod:`kifqa.kb.build`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from rdflib.namespace import OWL, RDF, RDFS, XSD
 from kifqa.config import Settings
 from kifqa.errors import DataError, KBError
 from kifqa.kb import data, index
-from kifqa.kb.build import MANIFEST, Build, build_once, kb_dir
+from kifqa.kb.build import MANIFEST, Build, build_once, kb_dir, read_build
 from kifqa.kb.data import Dataset, ItemRecord, PropertyRecord, Triple
 from kifqa.kb.search import LocalSearch
 
@@ -90,7 +90,7 @@ def inputs_digest(data_dir: Path) -> str:
 def locate(settings: Settings) -> DBpediaBuild:
     """The DBpedia build of the current data folder; :class:`KBError` if there is none."""
     digest = inputs_digest(settings.data_dir)
-    built = DBpediaBuild.read(_final(settings, digest), digest)
+    built = read_build(DBpediaBuild, _final(settings, digest), digest)
     if built is None:
         raise KBError(f"no DBpedia-encoded knowledge base is built for the data in {settings.data_dir} "
                       f"(hash {digest}); run `kifqa kb build --encoding dbpedia`")

@@ -28,7 +28,9 @@ def test_second_build_is_a_no_op(tiny_settings: Maker) -> None:
     assert not built_again and again.root == first.root
     assert (first.root / "manifest.json").stat().st_mtime_ns == stamp
     assert locate(settings).root == first.root
-    assert [p.name for p in kb_dir(settings).iterdir()] == [first.digest]  # no temporary folder left
+    # the hash names a link to the one build folder; no temporary folder is left
+    assert sorted(p.name for p in kb_dir(settings).iterdir()) == sorted([first.digest, first.root.name])
+    assert (kb_dir(settings) / first.digest).resolve() == first.root
 
 
 def test_changed_input_rebuilds(tiny_settings: Maker, tiny_data: dict[str, Any]) -> None:
@@ -41,11 +43,12 @@ def test_changed_input_rebuilds(tiny_settings: Maker, tiny_data: dict[str, Any])
     assert second.manifest["counts"]["statements"] == 8
 
 
-def test_force_rebuilds_in_place(tiny_settings: Maker) -> None:
+def test_force_rebuilds_beside_the_build_in_use(tiny_settings: Maker) -> None:
     settings = tiny_settings()
-    first, _ = build(settings)
+    first, _ = build(settings)  # this process now uses it
     again, built = build(settings, force=True)
-    assert built and again.root == first.root and again.manifest["built_at"] >= first.manifest["built_at"]
+    assert built and again.root != first.root and again.manifest["built_at"] >= first.manifest["built_at"]
+    assert locate(settings).root == again.root and first.complete(), "the build in use is kept"
 
 
 def test_half_written_build_does_not_count(tiny_settings: Maker) -> None:

@@ -91,7 +91,8 @@ def test_conversion(dbpedia_settings: Settings) -> None:
 
 def test_build_writes_rdf_index_and_manifest_once(dbpedia_settings: Settings) -> None:
     built, new = dbpedia.build(dbpedia_settings)
-    assert new and built.root.name == f"dbpedia-{built.digest}"
+    assert new and built.root.name.startswith(f"dbpedia-{built.digest}-")
+    assert (built.root.parent / f"dbpedia-{built.digest}").resolve() == built.root
     assert dbpedia.build(dbpedia_settings) == (built, False)
     assert dbpedia.locate(dbpedia_settings) == built
     graph = rdflib.Graph().parse(built.rdf_path, format="nt")
