@@ -194,6 +194,23 @@ function short(text, n) {
   return text.length <= n ? text : text.slice(0, n - 1) + "…";
 }
 
+// The calibration of the confidence, where the summary holds one (kifqa eval): precision against coverage.
+function calibrationChart(s) {
+  const cal = s.calibration || {};
+  const curves = [[cal.curve, `all (${fmt(cal.questions)} questions)`],
+                  [(cal.held_out || {}).check_curve, "check half"]].filter(([points]) => Array.isArray(points) && points.length);
+  if (!curves.length) return;
+  const datasets = curves.map(([points, label], k) => ({
+    label, showLine: true, borderColor: k ? COLORS.micro : COLORS.macro, backgroundColor: k ? COLORS.micro : COLORS.macro,
+    data: points.filter((p) => typeof p.precision === "number").map((p) => ({x: p.coverage, y: p.precision}))}));
+  new Chart(chartBox("Precision against coverage by confidence threshold", 260, true), {
+    type: "scatter", data: {datasets},
+    options: {animation: false, maintainAspectRatio: false,
+              scales: {x: {min: 0, max: 1, title: {display: true, text: "coverage (share of questions kept)"}},
+                       y: {max: 1, title: {display: true, text: "precision of the kept"}}}},
+  });
+}
+
 function quantile(sorted, p) {
   return sorted[Math.min(sorted.length - 1, Math.round(p * (sorted.length - 1)))];
 }
@@ -254,6 +271,7 @@ function drawSummary() {
     failureChart(countBy(D.columns.failure));
     propertyChart(s);
     latencyChart(D.columns);
+    calibrationChart(s);
     if (D.columns.confidence) confidenceChart(D.columns.confidence);
   }
   document.getElementById("all-figures-body").append(anyValue(s));
