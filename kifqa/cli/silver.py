@@ -23,9 +23,14 @@ from kifqa.errors import KifqaError
               help="Build the silver data from an existing batch run folder instead of answering CORPUS.")
 @click.option("--min-confidence", type=click.FloatRange(0.0, 1.0), default=0.0, show_default=True,
               help="Leave out answered questions below this confidence.")
+@click.option("--target-precision", type=click.FloatRange(0.0, 1.0),
+              help="Keep only answers above the confidence threshold that reached this precision in --calibration.")
+@click.option("--calibration", "calibration_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="A kifqa eval folder on gold data (its metrics.json calibration curve) for --target-precision.")
 @settings_options
 def silver(corpus: Path | None, out: Path, limit: int | None, concurrency: int, batch: bool, run_dir: Path | None,
-           min_confidence: float, config: Path | None, kb: str | None, model: str | None,
+           min_confidence: float, target_precision: float | None, calibration_dir: Path | None,
+           config: Path | None, kb: str | None, model: str | None,
            examples: str | None) -> None:
     """Answer the unlabelled questions of CORPUS (JSONL, CSV or Parquet with id and question columns)
     and write each answered one with its logical form, answers and a confidence."""
@@ -37,8 +42,16 @@ def silver(corpus: Path | None, out: Path, limit: int | None, concurrency: int, 
         raise click.UsageError("give either CORPUS or --run DIR")
     if run_dir is not None and batch:
         raise click.UsageError("--batch answers CORPUS; --run reads a finished run")
+    if (target_precision is None) != (calibration_dir is None):
+        raise click.UsageError("--target-precision and --calibration go together")
     settings = load_settings(config, kb, model, examples)
     try:
+        calibration = None
+        if calibration_dir is not None:
+            from kifqa.eval.calibration import run_threshold
+
+            calibration = run_threshold(calibration_dir, target_precision)
+            min_confidence = max(min_confidence, calibration["threshold"])
         if run_dir is not None:
             predictions = list(read_run(run_dir).values())
         else:
@@ -74,6 +87,7 @@ def silver(corpus: Path | None, out: Path, limit: int | None, concurrency: int, 
 
                 predictions = [Prediction.from_result(r) for r in asyncio.run(run())]
         rows, summary = build_silver(predictions, min_confidence=min_confidence)
+        summary.calibration = calibration
         parquet, jsonl = write_silver(rows, out, summary)
         page = write_silver_report(out / PAGE, predictions=predictions, summary=summary.as_dict())
     except KifqaError as err:

@@ -384,6 +384,36 @@ class GoldExtender:
             return set()
         return {resources[a] for a in self.gold(twin) if a in resources}
 
+    @cached_property
+    def _topic_relations(self) -> dict[str, set[tuple[str, str]]]:
+        """Entity -> the (property, direction) pairs of its statements in the local base (Wikidata ids)."""
+        found: dict[str, set[tuple[str, str]]] = defaultdict(set)
+        forward, backward = self._triples
+        for s, p in forward:
+            found[s].add((p, "forward"))
+        for o, p in backward:
+            found[o].add((p, "backward"))
+        return found
+
+    @cached_property
+    def _dbpedia_items(self) -> dict[str, str]:
+        resources, _ = self._dbpedia
+        return {canonical_id(iri): qid for qid, iri in resources.items()}
+
+    def topic_relations(self, topic: str) -> int | None:
+        """How many (property, direction) pairs the topic entity has in the data folder's base (a
+        Wikidata id, or a DBpedia IRI in the DBpedia encoding); ``None`` when there is no topic."""
+        if not topic:
+            return None
+        entity = canonical_id(topic)
+        if "/" not in entity and "#" not in entity:
+            return len(self._topic_relations.get(entity, ()))
+        item = self._dbpedia_items.get(entity)
+        if item is None:
+            return 0
+        _, properties = self._dbpedia
+        return len({(properties[p], d) for p, d in self._topic_relations.get(item, ()) if p in properties})
+
     def _label(self, qid: str) -> str:
         label = (self._labels.get(qid) or [""])[0]
         return "" if normalize(label) == NO_LABEL else label

@@ -2,7 +2,8 @@
 
 Plots: ``scores.png`` (precision, recall, F1, macro and micro, all and single-answer questions,
 and linking accuracy), ``failures.png`` (failure classes), ``by_property.png`` (F1 of the most
-frequent gold properties), ``latency.png`` (seconds per pipeline step).
+frequent gold properties), ``latency.png`` (seconds per pipeline step), ``calibration.png``
+(answer precision against coverage by confidence threshold).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from kifqa.eval.traces import STEPS
 if TYPE_CHECKING:
     from kifqa.eval.run import Evaluation
 
-PLOTS = ("scores.png", "failures.png", "by_property.png", "latency.png")
+PLOTS = ("scores.png", "failures.png", "by_property.png", "latency.png", "calibration.png")
 
 _MACRO, _MICRO = "#4C72B0", "#DD8452"
 _FAILURE_COLORS = {"ok": "#55A868", "error": "#8C8C8C", "draft": "#C44E52", "entity": "#DD8452",
@@ -41,6 +42,7 @@ def write_report(evaluation: Evaluation, out: Path, metrics: dict[str, Any] | No
     _failures_plot(plt, metrics, out / "failures.png")
     _property_plot(plt, metrics, out / "by_property.png")
     _latency_plot(plt, evaluation, out / "latency.png")
+    _calibration_plot(plt, metrics, out / "calibration.png")
     path = out / "report.md"
     path.write_text(render(metrics))
     return path
@@ -165,6 +167,38 @@ def _latency_plot(plt: Any, evaluation: Evaluation, path: Path) -> None:
     plt.close(fig)
 
 
+def _calibration_plot(plt: Any, m: dict[str, Any], path: Path) -> None:
+    cal = m.get("calibration") or {}
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    for points, label, style in ((cal.get("curve") or [], f"all ({cal.get('questions', 0)} questions)", "-"),
+                                 ((cal.get("held_out") or {}).get("check_curve") or [],
+                                  "check half (odd positions)", ":")):
+        if points:
+            ax.plot([p["coverage"] for p in points], [p["precision"] for p in points], style, marker=".",
+                    markersize=4, label=label)
+    for target in (0.95, 0.99):
+        ax.axhline(target, color="gray", linestyle="--", linewidth=0.8)
+        point = (cal.get("thresholds") or {}).get(str(target))
+        if point:
+            ax.annotate(f"t={point['threshold']:.2f}", (point["coverage"], point["precision"]), xytext=(4, -12),
+                        textcoords="offset points", fontsize=8)
+    ax.set_xlim(0, 1.02)
+    ax.set_ylim(min([0.5] + [p["precision"] for p in cal.get("curve") or [] if p["precision"] is not None]) - 0.02,
+                1.01)
+    ax.set_xlabel("coverage (share of questions kept)")
+    ax.set_ylabel("answer precision of the kept questions")
+    ax.set_title("Precision against coverage by confidence threshold", fontsize=10)
+    ax.grid(alpha=0.3)
+    if cal.get("curve"):
+        ax.legend(loc="lower left", fontsize=8)
+    else:
+        ax.text(0.5, 0.5, "no answered question with gold answers", ha="center", va="center", color="gray",
+                transform=ax.transAxes)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 _LINK_NAMES_SDBQA = {"entity": "subject IRI", "relation": "predicate", "triple": "both"}
 
 #: Prefixes that shorten property IRIs in plots.
@@ -260,6 +294,8 @@ def render(m: dict[str, Any]) -> str:
             lines.append(f"- `{e['id']}` {_cell(e['question'])} — draft `{_cell(draft)}` — {_cell(e['detail'])}")
         lines.append("")
 
+    lines += _slices_section(m.get("slices") or {})
+    lines += _calibration_section(m.get("calibration") or {})
     lines += ["## By property", "", "![by property](by_property.png)", "",
               "| property | label | questions | macro P | macro R | macro F1 | relation accuracy |",
               "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
@@ -280,3 +316,54 @@ def render(m: dict[str, Any]) -> str:
               f"{m['kb_calls_per_question']:.2f} KB calls, {m['seconds_per_question']:.2f} s. "
               f"Wall time {m['wall_s']:.1f} s ({m['questions_per_s']:.3f} questions/s).", ""]
     return "\n".join(lines)
+
+
+_SLICE_NAMES = {"one_relation": "topic with one (property, direction)",
+                "several_relations": "topic with several", "no_relation_in_base": "topic with none in the base"}
+
+
+def _slices_section(slices: dict[str, Any]) -> list[str]:
+    if not slices:
+        return []
+    lines = ["## Slices", "",
+             "The same metrics on the questions whose gold topic entity has one (property, direction) in the base "
+             "(the relation step has nothing to choose) and on those with several.", "",
+             "| slice | questions | scored | macro P | macro R | macro F1 | entity | relation | failures |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for key, m in slices.items():
+        fails = ", ".join(f"{k} {v}" for k, v in m["failure_counts"].items() if v) or "none"
+        a, link = m["all"], m.get("linking") or {}
+        lines.append(f"| {_SLICE_NAMES.get(key, key)} | {m['questions']} | {m['answers_scored']} | "
+                     f"{_f(a['macro_precision'] if a['n'] else None)} | {_f(a['macro_recall'] if a['n'] else None)} | "
+                     f"{_f(a['macro_f1'] if a['n'] else None)} | {_f((link.get('entity') or {}).get('accuracy'))} | "
+                     f"{_f((link.get('relation') or {}).get('accuracy'))} | {fails} |")
+    return lines + [""]
+
+
+def _calibration_section(cal: dict[str, Any]) -> list[str]:
+    if not cal.get("questions"):
+        return []
+    held = cal.get("held_out") or {}
+    lines = ["## Calibration of the silver confidence", "", "![calibration](calibration.png)", "",
+             f"{cal['questions']} questions with gold answers, {cal['answered']} answered. Keeping the answers with "
+             "confidence ≥ t: precision is the mean answer precision of the kept questions, coverage their share of "
+             "all questions with gold answers. The check fits each threshold on the even positions "
+             f"({held.get('fit_questions', 0)} questions) and measures it on the odd ones "
+             f"({held.get('check_questions', 0)}), which did not take part in fitting it.", "",
+             "| target precision | threshold | precision | coverage | kept | held-out: fitted threshold | "
+             "precision on the check half | coverage | kept |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for target, point in (cal.get("thresholds") or {}).items():
+        check = held.get(target) or {}
+        fit, measured = check.get("fit") or {}, check.get("check") or {}
+        if point:
+            row = f"| {target} | {point['threshold']:.4f} | {point['precision']:.3f} | {point['coverage']:.3f} | {point['n']} |"
+        else:
+            row = f"| {target} | not reached | – | – | – |"
+        if fit:
+            row += (f" {fit['threshold']:.4f} | {_f(measured.get('precision'))} | {_f(measured.get('coverage'))} | "
+                    f"{measured.get('n', 0)} |")
+        else:
+            row += " not reached | – | – | – |"
+        lines.append(row)
+    return lines + [""]

@@ -18,8 +18,10 @@ from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Any
 
+from kifqa.eval.calibration import calibrate
 from kifqa.eval.datasets import GoldExtender, GoldQuestion, same_id
 from kifqa.eval.metrics import Score, score, summarize
+from kifqa.eval.silver import confidence
 from kifqa.eval.traces import STEPS, Prediction, known_label, patterns, read_run, relations, run_seconds
 from kifqa.eval import traces as tr
 from kifqa.model import Question, Result
@@ -37,6 +39,14 @@ TOP_PROPERTIES = 15
 
 #: Examples kept per failure class in metrics.json and the report.
 EXAMPLES = 3
+
+#: Slices by how many (property, direction) pairs the gold topic has in the base: 0, 1, several.
+SLICES = ("no_relation_in_base", "one_relation", "several_relations")
+
+
+def confidence_of(s: Scored) -> float:
+    """The silver confidence of a scored question's answers (:func:`kifqa.eval.silver.confidence`)."""
+    return confidence(s.trace, len(s.predicted)).value
 
 
 @dataclass
@@ -88,6 +98,7 @@ class Scored:
             "error": t.get("error"), "error_step": t.get("error_step"),
             "llm_calls": len(t.get("llm_calls") or []), "prompt_tokens": tr.prompt_tokens(t),
             "uncached_prompt_tokens": tr.uncached_prompt_tokens(t), "seconds": tr.seconds(t),
+            "confidence": confidence_of(self),
             "trace": t,
         }
 
@@ -267,7 +278,38 @@ class Evaluation:
                         "accuracy": round(sum(checks) / len(checks), 4) if checks else None}
         return out
 
-    def metrics(self) -> dict[str, Any]:
+    def topic_relations(self, s: Scored) -> int | None:
+        """How many (property, direction) pairs the question's gold topic has in the base."""
+        return self.extender.topic_relations(s.gold.topic) if self.extender is not None else None
+
+    def slices(self) -> dict[str, dict[str, Any]]:
+        """The metrics on questions whose topic entity has one (property, direction) in the base, on
+        those with several, and on those whose topic has none there (each only when not empty)."""
+        groups: dict[str, list[Scored]] = defaultdict(list)
+        for s in self.scored:
+            n = self.topic_relations(s)
+            if n is not None:
+                groups[SLICES[min(n, 2)]].append(s)
+        out = {}
+        for name in (SLICES[1], SLICES[2], SLICES[0]):
+            if groups[name]:
+                m = Evaluation(groups[name], 0.0, extender=self.extender).core_metrics()
+                out[name] = m
+        return out
+
+    def calibration(self) -> dict[str, Any]:
+        """Answer precision against coverage by silver-confidence threshold (:mod:`kifqa.eval.calibration`)."""
+        return calibrate([(confidence_of(s), s.score.precision) if s.predicted else None
+                          for s in self.scored if s.has_gold])
+
+    def core_metrics(self) -> dict[str, Any]:
+        """Scores, linking, failure classes and cost per question (what every slice reports)."""
+        m = self.metrics(slices=False)
+        for key in ("failure_examples", "by_property", "latency_s", "wall_s", "questions_per_s", "calibration"):
+            m.pop(key, None)
+        return m
+
+    def metrics(self, *, slices: bool = True) -> dict[str, Any]:
         n = len(self.scored) or 1
         answered = [s for s in self.scored if s.has_gold]
         single = [s.score for s in answered if len(s.expected) == 1]
@@ -300,6 +342,7 @@ class Evaluation:
             **tr.costs_per_question(traces),
             "wall_s": round(self.wall_s, 2),
             "questions_per_s": round(len(self.scored) / self.wall_s, 3) if self.wall_s else 0.0,
+            **({"slices": self.slices(), "calibration": self.calibration()} if slices else {}),
             **self.extra,
         }
 
@@ -310,7 +353,7 @@ class Evaluation:
         out.mkdir(parents=True, exist_ok=True)
         metrics = self.metrics()
         (out / "metrics.json").write_text(json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
-        rows = [s.row() for s in self.scored]
+        rows = [{**s.row(), "topic_relations": self.topic_relations(s)} for s in self.scored]
         with (out / "questions.jsonl").open("w") as f:
             for row in rows:
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")

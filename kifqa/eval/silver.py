@@ -201,15 +201,22 @@ class SilverSummary:
     mean_confidence: float
     #: Rows by confidence band: ``[0.0, 0.25)``, ``[0.25, 0.5)``, ``[0.5, 0.75)``, ``[0.75, 1.0]``.
     bands: dict[str, int]
+    #: The calibration run's threshold for a target precision (``kifqa silver --target-precision``).
+    calibration: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def render(self) -> str:
         bands = ", ".join(f"{k}: {v}" for k, v in self.bands.items())
-        return (f"questions {self.questions}: {self.rows} silver rows, {self.no_answer} without answer "
+        text = (f"questions {self.questions}: {self.rows} silver rows, {self.no_answer} without answer "
                 f"({self.errors} errors), {self.below_threshold} below the confidence threshold\n"
                 f"confidence mean {self.mean_confidence:.3f}; by band {bands}")
+        if c := self.calibration:
+            text += (f"\nthreshold {c['threshold']} for precision {c['target_precision']}: the calibration run "
+                     f"measured precision {c['precision']} at coverage {c['coverage']} ({c['n']} of "
+                     f"{c['questions']} questions)")
+        return text
 
 
 def build_silver(predictions: Iterable[Prediction], *, min_confidence: float = 0.0) -> tuple[list[dict[str, Any]],

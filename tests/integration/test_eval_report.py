@@ -109,6 +109,29 @@ def test_scores_and_failure_classes(evaluation: Evaluation) -> None:
     assert m["by_property"][0]["property"] in {"P106", "P495"} and m["by_property"][0]["questions"] == 3
 
 
+def test_slices_by_the_topics_relations_in_the_base(evaluation: Evaluation) -> None:
+    """Only sqwd-valid-7's topic (Fritz Leiber) has several (property, direction) pairs in the base."""
+    slices = evaluation.metrics()["slices"]
+    assert list(slices) == ["one_relation", "several_relations"]
+    several, one = slices["several_relations"], slices["one_relation"]
+    assert several["questions"] == 1 and several["failure_counts"]["relation"] == 1
+    assert several["linking"]["relation"]["accuracy"] == 0.0 and several["all"]["macro_f1"] == 0.0
+    assert one["questions"] == N - 1 and one["correct"] == N - len(EXPECTED)
+    assert one["failure_counts"]["relation"] == 0 and one["failure_counts"]["entity"] == 2
+    assert "calibration" not in one and "failure_examples" not in one
+
+
+def test_calibration_of_the_confidence(evaluation: Evaluation) -> None:
+    cal = evaluation.metrics()["calibration"]
+    answered = [s for s in evaluation.scored if s.predicted]
+    assert cal["questions"] == N and cal["answered"] == len(answered)
+    top = cal["curve"][-1]  # the lowest threshold keeps every answered question
+    assert top["n"] == len(answered) and top["precision"] == pytest.approx(
+        sum(s.score.precision for s in answered) / len(answered), abs=1e-4)
+    assert [p["threshold"] for p in cal["curve"]] == sorted({p["threshold"] for p in cal["curve"]}, reverse=True)
+    assert cal["held_out"]["fit_questions"] == 7 and cal["held_out"]["check_questions"] == 7
+
+
 def test_report_and_plots(written: Path, evaluation: Evaluation) -> None:
     import matplotlib.image
 
@@ -123,6 +146,7 @@ def test_report_and_plots(written: Path, evaluation: Evaluation) -> None:
     assert "| draft | 2 | 14.3% | malformed: 1; wrong unknown: 1 |" in report or \
         "| draft | 2 | 14.3% | wrong unknown: 1; malformed: 1 |" in report
     assert "`sqwd-valid-11`" in report and "| `P106` | occupation | 3 |" in report
+    assert "| topic with several | 1 | 1 |" in report and "## Calibration of the silver confidence" in report
     rows = [json.loads(x) for x in (written / "questions.jsonl").read_text().splitlines()]
     assert [r["id"] for r in rows] == [s.gold.id for s in evaluation.scored]
     assert rows[0]["labels"] == {"Q1010": "Maribor"} and rows[0]["trace"]["relations"][0]["property"] == "P19"

@@ -79,6 +79,37 @@ def test_silver_command_from_a_run(results: list[Result], tmp_path: Path, data_d
     assert pd.read_parquet(out / "silver.parquet")["answer_labels"].iloc[0].tolist() == ["Maribor"]
 
 
+def test_silver_keeps_answers_above_the_calibrated_threshold(results: list[Result], tmp_path: Path, data_dir: Path,
+                                                             monkeypatch) -> None:
+    monkeypatch.setenv("KIFQA_DATA_DIR", str(data_dir))
+    run = write_run(tmp_path / "run", results)
+    confidences = {r["id"]: r["confidence"] for r in build_silver([Prediction.from_result(r) for r in results])[0]}
+    top = max(confidences.values())
+    calibration = tmp_path / "gold-eval"
+    calibration.mkdir()
+    curve = [{"threshold": top, "n": 50, "coverage": 0.25, "precision": 0.995},
+             {"threshold": 0.05, "n": 150, "coverage": 0.75, "precision": 0.96},
+             {"threshold": 0.01, "n": 190, "coverage": 0.95, "precision": 0.9}]
+    (calibration / "metrics.json").write_text(json.dumps({"calibration": {"questions": 200, "curve": curve}}))
+    for target, kept in ((0.99, {i for i, c in confidences.items() if c >= top}),
+                         (0.95, {i for i, c in confidences.items() if c >= 0.05})):
+        out = tmp_path / f"silver-{target}"
+        result = CliRunner().invoke(cli, ["silver", "--run", str(run), "--out", str(out), "--target-precision",
+                                          str(target), "--calibration", str(calibration)])
+        assert result.exit_code == 0, result.output
+        assert set(pq.read_table(out / "silver.parquet").column("id").to_pylist()) == kept
+        summary = json.loads((out / "silver-summary.json").read_text())
+        assert summary["calibration"]["target_precision"] == target
+        assert summary["calibration"]["threshold"] == (top if target == 0.99 else 0.05)
+    assert len(confidences) > len({i for i, c in confidences.items() if c >= top})  # the threshold did leave some out
+    result = CliRunner().invoke(cli, ["silver", "--run", str(run), "--out", str(tmp_path / "x"),
+                                      "--target-precision", "0.999", "--calibration", str(calibration)])
+    assert result.exit_code != 0 and "no confidence threshold reaches precision 0.999" in result.output
+    result = CliRunner().invoke(cli, ["silver", "--run", str(run), "--out", str(tmp_path / "x"),
+                                      "--target-precision", "0.9"])
+    assert result.exit_code != 0 and "go together" in result.output
+
+
 def test_silver_command_in_process(data_dir: Path, local_kb, tmp_path: Path, monkeypatch) -> None:
     real = kifqa.api.open_pipeline
     monkeypatch.setattr(kifqa.api, "open_pipeline",
