@@ -48,6 +48,7 @@ bench: setup
 	$(BIN)/kifqa bench kb
 	$(BIN)/kifqa bench llm
 	$(BIN)/kifqa bench batch
+	$(BIN)/kifqa bench actors
 
 # The image every cluster node runs (cluster/Dockerfile); cluster/*.yaml name this tag. For nodes that pull
 # from a registry: make image IMAGE=<registry>/kifqa:<version>, docker push it, and put that name in the configs.

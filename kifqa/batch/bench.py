@@ -1,4 +1,4 @@
-"""``kifqa bench batch``: how the batch job scales with LLM actors on this machine, in one run.
+"""``kifqa bench actors``: how the batch job scales with LLM actors on this machine, in one run.
 
 The first N questions of SimpleQuestions-Wikidata's validation split are answered by the whole job
 (the real pipeline, the local KB, the real local model with no record/replay cache and no KB cache)
@@ -40,7 +40,7 @@ OUTSIDE_TARGET = 0.15
 @click.option("--model", help="Model (default: the configured one).")
 @click.option("--config", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="A YAML settings file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
-def batch(n: int, actors: str, parallel: int, model: str | None, config: Path | None, as_json: bool) -> None:
+def actors(n: int, actors: str, parallel: int, model: str | None, config: Path | None, as_json: bool) -> None:
     """Questions/s with 1 and 2 LLM actors, time outside model calls, calls per question."""
     counts = [int(a) for a in actors.split(",")]
     settings = _bench_settings(load_settings(config, model=model), parallel)

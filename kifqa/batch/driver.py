@@ -51,6 +51,7 @@ class _Run:
     startup_s: float = 0.0
     seconds: float = 0.0
     llm_busy_s: float = 0.0
+    task_cpu_s: float = 0.0
     kb_calls: int = 0
     kb_cache_hits: int = 0
 
@@ -131,7 +132,7 @@ def _summary(output: OutputDir, run: _Run, *, n_shards: int, n_todo: int, llm_ac
         out=str(output.root), **trace_counts(output.read_traces(COLUMNS)),
         answers=output.read_answers(["question_id"]).num_rows, ran=run.questions, shards=n_shards,
         shards_skipped=n_shards - n_todo, shards_failed=run.failed, startup_s=round(run.startup_s, 3),
-        seconds=round(run.seconds, 3), questions_per_s=run.questions / run.seconds if run.seconds else 0.0,
+        seconds=round(run.seconds, 3), task_cpu_s=round(run.task_cpu_s, 3), questions_per_s=run.questions / run.seconds if run.seconds else 0.0,
         kb_cache_hit_rate=run.kb_cache_hits / run.kb_calls if run.kb_calls else 0.0,
         llm_busy_share=run.llm_busy_s / (llm_actors * run.seconds) if run.seconds else 0.0)
 
@@ -157,7 +158,9 @@ def _run_shards(settings: Settings, output: OutputDir, todo: list[Shard], pools:
             for ref in ready:
                 index = pending.pop(ref)
                 try:
-                    run.questions += ray.get(ref)
+                    done = ray.get(ref)
+                    run.questions += done.questions
+                    run.task_cpu_s += done.cpu_s
                 except RayError as err:
                     log.error("shard %d failed: %s", index, _reason(err))
                     run.failed.append(index)

@@ -11,6 +11,7 @@ import hashlib
 import json
 import logging
 import sqlite3
+import time
 from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
@@ -100,6 +101,10 @@ class KBActor:
             raise
         finally:
             self._limiter.release.remote(self._holder)
+
+    async def cpu_seconds(self) -> float:
+        """CPU seconds this actor's process has used (all its threads)."""
+        return time.process_time()
 
     async def stats(self) -> KBStats:
         return self._stats

@@ -73,6 +73,10 @@ class LLMActor:
         with self._busy:
             return await self._model().agenerate(requests)
 
+    async def cpu_seconds(self) -> float:
+        """CPU seconds this actor's process has used (all its threads)."""
+        return time.process_time()
+
     async def busy_seconds(self) -> float:
         """Wall time the model spent with at least one request in flight."""
         return self._busy.seconds

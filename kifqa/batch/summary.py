@@ -28,6 +28,8 @@ class Summary(BaseModel):
     #: Seconds to start the actors (models loaded), then to run the questions.
     startup_s: float
     seconds: float
+    #: CPU seconds the shard tasks' worker processes spent in this run.
+    task_cpu_s: float = 0.0
     questions_per_s: float
     llm_calls_per_question: float
     prompt_tokens_per_question: float

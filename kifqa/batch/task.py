@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -58,9 +59,17 @@ class TaskContext:
     progress: ActorHandle
 
 
-def run_shard(shard: Shard, ctx: TaskContext) -> int:
-    """Answers the shard's questions and writes its files atomically (the body of the Ray task);
-    returns how many questions it ran."""
+@dataclass(frozen=True)
+class ShardRun:
+    """What one shard task did: questions run and the CPU seconds its worker process spent on them."""
+
+    questions: int
+    cpu_s: float
+
+
+def run_shard(shard: Shard, ctx: TaskContext) -> ShardRun:
+    """Answers the shard's questions and writes its files atomically (the body of the Ray task)."""
+    cpu = time.process_time()
     questions = shard.questions if shard.redo is None else [q for q in shard.questions if q.id in shard.redo]
     results = asyncio.run(_answer_all(questions, ctx))
     answers = pa.Table.from_pylist([row for r in results for row in r.answer_rows()], schema=ANSWER_SCHEMA)
@@ -69,7 +78,7 @@ def run_shard(shard: Shard, ctx: TaskContext) -> int:
     if shard.redo is not None:
         answers, traces = _merge(output, shard, answers, traces)
     output.write_shard(shard.index, answers, traces)
-    return len(results)
+    return ShardRun(len(results), time.process_time() - cpu)
 
 
 async def _answer_all(questions: list[Question], ctx: TaskContext) -> list[Result]:

@@ -1,4 +1,4 @@
-"""``kifqa bench kb|llm|batch|report``: benchmarks that print ratios measured in one run."""
+"""``kifqa bench kb|llm|batch|actors|report``: benchmarks that print ratios measured in one run."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import importlib
 import click
 
 #: Subcommand → the module holding a click command of that name.
-_BENCHES = {"kb": "kifqa.kb.bench", "llm": "kifqa.llm.bench", "batch": "kifqa.batch.bench",
-            "report": "kifqa.report.bench"}
+_BENCHES = {"kb": "kifqa.kb.bench", "llm": "kifqa.llm.bench", "batch": "kifqa.batch.bench_scale",
+            "actors": "kifqa.batch.bench", "report": "kifqa.report.bench"}
 
 
 class _LazyGroup(click.Group):
@@ -25,4 +25,5 @@ class _LazyGroup(click.Group):
 
 @click.group(cls=_LazyGroup)
 def bench() -> None:
-    """Measure the KB layer, the model backend, the whole batch job or the HTML report at scale."""
+    """Measure the KB layer, the model backend, the batch job at scale and its scaling with LLM actors,
+    or the HTML report at scale."""
