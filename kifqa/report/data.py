@@ -21,6 +21,9 @@ TIMED_STEPS = ("draft", "entities", "relations", "answers")
 #: disk keep all of them, up to the search limit of 50; most of a trace's bytes are candidates).
 CANDIDATES = 10
 
+#: Answers a table row shows (and the search sees); an opened question shows all.
+ANSWERS = 10
+
 
 def outcome(trace: Mapping[str, Any], answers: Mapping[str, str]) -> str | None:
     """The class of a question without gold: ``error`` (any step failed), ``empty`` (no answer) or
@@ -56,27 +59,40 @@ def _side(row: Mapping[str, Any]) -> dict[str, Any]:
     t = row.get("trace") or {}
     timings = t.get("timings") or {}
     return {
-        "answers": _answers(row), "f1": _f1(row), "failure": row.get("failure"),
+        "answers": _answers(row)[:ANSWERS], "n_answers": len(row.get("labels") or {}), "f1": _f1(row),
+        "failure": row.get("failure"),
         "error_step": t.get("error_step"), "seconds": _seconds(tr.seconds(t)),
         "llm_calls": len(t.get("llm_calls") or []),
         **{f"t_{step}": _seconds(timings.get(step)) for step in TIMED_STEPS},
     }
 
 
-def _shown(trace: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The trace with its candidates cut to the first :data:`CANDIDATES` and the kept ones."""
+def _rounded(items: Any, key: str) -> Any:
+    """``items`` (dicts) with their ``key`` seconds rounded."""
+    if not isinstance(items, list):
+        return items
+    return [{**x, key: _seconds(x.get(key))} if isinstance(x, dict) else x for x in items]
+
+
+def _shown(trace: Mapping[str, Any]) -> dict[str, Any]:
+    """The trace as an opened question shows it: candidates cut to the first :data:`CANDIDATES` and
+    the kept ones, seconds to 0.1 ms."""
+    shown = {**trace, "timings": {k: _seconds(v) for k, v in (trace.get("timings") or {}).items()},
+             "filters": _rounded(trace.get("filters"), "seconds"),
+             "llm_calls": _rounded(trace.get("llm_calls"), "latency_s")}
     candidates = trace.get("candidates") or []
-    if len(candidates) <= CANDIDATES:
-        return trace
-    kept = set(trace.get("entities") or [])
-    shown = [c for i, c in enumerate(candidates) if i < CANDIDATES or (isinstance(c, dict) and c.get("id") in kept)]
-    return {**trace, "candidates": shown, "candidates_total": len(candidates)}
+    if len(candidates) > CANDIDATES:
+        kept = set(trace.get("entities") or [])
+        shown["candidates"] = [c for i, c in enumerate(candidates)
+                               if i < CANDIDATES or (isinstance(c, dict) and c.get("id") in kept)]
+        shown["candidates_total"] = len(candidates)
+    return shown
 
 
 def _record(row: Mapping[str, Any]) -> dict[str, Any]:
     """What a question shows when opened, besides its table cells."""
     scored = bool(row.get("scored"))
-    return {"trace": _shown(row.get("trace") or {}), "gold": row.get("gold") if scored else None,
+    return {"trace": _shown(row.get("trace") or {}), "answers": _answers(row), "gold": row.get("gold") if scored else None,
             "precision": row.get("precision") if scored else None, "recall": row.get("recall") if scored else None,
             "detail": row.get("failure_detail")}
 

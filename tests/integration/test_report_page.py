@@ -28,6 +28,7 @@ from kifqa.config import Settings
 from kifqa.eval.datasets import load_sqwd
 from kifqa.eval.run import answer_all
 from kifqa.model import ANSWER_SCHEMA, TRACE_SCHEMA, Question
+from kifqa.report.data import ANSWERS
 from tests.cassette import CASSETTES
 
 N = 16
@@ -169,8 +170,9 @@ def test_search_filter_and_open_a_question_of_a_scored_run(runs, browser, tmp_pa
     failed = next(r for r in rows if r["failure"])
     word = max(re.findall(r"\w+", failed["question"]), key=len).lower()
 
-    def text(r: dict[str, Any]) -> str:
-        return f"{r['id']} {r['question']} {' '.join(f'{v} {k}' for k, v in r['labels'].items())}".lower()
+    def text(r: dict[str, Any]) -> str:  # what the search sees: id, question, the answers a row shows
+        shown = list(r["labels"].items())[:ANSWERS]
+        return f"{r['id']} {r['question']} {' '.join(f'{v} {k}' for k, v in shown)}".lower()
 
     page.page.fill("#search", word)
     assert page.shown() == sum(word in text(r) for r in rows)

@@ -9,7 +9,7 @@ import json
 import re
 
 from kifqa.eval.traces import Prediction
-from kifqa.report.data import CANDIDATES, compare_table, prediction_row, question_table
+from kifqa.report.data import ANSWERS, CANDIDATES, compare_table, prediction_row, question_table
 from kifqa.report.page import CHUNK, render_page
 
 
@@ -34,6 +34,14 @@ def test_rows_without_gold_get_error_or_empty_and_columns_line_up() -> None:
     assert columns["t_draft"] == [0.1235] * 3 and columns["llm_calls"] == [1, 1, 1]
     assert all(len(v) == 3 for v in columns.values())
     assert records[0]["gold"] is None and records[0]["trace"]["question_id"] == "a"
+    assert records[0]["answers"] == [["Q1", "One"]] and records[0]["trace"]["timings"]["draft"] == 0.1235
+
+
+def test_a_table_row_shows_the_first_answers_and_an_opened_question_all() -> None:
+    answers = {f"Q{i}": f"L{i}" for i in range(ANSWERS + 7)}
+    columns, [record] = question_table([prediction_row(Prediction("a", answers, _trace("a")))])
+    assert columns["answers"] == [[[f"Q{i}", f"L{i}"] for i in range(ANSWERS)]]
+    assert columns["n_answers"] == [ANSWERS + 7] and len(record["answers"]) == ANSWERS + 7
 
 
 def test_an_opened_question_shows_the_first_candidates_and_every_kept_one() -> None:

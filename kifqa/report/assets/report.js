@@ -297,8 +297,11 @@ function drawCompareSummary(s, figures) {
 // --- the question table ------------------------------------------------------------------------------
 
 function answersFormatter(cell) {
-  return el("span", {}, (cell.getValue() || []).map(([id, label], k) =>
-    el("span", {class: "answer"}, k ? "; " : "", label || id, label && label !== id ? el("small", {}, ` ${id}`) : null)));
+  const answers = cell.getValue() || [];
+  const total = cell.getRow().getData()[cell.getField().replace("answers", "n_answers")] || 0;
+  return el("span", {}, answers.map(([id, label], k) =>
+    el("span", {class: "answer"}, k ? "; " : "", label || id, label && label !== id ? el("small", {}, ` ${id}`) : null)),
+    total > answers.length ? el("small", {}, ` … ${fmt(total)} in all`) : null);
 }
 
 function numberColumn(title, field, digits) {
@@ -457,13 +460,12 @@ async function openQuestion(i, {scroll = true} = {}) {
   view.replaceChildren(el("h2", {}, el("span", {class: "qid"}, row.id), " ", el("span", {class: "question"}, row.question)));
   view.dataset.id = row.id;
   if (D.kind === "compare") {
-    const side = (p, r) => ({...r, answers: row[`${p}answers`], f1: row[`${p}f1`], failure: row[`${p}failure`]});
+    const side = (p, r) => ({...r, f1: row[`${p}f1`], failure: row[`${p}failure`]});
     view.append(el("div", {class: "sides"},
       el("div", {class: "side-a"}, el("h3", {}, `A: ${D.names[0]}`), traceView(side("a_", rec.a))),
       el("div", {class: "side-b"}, el("h3", {}, `B: ${D.names[1]}`), traceView(side("b_", rec.b)))));
   } else {
-    view.append(traceView({...rec, answers: row.answers, f1: row.f1, failure: row.failure, detail: row.detail,
-                           confidence: row.confidence}));
+    view.append(traceView({...rec, f1: row.f1, failure: row.failure, detail: row.detail, confidence: row.confidence}));
   }
   history.replaceState(null, "", `#${encodeURIComponent(row.id)}`);
   if (getComputedStyle(view).position === "sticky") view.scrollTop = 0;  // beside the table
