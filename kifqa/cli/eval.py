@@ -11,6 +11,7 @@ import asyncio
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -38,33 +39,42 @@ from kifqa.errors import KifqaError
 @click.option("--extend-gold", is_flag=True,
               help="Extend a gold file's answers with the local base's namesakes, as SimpleQuestions-Wikidata's are "
                    "(needs topic and Pn/Rn property columns).")
+@click.option("--oracle-drafts", is_flag=True,
+              help="Also answer each question given its gold draft (in-process) and split the loss by step; the "
+                   "oracle run goes to OUT/oracle-drafts.")
 @click.option("--report/--no-report", default=True, show_default=True, help="Write report.md and plots with --out.")
 @settings_options
 def eval_(dataset: str, limit: int | None, start: int, concurrency: int, out: Path | None, batch: bool, run_dir: Path | None,
-          compare: tuple[Path, Path] | None, show: int, extend_gold: bool, report: bool, config: Path | None,
+          compare: tuple[Path, Path] | None, show: int, extend_gold: bool, oracle_drafts: bool, report: bool, config: Path | None,
           kb: str | None, model: str | None, examples: str | None) -> None:
     """Answer DATASET (or read a run) and print precision, recall, F1, linking accuracy, failure classes and costs."""
     if sum(bool(x) for x in (batch, run_dir, compare)) > 1:
         raise click.UsageError("use one of --batch, --run and --compare")
     if batch and out is None:
         raise click.UsageError("--batch needs --out (the run folder)")
+    if oracle_drafts and (batch or run_dir or compare):
+        raise click.UsageError("--oracle-drafts answers in-process: not with --batch, --run or --compare")
     settings = load_settings(config, kb, model, examples)
     try:
         if compare:
             _compare(settings, dataset, compare, out, show, extend_gold)
             return
-        evaluation = _evaluate(settings, dataset, limit, start, concurrency, out, batch, run_dir, extend_gold)
+        evaluation, oracle = _evaluate(settings, dataset, limit, start, concurrency, out, batch, run_dir, extend_gold,
+                                       oracle_drafts)
     except KifqaError as err:
         raise fail(err) from err
     target = out or run_dir
     if target is not None:
         evaluation.write(target, report=report)
+        if oracle is not None:
+            oracle.write(target / "oracle-drafts", report=False)
     click.echo(json.dumps(evaluation.metrics(), indent=2, ensure_ascii=False))
 
 
 def _evaluate(settings: Settings, dataset: str, limit: int | None, start: int, concurrency: int, out: Path | None, batch: bool,
-              run_dir: Path | None, extend_gold: bool):
+              run_dir: Path | None, extend_gold: bool, oracle_drafts: bool) -> tuple[Any, Any]:
     from kifqa.eval.datasets import GoldExtender, load_gold
+    from kifqa.eval.oracle import gold_drafts, loss_by_step
     from kifqa.eval.run import Evaluation, Scored, evaluate, evaluate_batch, evaluate_run
 
     extender = GoldExtender(settings.data_dir, extend_other=extend_gold)
@@ -81,13 +91,13 @@ def _evaluate(settings: Settings, dataset: str, limit: int | None, start: int, c
         if unscored := evaluation.extra.get("run_missing_unscored"):
             click.echo(f"warning: {unscored} questions of the run's corpus have no trace and are not scored "
                        "(the corpus file is gone or changed)", err=True)
-        return evaluation
+        return evaluation, None
     questions = load_gold(dataset, settings.data_dir, limit=limit, start=start)
     if batch:
         assert out is not None
         evaluation = evaluate_batch(settings, questions, extender, out)
         evaluation.extra = {**about, **evaluation.extra}
-        return evaluation
+        return evaluation, None
 
     from kifqa.api import open_pipeline
 
@@ -97,13 +107,22 @@ def _evaluate(settings: Settings, dataset: str, limit: int | None, start: int, c
         sys.stderr.write(f"{s.gold.id}\tF1={s.score.f1:.2f}\t{s.failure or 'ok'}\t{s.gold.text}\t"
                          f"{draft}\t{t.get('error') or ''}\n")
 
-    async def run() -> Evaluation:
+    async def run() -> tuple[Evaluation, Evaluation | None]:
         async with open_pipeline(settings=settings) as pipeline:
-            return await evaluate(pipeline, questions, extender, concurrency=concurrency, progress=progress)
+            normal = await evaluate(pipeline, questions, extender, concurrency=concurrency, progress=progress)
+            if not oracle_drafts:
+                return normal, None
+            drafts = gold_drafts(questions, extender)
+            oracle = await evaluate(pipeline.with_drafts(drafts), [q for q in questions if q.id in drafts], extender,
+                                    concurrency=concurrency, progress=progress)
+            return normal, oracle
 
-    evaluation = asyncio.run(run())
+    evaluation, oracle = asyncio.run(run())
     evaluation.extra = {**about, "concurrency": concurrency}
-    return evaluation
+    if oracle is not None:
+        oracle.extra = {**about, "concurrency": concurrency, "drafts": "gold (oracle)"}
+        evaluation.extra["oracle_drafts"] = loss_by_step(evaluation, oracle)
+    return evaluation, oracle
 
 
 def _run_about(run_dir: Path) -> dict[str, str]:

@@ -294,6 +294,7 @@ def render(m: dict[str, Any]) -> str:
             lines.append(f"- `{e['id']}` {_cell(e['question'])} — draft `{_cell(draft)}` — {_cell(e['detail'])}")
         lines.append("")
 
+    lines += _oracle_section(m.get("oracle_drafts") or {})
     lines += _slices_section(m.get("slices") or {})
     lines += _calibration_section(m.get("calibration") or {})
     lines += ["## By property", "", "![by property](by_property.png)", "",
@@ -367,3 +368,19 @@ def _calibration_section(cal: dict[str, Any]) -> list[str]:
             row += " not reached | – | – | – |"
         lines.append(row)
     return lines + [""]
+
+
+def _oracle_section(oracle: dict[str, Any]) -> list[str]:
+    if not oracle.get("questions"):
+        return []
+    loss = oracle["loss"]
+    lines = ["## Where the loss is (oracle drafts)", "",
+             f"The same {oracle['questions']} questions answered again with each one's gold draft (its gold triple "
+             "written as the example pool writes it, `oracle-drafts/`): macro F1 "
+             f"{oracle['macro_f1']:.3f} with the model's drafts, {oracle['macro_f1_oracle_drafts']:.3f} with the gold "
+             "ones. The loss 1 − F1 by step: the draft's is what the gold draft gains, the others are the oracle "
+             "run's shortfall by failure class.", "",
+             "| step | loss of macro F1 |", "| --- | ---: |"]
+    lines += [f"| {step} | {value:.4f} |" for step, value in loss.items()]
+    lines += [f"| total (1 − F1) | {1 - oracle['macro_f1']:.4f} |", ""]
+    return lines

@@ -8,6 +8,7 @@ cannot be answered gets an empty answer and a trace that says which step failed 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 
 from kifqa.config import PipelineSettings, Settings
 from kifqa.kb.base import KnowledgeBase
@@ -34,11 +35,17 @@ class Pipeline:
     """
 
     def __init__(self, *, kb: KnowledgeBase, llm: LLM, examples: ExampleSource | None = None,
-                 settings: PipelineSettings | None = None) -> None:
+                 settings: PipelineSettings | None = None, drafts: Mapping[str, str] | None = None) -> None:
         self.kb = kb
         self.llm = llm
         self.examples = examples or FixedExamples()
         self.settings = settings or PipelineSettings()
+        #: Drafts given instead of the model's, by question id (the oracle-draft diagnostic).
+        self.drafts = drafts or {}
+
+    def with_drafts(self, drafts: Mapping[str, str]) -> Pipeline:
+        """The same pipeline, with ``drafts`` (question id → draft text) given instead of the model's."""
+        return Pipeline(kb=self.kb, llm=self.llm, examples=self.examples, settings=self.settings, drafts=drafts)
 
     @classmethod
     def from_settings(cls, *, kb: KnowledgeBase, llm: LLM, settings: Settings,
@@ -79,14 +86,19 @@ class Pipeline:
                 raise StepError("question has no words")
 
         with rec.step("draft"):
-            shots = self.examples.select(question.text)
-            trace.examples = [e.question for e in shots]
-            out = await rec.generate(self.llm, draft.request(question.text, shots,
-                                                             constrain=s.constrain_draft))
-            if out.error:
-                raise StepError(f"model call failed: {out.error}")
-            trace.draft_output = out.text
-            patterns = draft.parse(out.text)
+            text = self.drafts.get(question.id)
+            if text is not None:
+                trace.notes.append("draft given (oracle), no model call")
+            else:
+                shots = self.examples.select(question.text)
+                trace.examples = [e.question for e in shots]
+                out = await rec.generate(self.llm, draft.request(question.text, shots,
+                                                                 constrain=s.constrain_draft))
+                if out.error:
+                    raise StepError(f"model call failed: {out.error}")
+                text = out.text
+            trace.draft_output = text
+            patterns = draft.parse(text)
             trace.draft = patterns
             main = patterns[0]
 

@@ -78,13 +78,17 @@ def sqwd_pool(data_dir: Path, *, split: str = "train", limit: int | None = None)
         prop_label = property_labels.get("P" + prop[1:])
         if not names or not prop_label or not question.strip():
             continue
-        topic_label = _as_written(question, names)
-        draft = (f"({topic_label} | {prop_label} | {UNKNOWN})" if prop.startswith("P")
-                 else f"({UNKNOWN} | {prop_label} | {topic_label})")
-        pool.append(Example(question.strip(), draft))
+        pool.append(Example(question.strip(), gold_draft(question, names, prop_label, inverse=prop.startswith("R"))))
         if limit is not None and len(pool) >= limit:
             break
     return pool
+
+
+def gold_draft(question: str, topic_names: list[str], property_label: str, *, inverse: bool) -> str:
+    """The draft a question's gold triple gives: ``(topic | property | ?x)``, or ``(?x | property |
+    topic)`` when the question asks for the subject; the topic as the question writes it."""
+    topic = _as_written(question, topic_names)
+    return f"({UNKNOWN} | {property_label} | {topic})" if inverse else f"({topic} | {property_label} | {UNKNOWN})"
 
 
 def _as_written(question: str, names: list[str]) -> str:

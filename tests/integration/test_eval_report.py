@@ -235,3 +235,41 @@ def test_partial_run_counts_questions_without_trace_as_errors(evaluation: Evalua
     assert result.exit_code == 0, result.output
     m = json.loads((run / "metrics.json").read_text())
     assert m["questions"] == 7 and m["run_missing"] == 0 and m["run_missing_unscored"] == 7
+
+
+def test_gold_drafts_are_written_as_the_example_pool_writes_them(data_dir: Path) -> None:
+    from kifqa.eval.oracle import gold_drafts
+    from kifqa.pipeline.examples import sqwd_pool
+
+    questions = load_sqwd(data_dir, "valid", limit=60)
+    drafts = gold_drafts(questions, GoldExtender(data_dir))
+    pool = {e.question: e.draft for e in sqwd_pool(data_dir, split="valid", limit=60)}
+    assert len(drafts) >= 55
+    assert all(pool[q.text] == drafts[q.id] for q in questions if q.id in drafts)
+    assert drafts["sqwd-valid-0"] == "(sasha vujačić | place of birth | ?x)"
+    assert drafts["sqwd-valid-1"].startswith("(?x | director | ")  # R57: the question asks for the subject
+
+
+def test_oracle_drafts_split_the_loss_by_step(data_dir: Path, local_kb, monkeypatch, tmp_path: Path) -> None:
+    real = kifqa.api.open_pipeline
+    llm = scripted(data_dir)
+    monkeypatch.setattr(kifqa.api, "open_pipeline",
+                        lambda *, settings=None, **_: real(settings=settings, kb=local_kb, llm=llm))
+    monkeypatch.setenv("KIFQA_DATA_DIR", str(data_dir))
+    result = CliRunner().invoke(cli, ["eval", "--dataset", "sqwd:valid", "--limit", str(N), "--oracle-drafts",
+                                      "--out", str(tmp_path), "--no-report"])
+    assert result.exit_code == 0, result.output
+    m = json.loads((tmp_path / "metrics.json").read_text())
+    oracle = m["oracle_drafts"]
+    assert oracle["questions"] == N and oracle["macro_f1"] == pytest.approx((N - len(EXPECTED)) / N, abs=1e-4)
+    # the gold drafts fix the malformed, failed and wrong-unknown drafts and the misspelt names
+    assert oracle["macro_f1_oracle_drafts"] >= oracle["macro_f1"] + 4 / N - 1e-4
+    assert oracle["loss"]["draft"] == pytest.approx(oracle["macro_f1_oracle_drafts"] - oracle["macro_f1"], abs=1e-4)
+    assert sum(oracle["loss"].values()) == pytest.approx(1 - oracle["macro_f1"], abs=1e-3)
+    rows = {r["id"]: r for r in map(json.loads, (tmp_path / "oracle-drafts" / "questions.jsonl").read_text().splitlines())}
+    assert len(rows) == N and "oracle-drafts" not in str(m.get("run", ""))
+    for qid in ("sqwd-valid-11", "sqwd-valid-12"):  # the model's draft was malformed / failed: the gold one is used
+        trace = rows[qid]["trace"]
+        assert "draft given (oracle), no model call" in trace["notes"]
+        assert "draft" not in [c["step"] for c in trace["llm_calls"]] and rows[qid]["failure"] != "draft"
+    assert rows["sqwd-valid-0"]["trace"]["draft_output"] == "(sasha vujačić | place of birth | ?x)"
