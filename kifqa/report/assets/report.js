@@ -194,6 +194,16 @@ function short(text, n) {
   return text.length <= n ? text : text.slice(0, n - 1) + "…";
 }
 
+// The metrics on slices of the questions, where the summary holds them (kifqa eval).
+function slicesChart(s) {
+  const rows = Object.entries(s.slices || {}).filter(([, m]) => typeof get(m, ["all", "macro_f1"]) === "number" && m.all.n);
+  if (!rows.length) return;
+  barChart(chartBox("Macro F1 by slice", Math.min(300, 40 + 22 * rows.length), true),
+           rows.map(([name, m]) => `${short(name.replaceAll("_", " "), 28)} (n=${m.all.n})`),
+           [{label: "macro F1", backgroundColor: COLORS.macro, data: rows.map(([, m]) => m.all.macro_f1)}],
+           {horizontal: true, max: 1});
+}
+
 // The calibration of the confidence, where the summary holds one (kifqa eval): precision against coverage.
 function calibrationChart(s) {
   const cal = s.calibration || {};
@@ -271,6 +281,7 @@ function drawSummary() {
     failureChart(countBy(D.columns.failure));
     propertyChart(s);
     latencyChart(D.columns);
+    slicesChart(s);
     calibrationChart(s);
     if (D.columns.confidence) confidenceChart(D.columns.confidence);
   }
