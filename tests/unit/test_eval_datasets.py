@@ -66,6 +66,12 @@ def test_simpledbpediaqa_gold_is_the_converted_wikidata_answer_of_the_same_quest
     sqwd = {" ".join(q.text.lower().split()) for q in load_sqwd(data_dir, "valid")}
     assert not any(gold[q.text] for q in qs if " ".join(q.text.lower().split()) not in sqwd)
     assert 100 <= sum(map(bool, gold.values())) < 134  # 134 shared texts; unconverted properties have no gold
+    # the (property, direction) pairs of the subject in the DBpedia conversion (the slices of the report)
+    topics = {q.id: extender.topic_relations(q.topic) for q in qs}
+    assert topics["sdbqa-valid-00002"] == 1  # Sasha Vujačić: dbo:birthPlace
+    assert topics["sdbqa-valid-00014"] == 0  # Irving Langmuir: no converted statement
+    assert topics["sdbqa-valid-00290"] == 3  # Turkey
+    assert extender.topic_relations("Q313185") == 2  # Fritz Leiber: child, and author of
 
 
 def test_extension_on_the_real_data(data_dir: Path) -> None:
