@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kifqa.cli.bench import bench
+from kifqa.bench import bench
 
 if __name__ == "__main__":
     bench(prog_name="jobs/bench.py")

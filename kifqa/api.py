@@ -10,7 +10,7 @@ from typing import Any
 from kifqa.config import Settings
 from kifqa.kb.base import KnowledgeBase
 from kifqa.llm.base import LLM
-from kifqa.model import Question, Result
+from kifqa.types import Question, Result
 from kifqa.pipeline import Pipeline
 from kifqa.pipeline.examples import ExampleSource
 

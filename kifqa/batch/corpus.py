@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from kifqa.errors import ConfigError
-from kifqa.model import Question
+from kifqa.types import Question
 
 #: One input row: its 1-based number and its fields, or why it could not be read.
 _Row = tuple[int, dict[str, Any] | str]

@@ -21,7 +21,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from kifqa.kb.base import Candidate, EntityProperties, Fact, FilterResult, PropertyUse
+from kifqa.kb.base import EntityProperties, FilterResult, PropertyUse
+from kifqa.types import Candidate, Fact
 from kifqa.sqlite import connect_wal, private_dir, retry_busy
 
 _logger = logging.getLogger(__name__)

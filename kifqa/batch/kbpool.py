@@ -26,7 +26,8 @@ from kifqa.batch.kbcache import KBCache
 from kifqa.batch.routing import LeastLoaded
 from kifqa.config import Settings
 from kifqa.errors import KBError
-from kifqa.kb.base import Candidate, Direction, EntityProperties, FilterResult, KBStats, KnowledgeBase
+from kifqa.kb.base import EntityProperties, FilterResult, KBStats, KnowledgeBase
+from kifqa.types import Candidate, Direction
 from kifqa.kb.guard import retry_after
 
 #: Opens the knowledge base a spec names (:func:`kifqa.kb.spec.open_kb`).

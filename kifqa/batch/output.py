@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from kifqa.model import ANSWER_SCHEMA, TRACE_SCHEMA
+from kifqa.types import ANSWER_SCHEMA, TRACE_SCHEMA
 
 _TMP = ".tmp-"
 

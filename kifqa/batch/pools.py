@@ -54,6 +54,11 @@ class Pools:
         """Wall time the LLM actors had model calls in flight, summed over the actors."""
         return sum(ray.get([a.busy_seconds.remote() for a in self.llm_actors]))
 
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU seconds the LLM actors and the KB actors have used so far (their processes)."""
+        return {kind: sum(ray.get([a.cpu_seconds.remote() for a in actors]))
+                for kind, actors in (("llm_actors", self.llm_actors), ("kb_actors", self.kb_actors))}
+
     def kb_stats(self) -> KBStats:
         """The KB actors' calls and cache hits so far."""
         total = KBStats()

@@ -17,7 +17,7 @@ from kifqa.batch.output import OutputDir
 from kifqa.config import Settings
 from kifqa.kb.base import KnowledgeBase
 from kifqa.llm.base import LLM
-from kifqa.model import ANSWER_SCHEMA, TRACE_SCHEMA, Question, Result, Trace
+from kifqa.types import ANSWER_SCHEMA, TRACE_SCHEMA, Question, Result, Trace
 
 
 class Answerer(Protocol):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from kifqa.cli import ask, bench, eval, kb, model
+from kifqa.bench import bench
+from kifqa.cli import ask, eval, kb, model
 from kifqa.cli import report, run
 from kifqa.cli import silver
 
@@ -16,7 +17,7 @@ def cli() -> None:
 
 
 cli.add_command(ask.ask)
-cli.add_command(bench.bench)
+cli.add_command(bench)
 cli.add_command(eval.eval_)
 cli.add_command(kb.kb)
 cli.add_command(model.model)

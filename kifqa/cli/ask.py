@@ -11,7 +11,7 @@ import click
 from kifqa.api import open_pipeline
 from kifqa.cli.options import fail, load_settings, settings_options
 from kifqa.errors import KifqaError
-from kifqa.model import Result, Trace
+from kifqa.types import Result, Trace
 
 
 @click.command()

@@ -11,13 +11,17 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from kifqa.cli.options import fail, load_settings, settings_options
 from kifqa.config import Settings
+from kifqa.data.dbpedia_map import DBpediaLinks
 from kifqa.errors import KifqaError
+
+if TYPE_CHECKING:
+    from kifqa.eval.datasets import GoldExtender
 
 
 @click.command("eval")
@@ -73,11 +77,11 @@ def eval_(dataset: str, limit: int | None, start: int, concurrency: int, out: Pa
 
 def _evaluate(settings: Settings, dataset: str, limit: int | None, start: int, concurrency: int, out: Path | None, batch: bool,
               run_dir: Path | None, extend_gold: bool, oracle_drafts: bool) -> tuple[Any, Any]:
-    from kifqa.eval.datasets import GoldExtender, load_gold
+    from kifqa.eval.datasets import load_gold
     from kifqa.eval.oracle import gold_drafts, loss_by_step
     from kifqa.eval.run import Evaluation, Scored, evaluate, evaluate_batch, evaluate_run
 
-    extender = GoldExtender(settings.data_dir, extend_other=extend_gold)
+    extender = gold_extender(settings, extend_other=extend_gold)
     about = {"dataset": dataset, "model": settings.llm.model, "kb": settings.kb.spec,
              "examples": f"{settings.examples.mode} k={settings.examples.k}"}
     if run_dir is not None:
@@ -125,6 +129,19 @@ def _evaluate(settings: Settings, dataset: str, limit: int | None, start: int, c
     return evaluation, oracle
 
 
+def gold_extender(settings: Settings, *, extend_other: bool = False) -> GoldExtender:
+    """The gold of the data folder (see :class:`~kifqa.eval.datasets.GoldExtender`); SimpleDBpediaQA's
+    comes through the DBpedia build's links."""
+    from kifqa.eval.datasets import GoldExtender
+
+    def dbpedia_links() -> DBpediaLinks:
+        from kifqa.kb.dbpedia import locate
+
+        return locate(settings).links()
+
+    return GoldExtender(settings.data_dir, extend_other=extend_other, dbpedia_links=dbpedia_links)
+
+
 def _run_about(run_dir: Path) -> dict[str, str]:
     """Model, KB and examples of a batch run, from its manifest's settings."""
     try:
@@ -145,11 +162,11 @@ def _compare(settings: Settings, dataset: str, folders: tuple[Path, Path], out: 
         if (folder / "questions.jsonl").is_file():
             loaded.append(load_scored(folder))
         else:  # a batch run folder that was never scored: score it on --dataset
-            from kifqa.eval.datasets import GoldExtender, load_gold
+            from kifqa.eval.datasets import load_gold
             from kifqa.eval.run import evaluate_run
 
             evaluation = evaluate_run(folder, load_gold(dataset, settings.data_dir),
-                                      GoldExtender(settings.data_dir, extend_other=extend_gold))
+                                      gold_extender(settings, extend_other=extend_gold))
             evaluation.extra = {"dataset": dataset, **evaluation.extra}
             rows = {s.gold.id: {k: v for k, v in s.row().items() if k != "trace"} for s in evaluation.scored}
             loaded.append((evaluation.metrics(), rows))

@@ -18,24 +18,23 @@ import csv
 import json
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
-from urllib.parse import unquote
+from typing import Any
 
+from kifqa.data import paths
+from kifqa.data.dbpedia_map import DBpediaLinks
+from kifqa.data.ids import canonical_id, iri_name
+from kifqa.data.sdbqa import read_sdbqa
+from kifqa.data.sqwd import read_sqwd
+from kifqa.data.text import normalize, question_key
+from kifqa.data.wikidata import NO_LABEL, read_item_names, read_property_entries, read_statements
 from kifqa.errors import DataError
-from kifqa.kb.dbpedia import convert, question_key
-from kifqa.pipeline.text import normalize
-
-Direction = Literal["forward", "backward"]
-
-#: The label the Wikidata crawls put where an item had none (not a name; see ``kifqa.kb.data``).
-NO_LABEL = "no label defined"
+from kifqa.types import Direction
 
 _SQWD_PROPERTY = re.compile(r"[PR][1-9][0-9]*")
-_WIKIDATA_ENTITY = "http://www.wikidata.org/entity/"
 
 
 @dataclass(frozen=True)
@@ -102,40 +101,12 @@ class GoldQuestion:
         return frozenset(a for a in (self.answer, *self.answers) if a)
 
 
-def same_id(a: str, b: str) -> bool:
-    """True when two KB ids name the same thing: compact Wikidata ids and their entity IRIs,
-    percent-encoded and plain IRIs, with or without angle brackets."""
-    return canonical_id(a) == canonical_id(b)
-
-
-def canonical_id(x: str) -> str:
-    x = unquote(x.strip().removeprefix("<").removesuffix(">"))
-    return x.removeprefix(_WIKIDATA_ENTITY)
-
-
-def iri_name(iri: str) -> str:
-    """A readable name from an IRI's local part: ``.../Clyde,_Missouri`` → ``Clyde, Missouri``."""
-    local = re.split(r"[/#]", canonical_id(iri).rstrip("/"))[-1]
-    return local.replace("_", " ")
-
-
 # --- SimpleQuestions-Wikidata ---------------------------------------------------------------------
 
 def load_sqwd(data_dir: Path, split: str = "valid", *, limit: int | None = None) -> list[GoldQuestion]:
     """SimpleQuestions-Wikidata ``{split}_answerable.txt``: ``topic, property, answer, question``."""
-    path = Path(data_dir) / "simplequestions-wikidata" / f"{split}_answerable.txt"
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as err:
-        raise DataError(f"cannot read {path} ({err}); set KIFQA_DATA_DIR") from err
-    out = []
-    for n, line in enumerate(lines[:limit] if limit else lines):
-        parts = line.split("\t")
-        if len(parts) != 4:
-            raise DataError(f"{path}:{n + 1}: expected 4 tab-separated columns")
-        topic, prop, ans, text = parts
-        out.append(GoldQuestion(f"sqwd-{split}-{n}", text.strip(), topic, prop, ans, dataset=f"sqwd:{split}"))
-    return out
+    return [GoldQuestion(f"sqwd-{split}-{row.line - 1}", row.question, row.topic, row.property, row.answer,
+                         dataset=f"sqwd:{split}") for row in read_sqwd(data_dir, split, limit=limit)]
 
 
 # --- SimpleDBpediaQA --------------------------------------------------------------------------------
@@ -147,14 +118,8 @@ def load_simpledbpediaqa(data_dir: Path, split: str = "valid", *, limit: int | N
 
     The predicates of a question are alternatives (any one answers it); ``property`` is the first.
     """
-    path = Path(path) if path else Path(data_dir) / "simpledbpediaqa" / f"{split}.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise DataError(f"cannot read {path} ({err}); set KIFQA_DATA_DIR") from err
-    rows = data.get("Questions") if isinstance(data, dict) else None
-    if not isinstance(rows, list):
-        raise DataError(f"{path}: expected an object with a 'Questions' list")
+    path = Path(path) if path else Path(data_dir) / paths.sdbqa(split)
+    rows = read_sdbqa(path)
     out = []
     for n, row in enumerate(rows[:limit] if limit else rows):
         try:
@@ -310,17 +275,15 @@ class GoldExtender:
     Also names things for reports: :meth:`names` of an entity, :meth:`property_label`.
     """
 
-    def __init__(self, data_dir: Path, *, extend_other: bool = False) -> None:
+    def __init__(self, data_dir: Path, *, extend_other: bool = False,
+                 dbpedia_links: Callable[[], DBpediaLinks] | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.extend_other = extend_other
+        self._dbpedia_links = dbpedia_links
 
     @cached_property
     def _labels(self) -> dict[str, list[str]]:
-        path = self.data_dir / "wikidata" / "entity_labels_en.json"
-        try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as err:
-            raise DataError(f"cannot read {path} ({err}); set KIFQA_DATA_DIR") from err
+        return read_item_names(self.data_dir)
 
     @cached_property
     def _by_name(self) -> dict[str, set[str]]:
@@ -336,19 +299,16 @@ class GoldExtender:
     def _triples(self) -> tuple[dict[tuple[str, str], set[str]], dict[tuple[str, str], set[str]]]:
         forward: dict[tuple[str, str], set[str]] = defaultdict(set)
         backward: dict[tuple[str, str], set[str]] = defaultdict(set)
-        path = self.data_dir / "simplequestions-wikidata" / "kb_triples.tsv"
-        for line in path.read_text(encoding="utf-8").splitlines():
-            s, p, o = line.split("\t")
+        for s, p, o, _ in read_statements(self.data_dir):
             forward[s, p].add(o)
             backward[o, p].add(s)
         return forward, backward
 
     @cached_property
     def _property_labels(self) -> dict[str, str]:
-        path = self.data_dir / "wikidata" / "properties_en.json"
         try:
-            return {p["id"]: p.get("label") or p["id"] for p in json.loads(path.read_text(encoding="utf-8"))}
-        except (OSError, ValueError, KeyError, TypeError):
+            return {p["id"]: p.get("label") or p["id"] for p in read_property_entries(self.data_dir)}
+        except (DataError, KeyError, TypeError):
             return {}
 
     @cached_property
@@ -356,9 +316,10 @@ class GoldExtender:
         return {question_key(q.text): q for q in load_sqwd(self.data_dir, "valid")}
 
     @cached_property
-    def _dbpedia(self) -> tuple[dict[str, str], dict[str, str]]:
-        conversion = convert(self.data_dir)
-        return conversion.resources, conversion.property_map
+    def _dbpedia(self) -> DBpediaLinks:
+        if self._dbpedia_links is None:
+            raise DataError("SimpleDBpediaQA gold needs the links of the DBpedia build (GoldExtender(dbpedia_links=...))")
+        return self._dbpedia_links()
 
     def gold(self, q: GoldQuestion) -> set[str]:
         if q.dataset.startswith("sdbqa:") and not q.gold_answers:
@@ -379,10 +340,12 @@ class GoldExtender:
         question, that question's (extended) answers, converted to the DBpedia encoding, are its gold, if its
         statement's property was converted (has a DBpedia equivalent); otherwise it has no gold."""
         twin = self._sqwd_valid.get(question_key(q.text))
-        resources, properties = self._dbpedia
-        if twin is None or twin.pid not in properties:
+        if twin is None:
             return set()
-        return {resources[a] for a in self.gold(twin) if a in resources}
+        links = self._dbpedia
+        if twin.pid not in links.properties:
+            return set()
+        return {links.resources[a] for a in self.gold(twin) if a in links.resources}
 
     @cached_property
     def _topic_relations(self) -> dict[str, set[tuple[str, str]]]:
@@ -397,8 +360,7 @@ class GoldExtender:
 
     @cached_property
     def _dbpedia_items(self) -> dict[str, str]:
-        resources, _ = self._dbpedia
-        return {canonical_id(iri): qid for qid, iri in resources.items()}
+        return {canonical_id(iri): qid for qid, iri in self._dbpedia.resources.items()}
 
     def topic_relations(self, topic: str) -> int | None:
         """How many (property, direction) pairs the topic entity has in the data folder's base (a
@@ -411,7 +373,7 @@ class GoldExtender:
         item = self._dbpedia_items.get(entity)
         if item is None:
             return 0
-        _, properties = self._dbpedia
+        properties = self._dbpedia.properties
         return len({(properties[p], d) for p, d in self._topic_relations.get(item, ()) if p in properties})
 
     def _label(self, qid: str) -> str:

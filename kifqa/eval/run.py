@@ -18,15 +18,17 @@ from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Any
 
+from kifqa.data.ids import same_id
 from kifqa.eval.calibration import calibrate
-from kifqa.eval.datasets import GoldExtender, GoldQuestion, same_id
+from kifqa.eval.datasets import GoldExtender, GoldQuestion
 from kifqa.eval.metrics import Score, score, summarize
 from kifqa.eval.silver import confidence
 from kifqa.eval.traces import STEPS, Prediction, known_label, patterns, read_run, relations, run_seconds
 from kifqa.eval import traces as tr
-from kifqa.model import Question, Result
+from kifqa.types import Question, Result
 from kifqa.pipeline import Pipeline
-from kifqa.pipeline.text import normalize, tokens
+from kifqa.data.text import normalize
+from kifqa.pipeline.text import tokens
 
 #: Failure classes, in the order they are checked.
 FAILURES = ("error", "draft", "entity", "relation", "empty", "partial")

@@ -20,8 +20,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from kifqa.eval.traces import Prediction, known_label, pattern_text, patterns, relations
-from kifqa.model import UNKNOWN
-from kifqa.pipeline.text import normalize
+from kifqa.types import UNKNOWN
+from kifqa.data.text import normalize
 
 #: Entity factor when namesakes of the chosen entity were dropped by the relation evidence.
 NAMESAKES_DROPPED = 0.9

@@ -1,7 +1,7 @@
 """What a run said about each question, from either source: in-process :class:`Result` objects or a
 batch run folder (``answers/`` and ``traces/`` Parquet). Everything downstream (scores, failure
 classes, linking accuracy, reports, silver data) reads the same :class:`Prediction`: the predicted
-answers with their labels, and the trace as the dict of :meth:`kifqa.model.Trace.to_dict`.
+answers with their labels, and the trace as the dict of :meth:`kifqa.types.Trace.to_dict`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kifqa.errors import DataError
-from kifqa.model import UNKNOWN, Result
+from kifqa.types import UNKNOWN, Result
 
 #: Step timings of a trace, in pipeline order (``total`` is the whole question).
 STEPS = ("draft", "entities", "relations", "answers", "total")
@@ -109,7 +109,7 @@ def pattern_text(p: dict[str, str]) -> str:
 
 
 def known_label(p: dict[str, str]) -> str:
-    """The known end of a drafted pattern (as :attr:`kifqa.model.Pattern.known`)."""
+    """The known end of a drafted pattern (as :attr:`kifqa.types.Pattern.known`)."""
     return p.get("object", "") if p.get("subject") == UNKNOWN else p.get("subject", "")
 
 

@@ -10,22 +10,8 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import Literal
 
-#: ``forward``: the entity is the statement's subject; ``backward``: it is the statement's value.
-Direction = Literal["forward", "backward"]
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """An entity or property found by a search, with what the LLM needs to judge it."""
-
-    id: str
-    label: str
-    aliases: tuple[str, ...] = ()
-    description: str = ""
-    #: Search rank score, higher is better (exact label matches score highest).
-    score: float = 0.0
+from kifqa.types import Candidate, Direction, Fact
 
 
 @dataclass(frozen=True)
@@ -43,20 +29,6 @@ class EntityProperties:
     uses: tuple[PropertyUse, ...]
     #: True when a direction had more than ``max_results`` distinct properties (the rest are left out).
     truncated: bool = False
-
-
-@dataclass(frozen=True)
-class Fact:
-    """One statement ``(subject, property, value)`` with labels for display."""
-
-    subject: str
-    subject_label: str
-    property: str
-    property_label: str
-    value: str
-    value_label: str
-    #: ``item``, ``property``, ``iri``, ``string``, ``text``, ``quantity``, ``time`` or ``external_id``.
-    value_type: str = "item"
 
 
 @dataclass(frozen=True)

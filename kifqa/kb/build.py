@@ -20,7 +20,8 @@ import pyoxigraph
 
 from kifqa.config import Settings
 from kifqa.errors import KBError
-from kifqa.kb import data, index, rdf, swap
+from kifqa.data import paths, wikidata
+from kifqa.kb import index, rdf, swap
 
 #: The builder's version: part of the build hash, so bumping it rebuilds every base.
 VERSION = "2"
@@ -115,7 +116,7 @@ def _complete(kind: type[B], final: Path, digest: str) -> bool:
 
 def locate(settings: Settings) -> BuiltKB:
     """The build of the current data folder, marked in use by this process; :class:`KBError` if there is none."""
-    digest = data.inputs_digest(settings.data_dir, VERSION)
+    digest = paths.inputs_digest(settings.data_dir, VERSION)
     built = read_build(BuiltKB, kb_dir(settings) / digest, digest)
     if built is None:
         raise KBError(f"no knowledge base is built for the data in {settings.data_dir} (hash {digest}) "
@@ -125,14 +126,14 @@ def locate(settings: Settings) -> BuiltKB:
 
 def build(settings: Settings, *, force: bool = False) -> tuple[BuiltKB, bool]:
     """Builds the knowledge base unless an identical build exists; returns it and whether it was built now."""
-    digest = data.inputs_digest(settings.data_dir, VERSION)
+    digest = paths.inputs_digest(settings.data_dir, VERSION)
     return build_once(BuiltKB, kb_dir(settings) / digest, digest,
                       lambda root: _write(root, settings.data_dir, digest), force=force)
 
 
 def _write(root: Path, data_dir: Path, digest: str) -> None:
     started = time.perf_counter()
-    dataset = data.load(data_dir)
+    dataset = wikidata.load(data_dir)
     built = BuiltKB(root, {})
     with open(built.rdf_path, "w", encoding="utf-8") as f:
         rdf_triples = 0

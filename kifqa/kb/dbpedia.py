@@ -12,9 +12,7 @@ written beside the others and switched to atomically when complete, like :mod:`k
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -27,24 +25,28 @@ import rdflib
 from rdflib.namespace import OWL, RDF, RDFS, XSD
 
 from kifqa.config import Settings
+from kifqa.data import paths
+from kifqa.data.dbpedia_map import DBpediaLinks, read_links
+from kifqa.data.ids import WD
+from kifqa.data.sdbqa import read_sdbqa
+from kifqa.data.sqwd import read_sqwd
+from kifqa.data.text import question_key
+from kifqa.data.wikidata import Dataset, ItemRecord, PropertyRecord, Triple
+from kifqa.data.wikidata import load as load_wikidata
 from kifqa.errors import DataError, KBError
-from kifqa.kb import data, index
+from kifqa.kb import index
 from kifqa.kb.build import MANIFEST, Build, build_once, kb_dir, read_build
-from kifqa.kb.data import Dataset, ItemRecord, PropertyRecord, Triple
-from kifqa.kb.search import LocalSearch
 
 #: The converter's version: part of the build hash.
-VERSION = "2"
+VERSION = "3"
 
-ONTOLOGY = "dbpedia/ontology.ttl"
-SDBQA = "simpledbpediaqa/valid.json"
-#: SimpleQuestions-Wikidata questions, matched to SimpleDBpediaQA's to link items to real DBpedia IRIs.
-QUESTIONS = ("simplequestions-wikidata/train_answerable.txt", "simplequestions-wikidata/valid_answerable.txt")
-INPUTS = (ONTOLOGY, SDBQA, *QUESTIONS)
+SDBQA = paths.sdbqa("valid")
+#: The DBpedia inputs; the SimpleQuestions-Wikidata questions are matched to SimpleDBpediaQA's to link
+#: items to real DBpedia IRIs.
+INPUTS = (paths.ONTOLOGY, SDBQA, *(paths.sqwd(split) for split in paths.SQWD_SPLITS))
 
 DBR = "http://dbpedia.org/resource/"
 DBO = "http://dbpedia.org/ontology/"
-WD = "http://www.wikidata.org/entity/"
 #: The named graph the data is loaded into (Virtuoso's endpoint reads all graphs by default).
 GRAPH = "urn:kifqa:dbpedia"
 
@@ -52,7 +54,6 @@ GRAPH = "urn:kifqa:dbpedia"
 _ESCAPED = frozenset('"#%<>?[\\]^`{|}')
 _NUMERIC = {XSD.decimal, XSD.double, XSD.float, XSD.integer, XSD.nonNegativeInteger, XSD.positiveInteger,
             XSD.nonPositiveInteger, XSD.negativeInteger, XSD.int, XSD.long}
-_WORDS = re.compile(r"\w+")
 
 
 class DBpediaBuild(Build):
@@ -61,11 +62,9 @@ class DBpediaBuild(Build):
     def complete(self) -> bool:
         return self.rdf_path.is_file() and super().complete()
 
-
-class DBpediaSearch(LocalSearch, search_name="kifqa-dbpedia",
-                    search_description="DBpedia-Lookup-style search of the DBpedia-encoded base: resources by "
-                                       "label, ontology properties by label and comment"):
-    """:class:`~kifqa.kb.search.LocalSearch` over the label index of a :class:`DBpediaBuild`."""
+    def links(self) -> DBpediaLinks:
+        """The resource and property links the conversion made."""
+        return read_links(self.manifest)
 
 
 def resource_name(label: str) -> str:
@@ -78,13 +77,7 @@ def resource_name(label: str) -> str:
 
 def inputs_digest(data_dir: Path) -> str:
     """A hash of the converter's version, the Wikidata inputs and the DBpedia inputs."""
-    digest = hashlib.sha256(data.inputs_digest(data_dir, VERSION).encode())
-    for name in INPUTS:
-        path = data_dir / name
-        if not path.is_file():
-            raise DataError(f"{path} is missing; is KIFQA_DATA_DIR={data_dir} the right data folder?")
-        digest.update(f"\0{name}\0".encode() + path.read_bytes())
-    return digest.hexdigest()[:16]
+    return paths.inputs_digest(data_dir, paths.inputs_digest(data_dir, VERSION), INPUTS)
 
 
 def locate(settings: Settings) -> DBpediaBuild:
@@ -122,8 +115,8 @@ class Conversion:
 
 def convert(data_dir: Path) -> Conversion:
     """Converts the data folder's statements and items to the DBpedia encoding."""
-    wikidata = data.load(data_dir)
-    ontology = _read_ontology(data_dir / ONTOLOGY)
+    wikidata = load_wikidata(data_dir)
+    ontology = _read_ontology(data_dir / paths.ONTOLOGY)
     questions = _read_sdbqa(data_dir / SDBQA)
     property_map = _property_map(ontology)
     datatype_only = {str(o)[len(WD):] for o in ontology.objects(None, OWL.equivalentProperty)
@@ -182,6 +175,7 @@ def _write(root: Path, data_dir: Path, digest: str) -> None:
         "counts": {**conversion.counts, "rdf_triples": rdf_triples, "ontology_triples": len(conversion.ontology),
                    "indexed_items": index_counts["items"], "indexed_properties": index_counts["properties"]},
         "property_map": conversion.property_map,
+        "resources": conversion.resources,
     }
     (root / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
 
@@ -204,20 +198,14 @@ def _read_ontology(path: Path) -> rdflib.Graph:
 def _read_sdbqa(path: Path) -> list[dict[str, Any]]:
     error = DataError(f"{path}: expected SimpleDBpediaQA JSON "
                       "{'Questions': [{'Query', 'Subject', 'PredicateList': [{'Predicate', ...}]}]}")
+    questions = read_sdbqa(path)
     try:
-        questions = json.loads(path.read_text(encoding="utf-8"))["Questions"]
         if all(isinstance(q["Subject"], str) and isinstance(q["Query"], str)
                and all(isinstance(p["Predicate"], str) for p in q["PredicateList"]) for q in questions):
             return list(questions)
-    except (ValueError, KeyError, TypeError) as err:
+    except (KeyError, TypeError) as err:
         raise error from err
     raise error
-
-
-def question_key(text: str) -> str:
-    """What makes two questions of two datasets the same question: their words, ignoring case, accents and
-    punctuation."""
-    return " ".join(_WORDS.findall(data.normalize(text)))
 
 
 def _sdbqa_links(data_dir: Path, questions: list[dict[str, Any]]) -> dict[str, str]:
@@ -226,14 +214,10 @@ def _sdbqa_links(data_dir: Path, questions: list[dict[str, Any]]) -> dict[str, s
     each item and each IRI used once."""
     subjects = {question_key(q["Query"]): q["Subject"] for q in questions}
     pairs: Counter[tuple[str, str]] = Counter()
-    for name in QUESTIONS:
-        with open(data_dir / name, encoding="utf-8") as f:
-            for n, line in enumerate(f, 1):
-                fields = line.rstrip("\r\n").split("\t")
-                if len(fields) != 4:
-                    raise DataError(f"{data_dir / name}:{n}: expected topic<TAB>property<TAB>answer<TAB>question")
-                if (iri := subjects.get(question_key(fields[3]))) is not None:
-                    pairs[fields[0], iri] += 1
+    for split in paths.SQWD_SPLITS:
+        for row in read_sqwd(data_dir, split):
+            if (iri := subjects.get(question_key(row.question))) is not None:
+                pairs[row.topic, iri] += 1
     links: dict[str, str] = {}
     used: set[str] = set()
     for (q, iri), _ in sorted(pairs.items(), key=lambda x: (-x[1], x[0])):

@@ -22,7 +22,8 @@ from typing import Literal
 from urllib.parse import quote
 
 from kifqa.errors import KBError
-from kifqa.kb.data import Dataset, normalize
+from kifqa.data.text import index_key
+from kifqa.data.wikidata import Dataset
 from kifqa.sqlite import select_in
 
 Kind = Literal["item", "property"]
@@ -91,7 +92,7 @@ def build(path: Path, data: Dataset) -> dict[str, int]:
         for rowid, (id, kind, label, aliases, description, datatype, deg) in enumerate(rows, 1):
             con.execute("INSERT INTO entity VALUES (?, ?, ?, ?, ?, ?, ?)",
                         (rowid, id, kind, label, description, datatype, deg))
-            names += [(rowid, kind, text, normalize(text), i == 0)
+            names += [(rowid, kind, text, index_key(text), i == 0)
                       for i, text in enumerate((label, *aliases)) if text]
         con.executemany("INSERT INTO name (entity, kind, text, norm, is_label) VALUES (?, ?, ?, ?, ?)", names)
         for kind in ("item", "property"):
@@ -165,7 +166,7 @@ class LabelIndex:
 
     def search(self, kind: Kind, text: str, limit: int) -> list[Hit]:
         """Entities of ``kind`` matching ``text``: all exact matches, then up to ``limit`` in all."""
-        key = normalize(text)
+        key = index_key(text)
         with self._lock:
             exact = self._con.execute(
                 "SELECT e.id, max(n.is_label) FROM name n JOIN entity e ON e.rowid = n.entity "

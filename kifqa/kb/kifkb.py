@@ -35,20 +35,12 @@ from kif_lib.model import Entity, Item, OrFingerprint, Value, ValueSnak
 from kif_lib.store.mixer import MixerStore
 
 from kifqa.config import KBSettings
+from kifqa.data.text import index_key
 from kifqa.errors import KBError
 from kifqa.kb import ids
-from kifqa.kb.base import (
-    Candidate,
-    Direction,
-    EntityProperties,
-    Fact,
-    FilterResult,
-    KBStats,
-    KnowledgeBase,
-    PropertyUse,
-)
+from kifqa.kb.base import EntityProperties, FilterResult, KBStats, KnowledgeBase, PropertyUse
 from kifqa.kb.build import build_hash
-from kifqa.kb.data import normalize
+from kifqa.types import Candidate, Direction, Fact
 from kifqa.kb.guard import Guard
 from kifqa.kb.http import check_results
 from kifqa.kb.index import LabelIndex
@@ -172,11 +164,11 @@ class KifKnowledgeBase(KnowledgeBase):
         pairs = await self._guard.run(
             "search_properties" if properties else "search_entities",
             lambda: _collect(find(text, limit=limit)), target="search")
-        key, n = normalize(text), len(pairs)
+        key, n = index_key(text), len(pairs)
         found = []
         for rank, (entity, desc) in enumerate(pairs):
             c = _candidate(entity, desc)
-            tier = 3.0 if normalize(c.label) == key else 2.0 if key in map(normalize, c.aliases) else 1.0
+            tier = 3.0 if index_key(c.label) == key else 2.0 if key in map(index_key, c.aliases) else 1.0
             found.append(Candidate(c.id, c.label, c.aliases, c.description, tier + 0.9 * (n - rank) / n))
         return sorted(found, key=lambda c: -c.score)
 

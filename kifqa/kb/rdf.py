@@ -19,10 +19,11 @@ from collections.abc import Iterable, Iterator
 from decimal import Decimal, InvalidOperation
 
 from kifqa.errors import DataError
-from kifqa.kb.data import TRIPLES, WIKIBASE_TYPES, Dataset, Triple
+from kifqa.data.ids import WD
+from kifqa.data.paths import TRIPLES
+from kifqa.data.wikidata import WIKIBASE_TYPES, Dataset, Triple
 
 WIKIDATA = "http://www.wikidata.org/"
-WD = WIKIDATA + "entity/"
 WDS = WD + "statement/"
 WDV = WIKIDATA + "value/"
 P = WIKIDATA + "prop/"

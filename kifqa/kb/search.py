@@ -1,4 +1,5 @@
-"""KIF search plugin ``kifqa-local``: items and properties by label and alias over the built label index.
+"""KIF search plugins ``kifqa-local`` and ``kifqa-dbpedia``: items and properties by label and alias over the
+label index of a build.
 
 Ranking is :mod:`kifqa.kb.index`'s: every exact label match (ignoring case and accents), then exact alias matches,
 then token/prefix matches. Exact matches are never cut by ``limit``; a ``None`` limit means the page
@@ -102,6 +103,12 @@ class LocalSearch(Search, search_name="kifqa-local", search_description="Label/a
     def _to_property_descriptor(self, data: Data) -> tuple[Property, Property.Descriptor]:
         prop = self._to_property(data)
         return prop, {**_descriptor(data), "range": prop.range}  # type: ignore[typeddict-item]
+
+
+class DBpediaSearch(LocalSearch, search_name="kifqa-dbpedia",
+                    search_description="DBpedia-Lookup-style search of the DBpedia-encoded base: resources by "
+                                       "label, ontology properties by label and comment"):
+    """:class:`LocalSearch` over the label index of the DBpedia-encoded build (:mod:`kifqa.kb.dbpedia`)."""
 
 
 def _descriptor(data: Data) -> dict[str, Any]:

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kifqa.llm.base import LLM, ChatRequest, Completion, Usage
-from kifqa.model import UNKNOWN
+from kifqa.data.text import normalize
 from kifqa.pipeline.examples import sqwd_pool
-from kifqa.pipeline.text import normalize
+from kifqa.types import UNKNOWN
 
 #: The splits whose gold drafts are known.
 SPLITS = ("train", "valid")

@@ -11,13 +11,13 @@ import time
 from collections.abc import Mapping
 
 from kifqa.config import PipelineSettings, Settings
+from kifqa.data.text import words
 from kifqa.kb.base import KnowledgeBase
 from kifqa.llm.base import LLM
-from kifqa.model import Question, Result, Trace
+from kifqa.types import Question, Result, Trace
 from kifqa.pipeline import answers, draft, entities, relations
 from kifqa.pipeline.examples import ExampleSource, FixedExamples, open_examples
 from kifqa.pipeline.recorder import CountingKB, Recorder
-from kifqa.pipeline.text import words
 
 
 class StepError(Exception):

@@ -7,7 +7,7 @@ import asyncio
 import time
 
 from kifqa.kb.base import FilterResult, KnowledgeBase
-from kifqa.model import Answer, FilterRun, Pattern, Relation
+from kifqa.types import Answer, FilterRun, Pattern, Relation
 from kifqa.pipeline.entities import link
 from kifqa.pipeline.text import similarity
 

@@ -7,7 +7,7 @@ import re
 from importlib import resources
 
 from kifqa.llm.base import ChatRequest, Message
-from kifqa.model import UNKNOWN, Pattern
+from kifqa.types import UNKNOWN, Pattern
 from kifqa.pipeline.examples import Example
 from kifqa.pipeline.text import ngrams
 

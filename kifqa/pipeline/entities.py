@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kifqa.kb.base import Candidate, KnowledgeBase
-from kifqa.pipeline.text import name_key, relaxed
+from kifqa.kb.base import KnowledgeBase
+from kifqa.types import Candidate
+from kifqa.data.text import name_key
+from kifqa.pipeline.text import relaxed
 
 
 @dataclass(frozen=True)

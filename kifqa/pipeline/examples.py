@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kifqa.errors import ConfigError, DataError
-from kifqa.model import UNKNOWN
+from kifqa.data.sqwd import read_sqwd
+from kifqa.data.wikidata import read_item_names, read_property_entries
+from kifqa.errors import ConfigError
+from kifqa.types import UNKNOWN
 
 if TYPE_CHECKING:
     from kifqa.config import Settings
@@ -60,25 +62,16 @@ def sqwd_pool(data_dir: Path, *, split: str = "train", limit: int | None = None)
     property has no label are skipped.
     """
     base = Path(data_dir)
-    path = base / "simplequestions-wikidata" / f"{split}_answerable.txt"
-    try:
-        entity_labels = json.loads((base / "wikidata" / "entity_labels_en.json").read_text())
-        properties = json.loads((base / "wikidata" / "properties_en.json").read_text())
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, ValueError) as err:
-        raise DataError(f"cannot read the example pool from {base} ({err}); set KIFQA_DATA_DIR") from err
-    property_labels = {p["id"]: p["label"] for p in properties}
+    entity_labels = read_item_names(base)
+    property_labels = {p["id"]: p["label"] for p in read_property_entries(base)}
     pool: list[Example] = []
-    for line in lines:
-        parts = line.rstrip("\n").split("\t")
-        if len(parts) != 4:
-            continue
-        topic, prop, _, question = parts
+    for row in read_sqwd(base, split):
+        topic, prop, question = row.topic, row.property, row.question
         names = entity_labels.get(topic) or []
         prop_label = property_labels.get("P" + prop[1:])
-        if not names or not prop_label or not question.strip():
+        if not names or not prop_label or not question:
             continue
-        pool.append(Example(question.strip(), gold_draft(question, names, prop_label, inverse=prop.startswith("R"))))
+        pool.append(Example(question, gold_draft(question, names, prop_label, inverse=prop.startswith("R"))))
         if limit is not None and len(pool) >= limit:
             break
     return pool

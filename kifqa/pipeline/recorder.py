@@ -6,9 +6,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from kifqa.kb.base import Candidate, Direction, EntityProperties, FilterResult, KnowledgeBase
+from kifqa.kb.base import EntityProperties, FilterResult, KnowledgeBase
+from kifqa.types import Candidate, Direction, LLMCall, Trace
 from kifqa.llm.base import LLM, ChatRequest, Completion
-from kifqa.model import LLMCall, Trace
 
 
 class Recorder:

@@ -7,9 +7,9 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
-from kifqa.kb.base import Candidate, Direction, KnowledgeBase, PropertyUse
+from kifqa.kb.base import KnowledgeBase, PropertyUse
+from kifqa.types import Candidate, Direction, Pattern, Relation, UNKNOWN
 from kifqa.llm.base import ChatRequest, Message
-from kifqa.model import UNKNOWN, Pattern, Relation
 from kifqa.pipeline.entities import Linking
 from kifqa.pipeline.text import ALIAS_MATCH, similarity
 

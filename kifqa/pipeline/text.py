@@ -1,35 +1,14 @@
-"""Text normalisation and matching shared by the pipeline steps."""
+"""Text matching shared by the pipeline steps (the keys themselves are :mod:`kifqa.data.text`'s)."""
 
 from __future__ import annotations
 
 import difflib
 import re
-import unicodedata
 from collections.abc import Iterable
 
-_WORD = re.compile(r"\w+(?:['’.&-]\w+)*")
+from kifqa.data.text import name_key, normalize, words
+
 _POSSESSIVE = re.compile(r"['’]s$")
-_ARTICLES = ("the ", "a ", "an ")
-
-
-def normalize(text: str) -> str:
-    """Lower-case, NFKC, punctuation to spaces, spaces collapsed."""
-    text = unicodedata.normalize("NFKC", text).casefold()
-    return " ".join(_WORD.findall(text))
-
-
-def name_key(text: str) -> str:
-    """What makes two names the same name: :func:`normalize` without a leading article."""
-    norm = normalize(text)
-    for article in _ARTICLES:
-        if norm.startswith(article):
-            return norm[len(article):]
-    return norm
-
-
-def words(text: str) -> list[str]:
-    """The words of ``text`` as written (case kept)."""
-    return _WORD.findall(unicodedata.normalize("NFKC", text))
 
 
 def ngrams(text: str, *, max_len: int = 8) -> list[str]:
@@ -48,12 +27,8 @@ def ngrams(text: str, *, max_len: int = 8) -> list[str]:
 
 def relaxed(text: str) -> list[str]:
     """Looser forms of a label to search when the label itself finds nothing."""
-    norm = normalize(_POSSESSIVE.sub("", text.strip()))
-    forms = [norm]
-    for article in _ARTICLES:
-        if norm.startswith(article):
-            forms.append(norm[len(article):])
-    return [f for f in dict.fromkeys(forms) if f and f != text]
+    bare = _POSSESSIVE.sub("", text.strip())
+    return [f for f in dict.fromkeys((normalize(bare), name_key(bare))) if f and f != text]
 
 
 def _stem(word: str) -> str:

@@ -27,9 +27,9 @@ from kifqa.batch.kbpool import start_kb_pool
 from kifqa.batch.limiter import EndpointLimiter
 from kifqa.config import EndpointLimit, Settings
 from kifqa.errors import ConfigError, KBError
-from kifqa.kb.base import Candidate, EntityProperties, Fact, FilterResult, KnowledgeBase
+from kifqa.kb.base import EntityProperties, FilterResult, KnowledgeBase
+from kifqa.types import Answer, Candidate, Fact, Question, Result, Trace
 from kifqa.llm.base import LLM, ChatRequest, Completion, Message, Usage
-from kifqa.model import Answer, Question, Result, Trace
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 

@@ -27,7 +27,7 @@ from kifqa.api import open_pipeline
 from kifqa.batch import OutputDir, run_job
 from kifqa.config import Settings
 from kifqa.eval.datasets import load_sqwd
-from kifqa.model import Question
+from kifqa.types import Question
 from tests.cassette import CASSETTES
 
 REPO = Path(__file__).resolve().parents[2]

@@ -18,13 +18,14 @@ import pytest
 from kif_lib import Filter, Item, Property
 from kif_lib.vocabulary import wd
 
-from kifqa.kb import data, dbpedia
+from kifqa.data import paths
+from kifqa.kb import dbpedia
 from kifqa.config import Settings
 from kifqa.kb.kifkb import KifKnowledgeBase
 from kifqa.kb.spec import endpoint_info, open_kb
 from kifqa.kb.virtuoso import VirtuosoServer, VirtuosoStore
 from kifqa.llm.base import LLM, ChatRequest, Completion, Usage
-from kifqa.model import Question
+from kifqa.types import Question
 from kifqa.pipeline import Pipeline
 
 DBR, DBO = dbpedia.DBR, dbpedia.DBO
@@ -48,7 +49,7 @@ def expected(data_dir: Path, dbpedia_build: dbpedia.DBpediaBuild) -> Expected:
     with open(dbpedia_build.rdf_path, encoding="utf-8") as f:
         iris = {m[2]: m[1] for line in f if (m := _SAME_AS.fullmatch(line.rstrip("\n")))}
     properties = dbpedia_build.manifest["property_map"]
-    with open(data_dir / data.TRIPLES, encoding="utf-8") as f:
+    with open(data_dir / paths.TRIPLES, encoding="utf-8") as f:
         rows = [line.rstrip("\n").split("\t") for line in f]
     statements = {(iris[s], properties[p], iris[o]) for s, p, o in rows if p in properties}
     by_subject, by_value = defaultdict(set), defaultdict(set)

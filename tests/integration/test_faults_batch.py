@@ -23,7 +23,7 @@ from kifqa.config import EndpointLimit, Settings
 from kifqa.eval.datasets import load_sqwd
 from kifqa.llm.base import ChatRequest, Message
 from kifqa.llm.cache import request_key
-from kifqa.model import Question
+from kifqa.types import Question
 from tests.cassette import CASSETTES
 from tests.fault_proxy import FaultProxy, Faults
 from tests.llm_server import ChatServer

@@ -22,7 +22,7 @@ from kifqa.cli.ask import render_answers, render_trace
 from kifqa.config import Settings
 from kifqa.llm.base import LLM, ChatRequest, Completion
 from kifqa.pipeline import Pipeline, draft
-from kifqa.pipeline.text import words
+from kifqa.data.text import words
 from tests.cassette import CASSETTES
 
 REPO = Path(__file__).resolve().parents[2]

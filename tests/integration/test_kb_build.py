@@ -11,7 +11,7 @@ import pytest
 
 from kifqa.config import Settings
 from kifqa.errors import KBError
-from kifqa.kb import data
+from kifqa.data import paths
 from kifqa.kb.build import VERSION, build, kb_dir, locate
 from kifqa.kb.kifkb import KifKnowledgeBase
 from kifqa.kb.spec import open_kb
@@ -37,7 +37,7 @@ def test_changed_input_rebuilds(tiny_settings: Maker, tiny_data: dict[str, Any])
     settings = tiny_settings()
     first, _ = build(settings)
     tiny_data["triples"].append(("Q2", "P10", "Q1"))
-    (settings.data_dir / data.TRIPLES).write_text("".join("\t".join(t) + "\n" for t in tiny_data["triples"]))
+    (settings.data_dir / paths.TRIPLES).write_text("".join("\t".join(t) + "\n" for t in tiny_data["triples"]))
     second, built = build(settings)
     assert built and second.digest != first.digest
     assert second.manifest["counts"]["statements"] == 8
@@ -53,7 +53,7 @@ def test_force_rebuilds_beside_the_build_in_use(tiny_settings: Maker) -> None:
 
 def test_half_written_build_does_not_count(tiny_settings: Maker) -> None:
     settings = tiny_settings()
-    digest = data.inputs_digest(settings.data_dir, VERSION)
+    digest = paths.inputs_digest(settings.data_dir, VERSION)
     (kb_dir(settings) / digest / "oxigraph").mkdir(parents=True)  # as if a build died before its manifest
     with pytest.raises(KBError, match="run `kifqa kb build`"):
         locate(settings)

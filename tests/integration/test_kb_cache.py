@@ -17,7 +17,7 @@ import pytest
 from kifqa.batch.kbcache import MISS, KBCache, encode
 from kifqa.batch.kbpool import _namespace
 from kifqa.config import Settings
-from kifqa.kb import data
+from kifqa.data import paths
 from kifqa.kb.build import build
 from kifqa.kb.spec import open_kb
 
@@ -95,7 +95,7 @@ def test_changed_data_in_the_same_folder_is_never_served_stale(tiny_settings: Ma
     assert search() == (["Gamma"], False)
     assert search() == (["Gamma"], True)
     tiny_data["items"]["Q4"] = ["Gamma Crucis", "Gamma"]  # the same data folder, new content
-    (settings.data_dir / data.ITEM_LABELS).write_text(json.dumps(tiny_data["items"]))
+    (settings.data_dir / paths.ITEM_LABELS).write_text(json.dumps(tiny_data["items"]))
     assert search() == (["Gamma Crucis"], False)
 
 

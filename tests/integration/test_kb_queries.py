@@ -15,8 +15,9 @@ import pytest
 from kif_lib import Filter, Item, Property, Store
 
 from kifqa.errors import KBError
-from kifqa.kb import data
 from kifqa.config import Settings
+from kifqa.data import paths, wikidata
+from kifqa.data.text import index_key
 from kifqa.kb.base import EntityProperties
 from kifqa.kb.build import BuiltKB
 from kifqa.kb.kifkb import KifKnowledgeBase
@@ -28,13 +29,13 @@ SAMPLE = 12
 
 @pytest.fixture(scope="module")
 def triples(data_dir: Path) -> list[tuple[str, str, str]]:
-    with open(data_dir / data.TRIPLES, encoding="utf-8") as f:
+    with open(data_dir / paths.TRIPLES, encoding="utf-8") as f:
         return [tuple(line.rstrip("\n").split("\t")) for line in f]  # type: ignore[misc]
 
 
 @pytest.fixture(scope="module")
-def dataset(data_dir: Path) -> data.Dataset:
-    return data.load(data_dir)
+def dataset(data_dir: Path) -> wikidata.Dataset:
+    return wikidata.load(data_dir)
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +49,7 @@ def kb(request: pytest.FixtureRequest) -> KifKnowledgeBase:
 
 
 def test_forward_facts_are_exactly_the_data(kb: KifKnowledgeBase, triples: list[tuple[str, str, str]],
-                                            sample: list[tuple[str, str, str]], dataset: data.Dataset) -> None:
+                                            sample: list[tuple[str, str, str]], dataset: wikidata.Dataset) -> None:
     async def check() -> None:
         for s, p, _ in sample:
             result = await kb.facts(s, p, "forward")
@@ -75,7 +76,7 @@ def test_backward_facts_are_exactly_the_data(kb: KifKnowledgeBase, triples: list
 
 def test_properties_of_lists_the_distinct_properties_of_the_data(
         kb: KifKnowledgeBase, triples: list[tuple[str, str, str]], sample: list[tuple[str, str, str]],
-        dataset: data.Dataset) -> None:
+        dataset: wikidata.Dataset) -> None:
     async def check() -> None:
         for entity in [s for s, _, _ in sample[:6]] + [o for _, _, o in sample[:6]]:
             found = await kb.properties_of(entity)
@@ -139,7 +140,7 @@ def test_labels(kb: KifKnowledgeBase) -> None:
     assert labels == {"Q60": "New York City", "P19": "place of birth", "Q5950": "James Brown"}
 
 
-def test_aliases_and_descriptions_come_back(kb: KifKnowledgeBase, dataset: data.Dataset) -> None:
+def test_aliases_and_descriptions_come_back(kb: KifKnowledgeBase, dataset: wikidata.Dataset) -> None:
     [prop, *_] = asyncio.run(kb.search_properties("place of birth"))
     assert prop.id == "P19" and "born in" in prop.aliases
     assert prop.description == dataset.properties["P19"].description
@@ -147,22 +148,22 @@ def test_aliases_and_descriptions_come_back(kb: KifKnowledgeBase, dataset: data.
     assert (item.id, item.label, item.aliases) == ("Q101978", "House of Tudor", ("Tudor dynasty",))
 
 
-def _names(dataset: data.Dataset) -> dict[str, set[str]]:
+def _names(dataset: wikidata.Dataset) -> dict[str, set[str]]:
     by_name: dict[str, set[str]] = defaultdict(set)
     for item in dataset.items.values():
         for name in (item.label, *item.aliases):
-            by_name[data.normalize(name)].add(item.id)
+            by_name[index_key(name)].add(item.id)
     return by_name
 
 
-def test_search_finds_every_exact_match_first(kb: KifKnowledgeBase, dataset: data.Dataset) -> None:
+def test_search_finds_every_exact_match_first(kb: KifKnowledgeBase, dataset: wikidata.Dataset) -> None:
     by_name = _names(dataset)
     shared = sorted(name for name, ids in by_name.items() if len(ids) > 1)
     queries = ["james brown", "James Brown", *random.Random(3).sample(shared, 8)]
 
     async def check() -> None:
         for query in queries:
-            expected = by_name[data.normalize(query)]
+            expected = by_name[index_key(query)]
             found = await kb.search_entities(query, limit=1)
             assert {c.id for c in found[:len(expected)]} == expected, query
             assert all(c.score >= 2 for c in found[:len(expected)])

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 
 from kifqa.config import Settings
-from kifqa.kb import data
+from kifqa.data import paths
 from kifqa.kb.build import VERSION, kb_dir
 from kifqa.kb.server import OxigraphServer
 
@@ -68,7 +68,7 @@ def _triples(url: str) -> int:
 
 
 def _current(settings: Settings) -> Path:
-    return (kb_dir(settings) / data.inputs_digest(settings.data_dir, VERSION)).resolve()
+    return (kb_dir(settings) / paths.inputs_digest(settings.data_dir, VERSION)).resolve()
 
 
 def _builds(settings: Settings) -> set[Path]:

@@ -7,7 +7,7 @@ import re
 import pytest
 from click.testing import CliRunner
 
-from kifqa.llm.bench import llm
+from kifqa.bench.llm import llm
 
 pytest.importorskip("xllamacpp")
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import pytest
 
 from kifqa.llm.base import LLM, ChatRequest, Completion, Usage
-from kifqa.model import Pattern, Question
+from kifqa.types import Pattern, Question
 from kifqa.pipeline import Pipeline, answers, entities, relations
 from tests.cassette import cassette_llm
 

@@ -27,8 +27,8 @@ from kifqa.cli import cli
 from kifqa.config import Settings
 from kifqa.eval.datasets import load_sqwd
 from kifqa.eval.run import answer_all
-from kifqa.model import ANSWER_SCHEMA, TRACE_SCHEMA, Question
 from kifqa.report.data import ANSWERS
+from kifqa.types import ANSWER_SCHEMA, TRACE_SCHEMA, Question
 from tests.cassette import CASSETTES
 
 N = 16

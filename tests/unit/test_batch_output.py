@@ -7,8 +7,7 @@ import pyarrow as pa
 from kifqa.batch.output import OutputDir
 from kifqa.batch.routing import LeastLoaded
 from kifqa.batch.summary import COLUMNS, trace_counts
-from kifqa.kb.base import Fact
-from kifqa.model import ANSWER_SCHEMA, TRACE_SCHEMA, Answer, Question, Result, Trace
+from kifqa.types import ANSWER_SCHEMA, Answer, Fact, Question, Result, TRACE_SCHEMA, Trace
 
 
 def _result(qid: str, *, answers: int = 1, error: str | None = None, step: str | None = None) -> Result:

@@ -15,7 +15,10 @@ import rdflib
 from rdflib.namespace import RDF
 
 from kifqa.config import Settings
+from kifqa.data import paths
+from kifqa.data.dbpedia_map import read_links
 from kifqa.errors import ConfigError, DataError, KBError
+from kifqa.eval.datasets import GoldExtender, GoldQuestion
 from kifqa.kb import dbpedia
 from kifqa.kb.index import LabelIndex
 from kifqa.kb.spec import FORMS, endpoint_info, resolve
@@ -52,12 +55,12 @@ def dbpedia_settings(tiny_settings: Callable[..., Settings], tiny_data: dict[str
     settings = tiny_settings(tiny_data)
     root = settings.data_dir
     (root / "dbpedia").mkdir()
-    (root / dbpedia.ONTOLOGY).write_text(ONTOLOGY)
+    (root / paths.ONTOLOGY).write_text(ONTOLOGY)
     (root / "simpledbpediaqa").mkdir()
     (root / dbpedia.SDBQA).write_text(json.dumps({"Questions": [
         _sdbqa(DBR + "Alpha_Centauri_(star)", "Where is Alpha Centauri?", DBO + "place")]}))
-    (root / dbpedia.QUESTIONS[0]).write_text("Q1\tP10\tQ3\twhere is alpha centauri\n")
-    (root / dbpedia.QUESTIONS[1]).write_text("Q2\tP10\tQ3\twhere is beyonce\n")
+    (root / paths.sqwd("train")).write_text("Q1\tP10\tQ3\twhere is alpha centauri\n")
+    (root / paths.sqwd("valid")).write_text("Q2\tP10\tQ3\twhere is beyonce\n")
     return settings
 
 
@@ -119,7 +122,7 @@ def test_build_writes_rdf_index_and_manifest_once(dbpedia_settings: Settings) ->
 def test_missing_inputs_and_builds(dbpedia_settings: Settings) -> None:
     with pytest.raises(KBError, match="kifqa kb build --encoding dbpedia"):
         dbpedia.locate(dbpedia_settings)
-    (dbpedia_settings.data_dir / dbpedia.ONTOLOGY).unlink()
+    (dbpedia_settings.data_dir / paths.ONTOLOGY).unlink()
     with pytest.raises(DataError, match="ontology.ttl is missing"):
         dbpedia.build(dbpedia_settings)
 
@@ -152,6 +155,16 @@ def test_virtuoso_store_posts_url_encoded_forms_with_the_dbpedia_mapping() -> No
 def test_server_without_data_fails_clearly(tmp_path: Path) -> None:
     with pytest.raises(KBError, match="no N-Triples file at .*; run `kifqa kb build --encoding dbpedia`"):
         VirtuosoServer(tmp_path / "kb.nt", graph=dbpedia.GRAPH).start()
+
+
+def test_sdbqa_gold_comes_from_the_links_in_the_builds_manifest(dbpedia_settings: Settings) -> None:
+    built, _ = dbpedia.build(dbpedia_settings)
+    question = GoldQuestion(id="sdbqa-valid-9", text="Where is Beyoncé?", topic=DBR + "Beyoncé",
+                            property=DBO + "place", answer="", dataset="sdbqa:valid")
+    # its SimpleQuestions-Wikidata twin "where is beyonce" answers Q3, which the conversion named dbr:Alpha
+    assert GoldExtender(dbpedia_settings.data_dir, dbpedia_links=built.links).gold(question) == {DBR + "Alpha"}
+    with pytest.raises(DataError, match="kb build --encoding dbpedia --force"):
+        GoldExtender(dbpedia_settings.data_dir, dbpedia_links=lambda: read_links({})).gold(question)
 
 
 def test_malformed_sdbqa_is_a_data_error(dbpedia_settings: Settings) -> None:

@@ -10,8 +10,7 @@ from kifqa.eval.datasets import GoldQuestion, GoldRelation
 from kifqa.eval.metrics import score
 from kifqa.eval.run import classify, evaluate_predictions, failure_of, linking, resembles
 from kifqa.eval.traces import Prediction
-from kifqa.kb.base import Candidate, Fact
-from kifqa.model import Answer, Pattern, Question, Relation, Result, Trace
+from kifqa.types import Answer, Candidate, Fact, Pattern, Question, Relation, Result, Trace
 
 SASHA = GoldQuestion("sqwd-valid-0", "where was sasha vujačić born", "Q318926", "P19", "Q1010")
 NAMES = ["Sasha Vujačić"]

@@ -10,8 +10,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from kifqa.errors import DataError
+from kifqa.data.dbpedia_map import DBpediaLinks
+from kifqa.data.ids import same_id
 from kifqa.eval.datasets import (GoldExtender, GoldRelation, load_gold, load_gold_file, load_simpledbpediaqa,
-                                 load_sqwd, same_id)
+                                 load_sqwd)
+from kifqa.kb import dbpedia
 
 
 def test_sqwd_valid(data_dir: Path) -> None:
@@ -58,7 +61,9 @@ def test_simpledbpediaqa_valid(data_dir: Path) -> None:
 
 def test_simpledbpediaqa_gold_is_the_converted_wikidata_answer_of_the_same_question(data_dir: Path) -> None:
     qs = load_simpledbpediaqa(data_dir, limit=300)
-    extender = GoldExtender(data_dir)
+    conversion = dbpedia.convert(data_dir)  # what the DBpedia build records in its manifest
+    links = DBpediaLinks(resources=conversion.resources, properties=conversion.property_map)
+    extender = GoldExtender(data_dir, dbpedia_links=lambda: links)
     gold = {q.text: extender.gold(q) for q in qs}
     # "where was sasha vujačić born" is SimpleQuestions-Wikidata's (Q318926, P19, Q1010): P19 is dbo:birthPlace
     assert gold["where was sasha vujačić born"] == {"http://dbpedia.org/resource/Maribor"}

@@ -12,10 +12,11 @@ import pytest
 from click.testing import CliRunner
 
 from kifqa.cli import cli
+from kifqa.config import Settings
 from kifqa.eval.datasets import load_simpledbpediaqa
 from kifqa.eval.traces import read_run
-from kifqa.kb.base import Candidate, Fact
-from kifqa.model import ANSWER_SCHEMA, TRACE_SCHEMA, Answer, Pattern, Question, Relation, Result, Trace
+from kifqa.kb.dbpedia import DBpediaBuild
+from kifqa.types import ANSWER_SCHEMA, Answer, Candidate, Fact, Pattern, Question, Relation, Result, TRACE_SCHEMA, Trace
 
 DBR, DBO = "http://dbpedia.org/resource/", "http://dbpedia.org/ontology/"
 
@@ -70,6 +71,13 @@ def test_read_run(sdbqa_run: Path) -> None:
     assert runs["sdbqa-valid-00012"].answers == {}
 
 
+@pytest.fixture
+def dbpedia_links(dbpedia_build: DBpediaBuild, settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SimpleDBpediaQA gold reads the DBpedia build's links: the commands find the tests' build."""
+    monkeypatch.setenv("KIFQA_CACHE_DIR", str(settings.cache_dir))
+
+
+@pytest.mark.usefixtures("dbpedia_links")
 def test_eval_run_on_simpledbpediaqa(sdbqa_run: Path) -> None:
     result = CliRunner().invoke(cli, ["eval", "--run", str(sdbqa_run), "--dataset", "sdbqa:valid"])
     assert result.exit_code == 0, result.output
@@ -91,6 +99,7 @@ def test_eval_run_on_simpledbpediaqa(sdbqa_run: Path) -> None:
     assert [r["f1"] for r in rows] == [1.0, 1.0, 0.0, 0.0] and [r["scored"] for r in rows] == [True, True, True, False]
 
 
+@pytest.mark.usefixtures("dbpedia_links")
 def test_eval_run_limit_and_no_match(sdbqa_run: Path, tmp_path: Path) -> None:
     out = tmp_path / "scored"
     result = CliRunner().invoke(cli, ["eval", "--run", str(sdbqa_run), "--dataset", "sdbqa:valid", "--limit", "2",

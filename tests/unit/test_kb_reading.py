@@ -10,29 +10,31 @@ from typing import Any
 import pytest
 
 from kifqa.errors import DataError
-from kifqa.kb import data, rdf
+from kifqa.data import paths, wikidata
+from kifqa.data.text import index_key
+from kifqa.kb import rdf
 
 DirMaker = Callable[..., Path]
 
 
 def test_missing_folder_names_the_variable(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="KIFQA_DATA_DIR") as err:
-        data.load(tmp_path / "nowhere")
+        wikidata.load(tmp_path / "nowhere")
     assert "nowhere" in str(err.value)
 
 
 def test_missing_file_is_named(tiny_data_dir: DirMaker) -> None:
     root = tiny_data_dir()
-    (root / data.PROPERTIES).unlink()
+    (root / paths.PROPERTIES).unlink()
     with pytest.raises(DataError, match="properties_en.json is missing.*KIFQA_DATA_DIR"):
-        data.load(root)
+        wikidata.load(root)
 
 
 def test_malformed_json(tiny_data_dir: DirMaker) -> None:
     root = tiny_data_dir()
-    (root / data.ITEM_LABELS).write_text('{"Q1": ["x"],')
+    (root / paths.ITEM_LABELS).write_text('{"Q1": ["x"],')
     with pytest.raises(DataError, match="entity_labels_en.json is not valid JSON"):
-        data.load(root)
+        wikidata.load(root)
 
 
 @pytest.mark.parametrize(("line", "message"), [
@@ -43,10 +45,10 @@ def test_malformed_json(tiny_data_dir: DirMaker) -> None:
 def test_bad_triple_line_is_located(tiny_data_dir: DirMaker, tiny_data: dict[str, Any], line: str,
                                     message: str) -> None:
     root = tiny_data_dir()
-    with open(root / data.TRIPLES, "a") as f:
+    with open(root / paths.TRIPLES, "a") as f:
         f.write(line + "\n")
     with pytest.raises(DataError, match=message) as err:
-        data.load(root)
+        wikidata.load(root)
     assert f":{len(tiny_data['triples']) + 1}:" in str(err.value)
 
 
@@ -55,7 +57,7 @@ def test_bad_triple_line_is_located(tiny_data_dir: DirMaker, tiny_data: dict[str
 def test_value_must_fit_the_datatype(tiny_data_dir: DirMaker, tiny_data: dict[str, Any], property: str,
                                      value: str) -> None:
     tiny_data["triples"] = [("Q1", property, value)]
-    dataset = data.load(tiny_data_dir(tiny_data))
+    dataset = wikidata.load(tiny_data_dir(tiny_data))
     with pytest.raises(DataError, match=f"does not fit property {property}"):
         list(rdf.lines(dataset))
 
@@ -63,25 +65,25 @@ def test_value_must_fit_the_datatype(tiny_data_dir: DirMaker, tiny_data: dict[st
 def test_unknown_datatype(tiny_data_dir: DirMaker, tiny_data: dict[str, Any]) -> None:
     tiny_data["properties"][0]["datatype"] = "wikibase-banana"
     with pytest.raises(DataError, match="unknown datatype 'wikibase-banana'"):
-        data.load(tiny_data_dir(tiny_data))
+        wikidata.load(tiny_data_dir(tiny_data))
 
 
 def test_names_drop_placeholders_and_duplicates(tiny_data_dir: DirMaker, tiny_data: dict[str, Any]) -> None:
     tiny_data["items"] = {"Q1": ["No label defined", "Ceres", "CERES", "  Ceres  (planet) ", ""],
                           "Q5": ["No label defined"]}
-    items = data.load(tiny_data_dir(tiny_data)).items
-    assert items["Q1"] == data.ItemRecord("Q1", "Ceres", ("Ceres (planet)",))
+    items = wikidata.load(tiny_data_dir(tiny_data)).items
+    assert items["Q1"] == wikidata.ItemRecord("Q1", "Ceres", ("Ceres (planet)",))
     assert items["Q5"].label == ""
 
 
 def test_normalize_ignores_case_accents_and_spacing() -> None:
-    assert data.normalize("  Beyoncé  KNOWLES ") == data.normalize("beyonce knowles") == "beyonce knowles"
+    assert index_key("  Beyoncé  KNOWLES ") == index_key("beyonce knowles") == "beyonce knowles"
 
 
 def test_digest_follows_content_and_version(tiny_data_dir: DirMaker, tiny_data: dict[str, Any]) -> None:
     root = tiny_data_dir()
-    first = data.inputs_digest(root, "1")
-    assert data.inputs_digest(root, "1") == first
-    assert data.inputs_digest(root, "2") != first
-    (root / data.ITEM_LABELS).write_text(json.dumps({**tiny_data["items"], "Q9": ["New"]}))
-    assert data.inputs_digest(root, "1") != first
+    first = paths.inputs_digest(root, "1")
+    assert paths.inputs_digest(root, "1") == first
+    assert paths.inputs_digest(root, "2") != first
+    (root / paths.ITEM_LABELS).write_text(json.dumps({**tiny_data["items"], "Q9": ["New"]}))
+    assert paths.inputs_digest(root, "1") != first

@@ -7,10 +7,9 @@ import asyncio
 import pytest
 
 from kifqa.config import Settings
-from kifqa.kb.base import Candidate
 from kifqa.llm import open_llm
 from kifqa.llm.gold import GoldLLM
-from kifqa.model import Pattern
+from kifqa.types import Candidate, Pattern
 from kifqa.pipeline import draft, relations
 from kifqa.pipeline.examples import FixedExamples
 from kifqa.pipeline.relations import Option

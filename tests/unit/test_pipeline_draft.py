@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from kifqa.model import Pattern
+from kifqa.types import Pattern
 from kifqa.pipeline import draft
 from kifqa.pipeline.examples import FixedExamples
 

@@ -1,10 +1,11 @@
 from __future__ import annotations
 
-from kifqa.kb.base import Candidate, PropertyUse
-from kifqa.model import Pattern
+from kifqa.kb.base import PropertyUse
+from kifqa.types import Candidate, Pattern
 from kifqa.pipeline import relations
 from kifqa.pipeline.entities import Linking
-from kifqa.pipeline.text import name_key, ngrams, normalize, relaxed, similarity
+from kifqa.data.text import name_key, normalize
+from kifqa.pipeline.text import ngrams, relaxed, similarity
 
 BROWN_1 = Candidate("Q5950", "James Brown", ("Mr. Dynamite",), "American musician", 10.0)
 BROWN_2 = Candidate("Q6130343", "James Brown", (), "", 10.0)

@@ -4,14 +4,41 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 
-from kifqa.kb.base import Candidate, Direction, Fact
-
 #: The unknown of a triple pattern.
 UNKNOWN = "?x"
+
+#: ``forward``: the entity is the statement's subject; ``backward``: it is the statement's value.
+Direction = Literal["forward", "backward"]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """An entity or property found by a search, with what the LLM needs to judge it."""
+
+    id: str
+    label: str
+    aliases: tuple[str, ...] = ()
+    description: str = ""
+    #: Search rank score, higher is better (exact label matches score highest).
+    score: float = 0.0
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One statement ``(subject, property, value)`` with labels for display."""
+
+    subject: str
+    subject_label: str
+    property: str
+    property_label: str
+    value: str
+    value_label: str
+    #: ``item``, ``property``, ``iri``, ``string``, ``text``, ``quantity``, ``time`` or ``external_id``.
+    value_type: str = "item"
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,8 @@ from kif_lib import Filter, Item, LabelProperty, Search, Store, Text
 
 from kifqa.cli.options import fail, load_settings
 from kifqa.errors import KifqaError
-from kifqa.kb import data, ids
+from kifqa.data import wikidata
+from kifqa.data.ids import WD
 from kifqa.kb.build import build
 from kifqa.kb.index import LabelIndex
 from kifqa.kb.kifkb import masks, typed_property
@@ -48,16 +49,16 @@ def _ms(samples: list[float]) -> float:
 def _operations(index: LabelIndex, data_dir: Path, samples: int,
                 seed: int) -> tuple[dict[str, list[Filter]], list[str]]:
     """The filters of each operation, one per sampled statement, and the labels of the sampled subjects."""
-    dataset = data.load(data_dir)
+    dataset = wikidata.load(data_dir)
     chosen = random.Random(seed).sample(dataset.triples, samples)
     labels = [dataset.items[t.subject].label for t in chosen
               if t.subject in dataset.items and dataset.items[t.subject].label]
     m = masks(index)
     real = {"property_mask": Filter.PropertyMask.REAL, "snak_mask": Filter.VALUE_SNAK, **m}
     return {
-        "filter_p(subject=)": [Filter(subject=Item(ids.WD + t.subject), **real) for t in chosen],
+        "filter_p(subject=)": [Filter(subject=Item(WD + t.subject), **real) for t in chosen],
         "filter(subject=, property=)": [
-            Filter(subject=Item(ids.WD + t.subject), property=typed_property(t.property, index),
+            Filter(subject=Item(WD + t.subject), property=typed_property(t.property, index),
                    snak_mask=Filter.VALUE_SNAK, **m) for t in chosen],
         "label lookup (filter_s)": [
             Filter(property=LabelProperty(), value=Text(label, "en"), subject_mask=m["subject_mask"])

@@ -17,11 +17,8 @@ import tempfile
 from pathlib import Path
 
 import click
-import ray
 
-from kifqa.batch.driver import run_job
-from kifqa.batch.pools import actor_pools
-from kifqa.batch.summary import Summary
+from kifqa.batch import Summary, actor_pools, run_job
 from kifqa.cli.options import load_settings
 from kifqa.config import Settings
 from kifqa.eval.datasets import GoldQuestion, load_sqwd
@@ -44,8 +41,6 @@ def actors(n: int, actors: str, parallel: int, model: str | None, config: Path |
     """Questions/s with 1 and 2 LLM actors, time outside model calls, calls per question."""
     counts = [int(a) for a in actors.split(",")]
     settings = _bench_settings(load_settings(config, model=model), parallel)
-    if not ray.is_initialized():
-        ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
     pool = load_sqwd(settings.data_dir, "valid", limit=n + 2 * max(counts))
     with tempfile.TemporaryDirectory(prefix="kifqa-bench-") as tmp:
         questions = _corpus(Path(tmp) / "questions.jsonl", pool[:n])

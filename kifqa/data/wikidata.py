@@ -1,23 +1,17 @@
-"""Reading and checking the offline Wikidata data (labels, properties, statements) of the data folder."""
+"""The offline Wikidata data of the data folder: item names, properties and statements, read and checked."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
-import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kifqa.data.paths import ITEM_LABELS, PROPERTIES, TRIPLES, check_data_dir
+from kifqa.data.text import index_key
 from kifqa.errors import DataError
-
-TRIPLES = "simplequestions-wikidata/kb_triples.tsv"
-ITEM_LABELS = "wikidata/entity_labels_en.json"
-PROPERTIES = "wikidata/properties_en.json"
-#: The input files of the knowledge base, relative to the data folder.
-INPUTS = (TRIPLES, ITEM_LABELS, PROPERTIES)
 
 #: A label the crawls put where Wikidata had none; it is not a name.
 NO_LABEL = "no label defined"
@@ -81,48 +75,54 @@ class Dataset:
     triples: list[Triple]
 
 
-def normalize(text: str) -> str:
-    """Case-folded text without diacritics and with single spaces: the key of exact matches."""
-    decomposed = unicodedata.normalize("NFKD", text.casefold())
-    return " ".join("".join(c for c in decomposed if not unicodedata.combining(c)).split())
+def read_item_names(data_dir: Path) -> dict[str, list[str]]:
+    """The item names file as it is: ``{"Q123": ["label", "other label", ...]}`` (crawl placeholders included)."""
+    path = data_dir / ITEM_LABELS
+    data = _read_json(path)
+    if not isinstance(data, dict):
+        raise DataError(f'{path}: expected an object {{"Q123": ["label", ...], ...}}')
+    return data
 
 
-def check_data_dir(data_dir: Path) -> None:
-    """Raises :class:`DataError` unless ``data_dir`` holds every input file."""
-    if not data_dir.is_dir():
-        raise DataError(
-            f"data folder {data_dir} does not exist; set KIFQA_DATA_DIR to the folder that holds "
-            "simplequestions-wikidata/ and wikidata/ (see shared/data/README.md)"
-        )
-    for name in INPUTS:
-        if not (data_dir / name).is_file():
-            raise DataError(f"{data_dir / name} is missing; is KIFQA_DATA_DIR={data_dir} the right data folder?")
+def read_property_entries(data_dir: Path) -> list[dict[str, Any]]:
+    """The properties file as it is: ``[{"id", "label", "description", "aliases", "datatype"}, ...]``."""
+    path = data_dir / PROPERTIES
+    data = _read_json(path)
+    if not isinstance(data, list):
+        raise DataError(f"{path}: expected a list of properties")
+    return data
 
 
-def inputs_digest(data_dir: Path, version: str) -> str:
-    """A hash of the builder's ``version`` and the content of every input file."""
-    check_data_dir(data_dir)
-    digest = hashlib.sha256(version.encode())
-    for name in INPUTS:
-        digest.update(f"\0{name}\0".encode())
-        with open(data_dir / name, "rb") as f:
-            while chunk := f.read(1 << 20):
-                digest.update(chunk)
-    return digest.hexdigest()[:16]
+def read_statements(data_dir: Path) -> Iterator[tuple[str, str, str, int]]:
+    """The statements file as it is: ``(subject, property, value, line)`` for each non-blank line."""
+    path = data_dir / TRIPLES
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            fields = line.rstrip("\r\n").split("\t")
+            if len(fields) != 3:
+                raise DataError(f"{path}:{n}: expected subject<TAB>property<TAB>value, got {line.strip()!r}")
+            subject, property, value = (x.strip() for x in fields)
+            yield subject, property, value, n
 
 
 def load(data_dir: Path) -> Dataset:
     """Reads and checks the data folder; any problem is a :class:`DataError` naming the file."""
     check_data_dir(data_dir)
-    properties = dict(_read_properties(data_dir / PROPERTIES))
-    items = dict(_read_items(data_dir / ITEM_LABELS))
-    triples = list(_read_triples(data_dir / TRIPLES, properties))
+    properties = dict(_properties(data_dir))
+    items = dict(_items(data_dir))
+    triples = list(_triples(data_dir, properties))
     return Dataset(items, properties, triples)
 
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise DataError(f"cannot read {path} ({err}); set KIFQA_DATA_DIR") from err
+    try:
+        return json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise DataError(f"{path} is not valid JSON: {err}") from err
 
@@ -132,29 +132,25 @@ def _names(names: list[str]) -> tuple[str, tuple[str, ...]]:
     kept: dict[str, str] = {}
     for name in names:
         name = " ".join(name.split())
-        key = normalize(name)
+        key = index_key(name)
         if key and key != NO_LABEL and key not in kept:
             kept[key] = name
     values = list(kept.values())
     return (values[0], tuple(values[1:])) if values else ("", ())
 
 
-def _read_items(path: Path) -> Iterator[tuple[str, ItemRecord]]:
-    data = _read_json(path)
-    if not isinstance(data, dict):
-        raise DataError(f'{path}: expected an object {{"Q123": ["label", ...], ...}}')
-    for id, names in data.items():
+def _items(data_dir: Path) -> Iterator[tuple[str, ItemRecord]]:
+    path = data_dir / ITEM_LABELS
+    for id, names in read_item_names(data_dir).items():
         if not _ITEM_ID.fullmatch(id) or not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise DataError(f'{path}: entry {id!r} is not "Q<number>": [strings]')
         label, aliases = _names(names)
         yield id, ItemRecord(id, label, aliases)
 
 
-def _read_properties(path: Path) -> Iterator[tuple[str, PropertyRecord]]:
-    data = _read_json(path)
-    if not isinstance(data, list):
-        raise DataError(f"{path}: expected a list of properties")
-    for i, entry in enumerate(data):
+def _properties(data_dir: Path) -> Iterator[tuple[str, PropertyRecord]]:
+    path = data_dir / PROPERTIES
+    for i, entry in enumerate(read_property_entries(data_dir)):
         try:
             id, datatype = entry["id"], entry["datatype"]
             names = [entry.get("label") or "", *(entry.get("aliases") or [])]
@@ -171,17 +167,11 @@ def _read_properties(path: Path) -> Iterator[tuple[str, PropertyRecord]]:
         yield id, PropertyRecord(id, label, aliases, " ".join(description.split()), datatype)
 
 
-def _read_triples(path: Path, properties: dict[str, PropertyRecord]) -> Iterator[Triple]:
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            fields = line.rstrip("\r\n").split("\t")
-            if len(fields) != 3:
-                raise DataError(f"{path}:{n}: expected subject<TAB>property<TAB>value, got {line.strip()!r}")
-            subject, property, value = (x.strip() for x in fields)
-            if not (_ITEM_ID.fullmatch(subject) or _PROPERTY_ID.fullmatch(subject)):
-                raise DataError(f"{path}:{n}: subject {subject!r} is not a Wikidata item or property id")
-            if property not in properties:
-                raise DataError(f"{path}:{n}: property {property!r} is not in {PROPERTIES}")
-            yield Triple(subject, property, value, n)
+def _triples(data_dir: Path, properties: dict[str, PropertyRecord]) -> Iterator[Triple]:
+    path = data_dir / TRIPLES
+    for subject, property, value, n in read_statements(data_dir):
+        if not (_ITEM_ID.fullmatch(subject) or _PROPERTY_ID.fullmatch(subject)):
+            raise DataError(f"{path}:{n}: subject {subject!r} is not a Wikidata item or property id")
+        if property not in properties:
+            raise DataError(f"{path}:{n}: property {property!r} is not in {PROPERTIES}")
+        yield Triple(subject, property, value, n)

@@ -19,10 +19,8 @@ import time
 from pathlib import Path
 
 import click
-import ray
 
-from kifqa.batch.driver import run_job
-from kifqa.batch.pools import actor_pools
+from kifqa.batch import Pools, actor_pools, run_job
 from kifqa.cli.options import load_settings
 from kifqa.config import Settings
 from kifqa.llm.gold import SPLITS
@@ -51,8 +49,6 @@ def batch(n: int, kb_actors: int, shard_size: int | None, max_tasks: int | None,
     options = {"kb_actors": kb_actors, "shard_size": shard_size, "max_tasks": max_tasks,
                "task_concurrency": task_concurrency}
     settings = _bench_settings(load_settings(config), {k: v for k, v in options.items() if v is not None})
-    if not ray.is_initialized():
-        ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
     with tempfile.TemporaryDirectory(prefix="kifqa-bench-") as tmp:
         root = out or Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
@@ -107,11 +103,10 @@ def measure(settings: Settings, corpus: Path, out: Path) -> dict[str, object]:
     }
 
 
-def _cpu(pools) -> dict[str, float]:
+def _cpu(pools: Pools) -> dict[str, float]:
     """CPU seconds so far of the driver, of the LLM and KB actors, and of the driver's whole process
     tree (Ray's processes, the actors and task workers started by this driver)."""
-    llm, kb = (sum(ray.get([a.cpu_seconds.remote() for a in actors])) for actors in (pools.llm_actors, pools.kb_actors))
-    return {"driver": time.process_time(), "llm_actors": llm, "kb_actors": kb, "tree": _tree_cpu(os.getpid())}
+    return {"driver": time.process_time(), **pools.cpu_seconds(), "tree": _tree_cpu(os.getpid())}
 
 
 def _tree_cpu(root: int) -> float:

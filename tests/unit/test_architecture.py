@@ -1,0 +1,129 @@
+"""The package layout holds: no import circle among kifqa's modules, imports run down the layers (at most
+one runs up), and Ray is imported only inside kifqa/batch.
+
+Imports are read from the source (``ast``), including those inside functions, except those under
+``if TYPE_CHECKING:`` (they never run).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import kifqa
+
+ROOT = Path(kifqa.__file__).parent
+
+#: kifqa's packages and top-level modules from the bottom layer up; a module may import its own layer and
+#: those below it. The package root (``kifqa/__init__.py``, the public API) may import anything.
+LAYERS = (
+    {"errors", "types", "config", "sqlite", "resilience"},
+    {"data"},
+    {"kb", "llm"},
+    {"pipeline"},
+    {"api", "runs"},
+    {"batch"},
+    {"eval", "report"},
+    {"cli", "bench"},
+)
+#: Imports that run up a layer, allowed as exceptions (at most one), as (importing module, imported module).
+UPWARD = {
+    # the zero-cost gold model answers with the drafts the example pool writes
+    ("kifqa.llm.gold", "kifqa.pipeline.examples"),
+}
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        parts = path.relative_to(ROOT.parent).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
+        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _imports(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            yield from (n for child in node.orelse for n in _imports(child))
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        yield from _imports(node)
+
+
+def _package(module: str, path: Path) -> str:
+    return module if path.name == "__init__.py" else module.rpartition(".")[0]
+
+
+def imported(module: str) -> set[str]:
+    """The names of the external packages and kifqa modules ``module`` imports (a ``from package import
+    name`` of a submodule counts as that submodule)."""
+    path = MODULES[module]
+    names: set[str] = set()
+    for node in _imports(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+            continue
+        base = node.module or ""
+        if node.level:  # relative: from the importing module's package up
+            package = _package(module, path).split(".")
+            base = ".".join(package[:len(package) - node.level + 1] + ([base] if base else []))
+        for alias in node.names:
+            names.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base)
+    return names
+
+
+GRAPH = {m: {n for n in imported(m) if n in MODULES and n != m} for m in MODULES}
+
+
+def layer(module: str) -> int | None:
+    top = module.split(".")[1] if "." in module else None
+    return next((i for i, names in enumerate(LAYERS) if top in names), None)
+
+
+def test_every_module_has_a_layer() -> None:
+    assert [m for m in MODULES if m != "kifqa" and layer(m) is None] == []
+
+
+def test_no_import_circle() -> None:
+    circles = []
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        stack.append(m)
+        for n in sorted(GRAPH[m]):
+            if state.get(n) == 1:
+                circles.append(stack[stack.index(n):] + [n])
+            elif n not in state:
+                visit(n)
+        stack.pop()
+        state[m] = 2
+
+    for m in MODULES:
+        if m not in state:
+            visit(m)
+    assert circles == []
+
+
+def test_imports_run_down_the_layers() -> None:
+    upward = {(m, n) for m, targets in GRAPH.items() if m != "kifqa"
+              for n in targets if layer(n) is not None and layer(n) > layer(m)}  # type: ignore[operator]
+    assert upward == UPWARD and len(UPWARD) <= 1
+
+
+def test_ray_only_in_batch() -> None:
+    users = {m for m in MODULES if any(n == "ray" or n.startswith("ray.") for n in imported(m))}
+    assert users and all(m.startswith("kifqa.batch") for m in users), sorted(users)
+
