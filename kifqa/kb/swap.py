@@ -18,6 +18,8 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from kifqa.errors import KBError
+
 #: The lock file in every build folder.
 LOCK = ".in-use"
 
@@ -34,8 +36,9 @@ def use(final: Path) -> Path | None:
     """The build folder ``final`` names now, marked in use by this process until it exits; ``None`` if
     there is none. A folder of the older layout (no link, no lock) is used in place."""
     for _ in range(3):  # a sweep may remove the target between resolving the link and locking it
-        if final.is_dir() and not final.is_symlink():
-            return final
+        if final.is_dir() and not final.is_symlink():  # older layout: locked in place
+            (final / LOCK).touch()
+            return final if hold(final) else None
         root = current(final)
         if not root.is_dir():
             return None
@@ -85,9 +88,7 @@ def publish(final: Path, write: Callable[[Path], None], *,
         _release(folder)
         return existing, False
     if final.is_dir() and not final.is_symlink():  # a build of the older layout: moved aside, then swept
-        old = parent / f"{name}-{secrets.token_hex(6)}"
-        (final / LOCK).touch()
-        final.rename(old)
+        _move_aside(final, parent / f"{name}-{secrets.token_hex(6)}", new=folder)
     link = parent / f".link-{name}-{secrets.token_hex(6)}"
     link.symlink_to(folder.name)
     os.replace(link, final)  # the swap: atomic
@@ -118,6 +119,25 @@ def sweep(final: Path) -> list[Path]:
         finally:
             os.close(fd)
     return removed
+
+
+def _move_aside(final: Path, aside: Path, *, new: Path) -> None:
+    """Renames the older layout's build folder ``final`` to ``aside`` unless a process uses it (renaming
+    it would pull it from under that process): then :class:`KBError`, and the new build is dropped."""
+    (final / LOCK).touch()
+    if final in _HELD:  # this process's own use of it ends here
+        os.close(_HELD.pop(final))
+    fd = os.open(final / LOCK, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            _release(new)
+            raise KBError(f"{final} (a build of the older layout) is in use by another process (a server or "
+                          "a job?); stop it, then run `kifqa kb build --force` again") from None
+        final.rename(aside)
+    finally:
+        os.close(fd)
 
 
 def _release(folder: Path) -> None:

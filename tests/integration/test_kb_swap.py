@@ -88,3 +88,20 @@ def test_concurrent_forced_builds_under_a_running_server_keep_its_build_then_swe
         assert served.is_dir() and _triples(url) == before, "the served build is still there and answers"
     _done(_kb(settings, "build", "--force"))  # nobody uses the older builds now: they are swept
     assert _builds(settings) == {_current(settings)}
+
+
+def test_a_build_of_the_older_layout_in_use_is_never_moved(tiny_settings: Maker) -> None:
+    settings = tiny_settings()
+    _done(_kb(settings, "build"))
+    final = kb_dir(settings) / data.inputs_digest(settings.data_dir, VERSION)
+    folder = final.resolve()
+    final.unlink()
+    folder.rename(final)  # <hash>/ as a folder, as builds used to be written
+    with _serving(settings) as (url, served):
+        assert served == final
+        refused = _kb(settings, "build", "--force")
+        out, _ = refused.communicate(timeout=300)
+        assert refused.returncode != 0 and "is in use by another process" in out, out
+        assert _triples(url) > 0 and final.is_dir() and not final.is_symlink()
+    _done(_kb(settings, "build", "--force"))  # unused now: moved aside, swept, replaced by a link
+    assert final.is_symlink() and _builds(settings) == {_current(settings)}
