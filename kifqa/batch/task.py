@@ -85,6 +85,7 @@ async def _answer_all(questions: list[Question], ctx: TaskContext) -> list[Resul
     pipeline = _pipeline(ctx)
     slots = asyncio.Semaphore(ctx.settings.batch.task_concurrency)
     timeout = ctx.settings.batch.question_timeout_s
+    progress = _Progress(ctx.progress)
 
     async def answer(question: Question) -> Result:
         if question.error is not None:
@@ -98,10 +99,34 @@ async def _answer_all(questions: list[Question], ctx: TaskContext) -> list[Resul
                 except Exception as err:  # noqa: BLE001 - the pipeline should not raise; if it does, one
                     # question gets an error trace instead of its whole shard failing
                     result = _failed(question, ctx, f"{type(err).__name__}: {err}", "pipeline")
-        ctx.progress.add.remote(1)
+        progress.add()
         return result
 
-    return await asyncio.gather(*(answer(q) for q in questions))
+    try:
+        return await asyncio.gather(*(answer(q) for q in questions))
+    finally:
+        progress.flush()
+
+
+class _Progress:
+    """Reports finished questions to the driver's counter at most every ``every_s`` seconds (one
+    actor call per question cost the tasks and the counter a Ray call each)."""
+
+    def __init__(self, counter: ActorHandle, every_s: float = 0.5) -> None:
+        self._counter = counter
+        self._every_s = every_s
+        self._pending = 0
+        self._last = time.monotonic()
+
+    def add(self) -> None:
+        self._pending += 1
+        if time.monotonic() - self._last >= self._every_s:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._pending:
+            self._counter.add.remote(self._pending)
+            self._pending, self._last = 0, time.monotonic()
 
 
 def _failed(question: Question, ctx: TaskContext, error: str, step: str) -> Result:
