@@ -93,7 +93,7 @@ def test_concurrent_forced_builds_under_a_running_server_keep_its_build_then_swe
 def test_a_build_of_the_older_layout_in_use_is_never_moved(tiny_settings: Maker) -> None:
     settings = tiny_settings()
     _done(_kb(settings, "build"))
-    final = kb_dir(settings) / data.inputs_digest(settings.data_dir, VERSION)
+    final = kb_dir(settings) / paths.inputs_digest(settings.data_dir, VERSION)
     folder = final.resolve()
     final.unlink()
     folder.rename(final)  # <hash>/ as a folder, as builds used to be written
