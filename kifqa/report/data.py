@@ -8,6 +8,7 @@ row has ``confidence``. :func:`prediction_row` makes the row of a question that 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -23,6 +24,8 @@ CANDIDATES = 10
 
 #: Answers a table row shows (and the search sees); an opened question shows all.
 ANSWERS = 10
+
+_BLANK = re.compile(r"_:[A-Za-z][A-Za-z0-9]*")
 
 
 def outcome(trace: Mapping[str, Any], answers: Mapping[str, str]) -> str | None:
@@ -67,24 +70,31 @@ def _side(row: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _rounded(items: Any, key: str) -> Any:
-    """``items`` (dicts) with their ``key`` seconds rounded."""
-    if not isinstance(items, list):
-        return items
-    return [{**x, key: _seconds(x.get(key))} if isinstance(x, dict) else x for x in items]
+def _filter(f: Any) -> Any:
+    """A filter run as an opened question shows it: seconds to 0.1 ms, the SPARQL's blank-node labels
+    (random per compilation: ``_:N`` and 32 hex digits) numbered in order of appearance."""
+    if not isinstance(f, dict):
+        return f
+    names: dict[str, str] = {}
+    sparql = _BLANK.sub(lambda m: names.setdefault(m.group(), f"_:b{len(names)}"), f.get("sparql") or "")
+    return {**f, "seconds": _seconds(f.get("seconds")), "sparql": sparql}
 
 
 def _shown(trace: Mapping[str, Any]) -> dict[str, Any]:
-    """The trace as an opened question shows it: candidates cut to the first :data:`CANDIDATES` and
-    the kept ones, seconds to 0.1 ms."""
-    shown = {**trace, "timings": {k: _seconds(v) for k, v in (trace.get("timings") or {}).items()},
-             "filters": _rounded(trace.get("filters"), "seconds"),
-             "llm_calls": _rounded(trace.get("llm_calls"), "latency_s")}
-    candidates = trace.get("candidates") or []
+    """The trace as an opened question shows it: without the question (a table column), candidates
+    cut to the first :data:`CANDIDATES` and the kept ones (scores to 3 decimals), seconds to 0.1 ms,
+    filters as :func:`_filter`."""
+    shown = {k: v for k, v in trace.items() if k not in ("question", "question_id")}
+    shown["timings"] = {k: _seconds(v) for k, v in (trace.get("timings") or {}).items()}
+    shown["filters"] = [_filter(f) for f in trace.get("filters") or []]
+    shown["llm_calls"] = [{**c, "latency_s": _seconds(c.get("latency_s"))} if isinstance(c, dict) else c
+                          for c in trace.get("llm_calls") or []]
+    candidates = [{**c, "score": round(c["score"], 3)} if isinstance(c, dict) and isinstance(c.get("score"), float)
+                  else c for c in trace.get("candidates") or []]
+    kept = set(trace.get("entities") or [])
+    shown["candidates"] = [c for i, c in enumerate(candidates)
+                           if i < CANDIDATES or (isinstance(c, dict) and c.get("id") in kept)]
     if len(candidates) > CANDIDATES:
-        kept = set(trace.get("entities") or [])
-        shown["candidates"] = [c for i, c in enumerate(candidates)
-                               if i < CANDIDATES or (isinstance(c, dict) and c.get("id") in kept)]
         shown["candidates_total"] = len(candidates)
     return shown
 
@@ -92,7 +102,7 @@ def _shown(trace: Mapping[str, Any]) -> dict[str, Any]:
 def _record(row: Mapping[str, Any]) -> dict[str, Any]:
     """What a question shows when opened, besides its table cells."""
     scored = bool(row.get("scored"))
-    return {"trace": _shown(row.get("trace") or {}), "answers": _answers(row), "gold": row.get("gold") if scored else None,
+    return {"trace": _shown(row.get("trace") or {}), "more_answers": _answers(row)[ANSWERS:], "gold": row.get("gold") if scored else None,
             "precision": row.get("precision") if scored else None, "recall": row.get("recall") if scored else None,
             "detail": row.get("failure_detail")}
 

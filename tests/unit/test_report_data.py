@@ -14,7 +14,8 @@ from kifqa.report.page import CHUNK, render_page
 
 
 def _trace(qid: str, n_candidates: int = 3, kept: tuple[str, ...] = ("Q0",), error: str | None = None) -> dict:
-    return {"question_id": qid, "question": f"question {qid}", "error": error, "error_step": "draft" if error else None,
+    return {"question_id": qid, "question": f"question {qid}", "draft_output": qid, "error": error,
+            "error_step": "draft" if error else None,
             "candidates": [{"id": f"Q{i}", "label": f"L{i}", "score": 10.0 - i} for i in range(n_candidates)],
             "entities": list(kept), "timings": {"draft": 0.123456, "total": 1.0}, "llm_calls": [{"step": "draft"}]}
 
@@ -33,15 +34,27 @@ def test_rows_without_gold_get_error_or_empty_and_columns_line_up() -> None:
     assert columns["confidence"] == [None, None, 0.5] and columns["error_step"] == [None, None, "draft"]
     assert columns["t_draft"] == [0.1235] * 3 and columns["llm_calls"] == [1, 1, 1]
     assert all(len(v) == 3 for v in columns.values())
-    assert records[0]["gold"] is None and records[0]["trace"]["question_id"] == "a"
-    assert records[0]["answers"] == [["Q1", "One"]] and records[0]["trace"]["timings"]["draft"] == 0.1235
+    assert records[0]["gold"] is None and records[0]["trace"]["candidates"][0]["id"] == "Q0"
+    assert records[0]["more_answers"] == [] and records[0]["trace"]["timings"]["draft"] == 0.1235
+    assert "question" not in records[0]["trace"], "the question is a table column"
 
 
 def test_a_table_row_shows_the_first_answers_and_an_opened_question_all() -> None:
     answers = {f"Q{i}": f"L{i}" for i in range(ANSWERS + 7)}
     columns, [record] = question_table([prediction_row(Prediction("a", answers, _trace("a")))])
     assert columns["answers"] == [[[f"Q{i}", f"L{i}"] for i in range(ANSWERS)]]
-    assert columns["n_answers"] == [ANSWERS + 7] and len(record["answers"]) == ANSWERS + 7
+    assert columns["n_answers"] == [ANSWERS + 7] and record["more_answers"] == [[f"Q{i}", f"L{i}"]
+                                                                               for i in range(ANSWERS, ANSWERS + 7)]
+
+
+def test_blank_node_labels_are_numbered_in_each_query() -> None:
+    trace = _trace("a")
+    trace["filters"] = [{"sparql": "SELECT ?v { ?s ?p _:N9f3a . _:Nab12 ?q _:N9f3a }", "seconds": 0.123456},
+                        {"sparql": "SELECT ?v { ?s ?p _:Nc0de }"}]
+    [record] = question_table([prediction_row(Prediction("a", {}, trace))])[1]
+    assert [f["sparql"] for f in record["trace"]["filters"]] == [
+        "SELECT ?v { ?s ?p _:b0 . _:b1 ?q _:b0 }", "SELECT ?v { ?s ?p _:b0 }"]
+    assert record["trace"]["filters"][0]["seconds"] == 0.1235
 
 
 def test_an_opened_question_shows_the_first_candidates_and_every_kept_one() -> None:
@@ -66,7 +79,7 @@ def test_compare_keeps_only_changed_questions_side_by_side() -> None:
     columns, records = compare_table(a, b, better={"up"}, worse=set())
     assert columns["id"] == ["up", "moved"] and columns["change"] == ["better", "changed"]
     assert columns["a_failure"] == ["entity", "partial"] and columns["b_f1"] == [1.0, 0.0]
-    assert records[1]["a"]["trace"]["question_id"] == "moved" and set(records[1]) == {"a", "b"}
+    assert records[1]["a"]["trace"]["draft_output"] == "moved" and set(records[1]) == {"a", "b"}
 
 
 def test_the_page_is_self_contained_and_its_blobs_unpack_to_the_data() -> None:

@@ -471,12 +471,14 @@ async function openQuestion(i, {scroll = true} = {}) {
   view.replaceChildren(el("h2", {}, el("span", {class: "qid"}, row.id), " ", el("span", {class: "question"}, row.question)));
   view.dataset.id = row.id;
   if (D.kind === "compare") {
-    const side = (p, r) => ({...r, f1: row[`${p}f1`], failure: row[`${p}failure`]});
+    const side = (p, r) => ({...r, answers: row[`${p}answers`].concat(r.more_answers), f1: row[`${p}f1`],
+                             failure: row[`${p}failure`]});
     view.append(el("div", {class: "sides"},
       el("div", {class: "side-a"}, el("h3", {}, `A: ${D.names[0]}`), traceView(side("a_", rec.a))),
       el("div", {class: "side-b"}, el("h3", {}, `B: ${D.names[1]}`), traceView(side("b_", rec.b)))));
   } else {
-    view.append(traceView({...rec, f1: row.f1, failure: row.failure, detail: row.detail, confidence: row.confidence}));
+    view.append(traceView({...rec, answers: row.answers.concat(rec.more_answers), f1: row.f1, failure: row.failure,
+                           detail: row.detail, confidence: row.confidence}));
   }
   history.replaceState(null, "", `#${encodeURIComponent(row.id)}`);
   if (getComputedStyle(view).position === "sticky") view.scrollTop = 0;  // beside the table
