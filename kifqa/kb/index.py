@@ -132,6 +132,9 @@ class LabelIndex:
             raise KBError(f"label index {path} is unreadable ({err}); rebuild it with `kifqa kb build --force`") \
                 from err
         self._lock = threading.Lock()
+        #: Entries read so far (the index is immutable): the same properties are described for
+        #: question after question.
+        self._entries: dict[str, Entry] = {}
 
     def close(self) -> None:
         self._con.close()
@@ -150,15 +153,16 @@ class LabelIndex:
     def entries(self, ids: Iterable[str]) -> dict[str, Entry]:
         """The entries of the given ids (unknown ids are left out)."""
         ids = list(dict.fromkeys(ids))
-        found: dict[str, Entry] = {}
         with self._lock:
-            found.update((row[0], _entry(row)) for row in select_in(
-                self._con,
-                "SELECT e.id, e.kind, e.label, e.description, e.datatype, e.degree, "
-                "(SELECT json_group_array(text) FROM (SELECT text FROM name "
-                " WHERE entity = e.rowid AND is_label = 0 ORDER BY rowid)) "
-                "FROM entity e WHERE e.id IN ({marks})", ids))
-        return found
+            missing = [id for id in ids if id not in self._entries]
+            if missing:
+                self._entries.update((row[0], _entry(row)) for row in select_in(
+                    self._con,
+                    "SELECT e.id, e.kind, e.label, e.description, e.datatype, e.degree, "
+                    "(SELECT json_group_array(text) FROM (SELECT text FROM name "
+                    " WHERE entity = e.rowid AND is_label = 0 ORDER BY rowid)) "
+                    "FROM entity e WHERE e.id IN ({marks})", missing))
+            return {id: self._entries[id] for id in ids if id in self._entries}
 
     def labels(self, ids: Iterable[str]) -> dict[str, str]:
         """English labels of the given ids (unknown or unlabelled ids are left out)."""
