@@ -9,6 +9,7 @@ up to ``--questions``; every copy keeps its real trace. Needs Playwright and Deb
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import statistics
@@ -82,9 +83,11 @@ def report(source: Path, questions: int, loads: int, out: Path | None) -> None:
             browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
             runs = [_load(browser, path, "born") for _ in range(loads)]
             browser.close()
+        load = os.getloadavg()[0]
     click.echo(f"page of {questions:,} questions (copies of the {len(rows)} real traces of {source}): "
                f"{size / 1e6:.1f} MB, {size / questions:.0f} bytes per question, written in {written:.1f} s")
-    click.echo(f"headless Chromium, median of {loads} loads (min-max), seconds from navigation start:")
+    click.echo(f"headless Chromium, median of {loads} loads (min-max), seconds from navigation start "
+               f"(load average {load:.1f} on {os.cpu_count()} CPUs):")
     for key, name in (("kifqa:libraries", "libraries unpacked"), ("kifqa:data", "table data unpacked"),
                       ("kifqa:summary", "summary drawn"), ("kifqa:table", "table up (the page is ready)"),
                       ("wall", "ready, as the driver saw it"), ("parsed", "the whole file read (load event)"),

@@ -33,7 +33,7 @@ _SOURCE_MAP = re.compile(r"^(//|/\*)# sourceMappingURL=.*$", re.MULTILINE)
 
 def pack(text: str) -> str:
     """``text`` gzip-compressed and base64-encoded (what the page's ``unpack`` reverses)."""
-    return base64.b64encode(gzip.compress(text.encode(), compresslevel=9, mtime=0)).decode("ascii")
+    return base64.b64encode(gzip.compress(text.encode(), compresslevel=6, mtime=0)).decode("ascii")
 
 
 def _asset(*parts: str) -> str:
