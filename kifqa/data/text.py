@@ -1,13 +1,16 @@
 """The keys texts are compared by: names of entities, questions of two datasets, label-index lookups.
 
-Two rules are in use, and they differ on purpose only until they are made one:
+One rule decides when two names are the same name, in the search and in entity linking alike (and in
+the gold extension): :func:`fold`, case-folded, compatibility forms unified (NFKD) and accents dropped,
+so ``"Vujačić"`` and ``"vujacic"`` are the same name. Accents are dropped rather than kept because
+questions are typed without them far more often than two entities differ only by them (docs/eval.md,
+"One rule for names", shows what it changes). The keys built on it:
 
-- :func:`normalize` (entity linking, relation matching, evaluation): NFKC, case-folded, words only
-  (punctuation between words becomes a space; ``'``, ``.``, ``&`` and ``-`` inside a word stay),
-  accents kept: ``"Vujačić"`` and ``"vujacic"`` are different names.
-- :func:`index_key` (the label index and the search tiers of remote searches): NFKD, case-folded,
-  accents dropped, whitespace collapsed, punctuation kept: ``"Vujačić"`` and ``"vujacic"`` are the
-  same name. :func:`question_key` is its words.
+- :func:`normalize` (entity linking, relation matching, evaluation): the folded words (punctuation
+  between words becomes a space; ``'``, ``.``, ``&`` and ``-`` inside a word stay); :func:`name_key`
+  also drops a leading article.
+- :func:`index_key` (the label index and the search tiers of remote searches): the folded text with
+  whitespace collapsed, punctuation kept. :func:`question_key` is its plain words.
 """
 
 from __future__ import annotations
@@ -20,10 +23,15 @@ _PLAIN_WORD = re.compile(r"\w+")
 _ARTICLES = ("the ", "a ", "an ")
 
 
+def fold(text: str) -> str:
+    """``text`` as names compare: case-folded, compatibility forms unified (NFKD), accents dropped."""
+    decomposed = unicodedata.normalize("NFKD", text.casefold())
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
+
+
 def normalize(text: str) -> str:
-    """Lower-case, NFKC, punctuation to spaces, spaces collapsed (accents kept)."""
-    text = unicodedata.normalize("NFKC", text).casefold()
-    return " ".join(_WORD.findall(text))
+    """The words of :func:`fold`'s ``text``: punctuation between words to spaces, spaces collapsed."""
+    return " ".join(_WORD.findall(fold(text)))
 
 
 def words(text: str) -> list[str]:
@@ -41,9 +49,8 @@ def name_key(text: str) -> str:
 
 
 def index_key(text: str) -> str:
-    """Case-folded text without diacritics and with single spaces: the label index's key of exact matches."""
-    decomposed = unicodedata.normalize("NFKD", text.casefold())
-    return " ".join("".join(c for c in decomposed if not unicodedata.combining(c)).split())
+    """:func:`fold`'s ``text`` with single spaces: the label index's key of exact matches."""
+    return " ".join(fold(text).split())
 
 
 def question_key(text: str) -> str:
