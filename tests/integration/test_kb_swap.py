@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+import pytest
 
 from kifqa.config import Settings
 from kifqa.data import paths
@@ -90,6 +91,7 @@ def test_concurrent_forced_builds_under_a_running_server_keep_its_build_then_swe
     assert _builds(settings) == {_current(settings)}
 
 
+@pytest.mark.slow
 def test_a_build_of_the_older_layout_in_use_is_never_moved(tiny_settings: Maker) -> None:
     settings = tiny_settings()
     _done(_kb(settings, "build"))
