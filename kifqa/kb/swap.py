@@ -36,8 +36,11 @@ def use(final: Path) -> Path | None:
     """The build folder ``final`` names now, marked in use by this process until it exits; ``None`` if
     there is none. A folder of the older layout (no link, no lock) is used in place."""
     for _ in range(3):  # a sweep may remove the target between resolving the link and locking it
-        if final.is_dir() and not final.is_symlink():  # older layout: locked in place
-            (final / LOCK).touch()
+        if final.is_dir() and not final.is_symlink():  # older layout: locked in place where it can be
+            try:
+                (final / LOCK).touch()
+            except OSError:  # a read-only cache folder: nothing can replace the build either
+                return final
             return final if hold(final) else None
         root = current(final)
         if not root.is_dir():
