@@ -1,12 +1,11 @@
-"""What flows through kifqa: questions, drafts, answers and the trace, plus their Arrow schemas."""
+"""The data types that flow through kifqa: questions, drafts, candidates, facts, answers and the trace."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
-
-import pyarrow as pa
 
 #: The unknown of a triple pattern.
 UNKNOWN = "?x"
@@ -143,6 +142,24 @@ class Trace:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Trace:
+        """The trace of a :meth:`to_dict` (or its JSON); unknown keys are ignored, missing or null ones take
+        their defaults (``""`` for the question's id and text)."""
+        nested: dict[str, Callable[[dict[str, Any]], Any]] = {
+            "draft": lambda d: Pattern(**_fields(Pattern, d)),
+            "candidates": lambda d: Candidate(**{**_fields(Candidate, d), "aliases": tuple(d.get("aliases") or ())}),
+            "options": lambda d: Relation(**_fields(Relation, d)),
+            "relations": lambda d: Relation(**_fields(Relation, d)),
+            "filters": lambda d: FilterRun(**{**_fields(FilterRun, d), "relation": Relation(**d["relation"])}),
+            "llm_calls": lambda d: LLMCall(**_fields(LLMCall, d)),
+        }
+        values = {"question_id": "", "question": "", **_fields(cls, data)}
+        for key, make in nested.items():
+            if key in values:
+                values[key] = [make(x) for x in values[key] if isinstance(x, dict)]
+        return cls(**values)
+
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False)
 
@@ -164,7 +181,7 @@ class Trace:
         return self.timings.get("total", 0.0)
 
     def to_row(self) -> dict[str, Any]:
-        """One row of :data:`TRACE_SCHEMA`."""
+        """One row of :data:`kifqa.runs.schema.TRACE_SCHEMA`."""
         return {
             "question_id": self.question_id,
             "question": self.question,
@@ -187,6 +204,12 @@ class Trace:
         }
 
 
+def _fields(kind: type, data: Mapping[str, Any]) -> dict[str, Any]:
+    """The items of ``data`` that are fields of the dataclass ``kind``, nulls left out."""
+    names = {f.name for f in fields(kind)}
+    return {k: v for k, v in data.items() if k in names and v is not None}
+
+
 @dataclass
 class Result:
     """A question's answers and its trace."""
@@ -196,7 +219,7 @@ class Result:
     trace: Trace
 
     def answer_rows(self) -> list[dict[str, Any]]:
-        """Rows of :data:`ANSWER_SCHEMA`."""
+        """Rows of :data:`kifqa.runs.schema.ANSWER_SCHEMA`."""
         return [
             {
                 "question_id": self.question.id,
@@ -214,40 +237,3 @@ class Result:
             }
             for a in self.answers
         ]
-
-
-ANSWER_SCHEMA = pa.schema([
-    ("question_id", pa.string()),
-    ("question", pa.string()),
-    ("kb", pa.string()),
-    ("subject", pa.string()),
-    ("subject_label", pa.string()),
-    ("property", pa.string()),
-    ("property_label", pa.string()),
-    ("value", pa.string()),
-    ("value_label", pa.string()),
-    ("value_type", pa.string()),
-    ("answer", pa.string()),
-    ("answer_label", pa.string()),
-])
-
-TRACE_SCHEMA = pa.schema([
-    ("question_id", pa.string()),
-    ("question", pa.string()),
-    ("kb", pa.string()),
-    ("model", pa.string()),
-    ("draft", pa.list_(pa.string())),
-    ("entities", pa.list_(pa.string())),
-    ("relations", pa.list_(pa.string())),
-    ("n_answers", pa.int32()),
-    ("llm_calls", pa.int32()),
-    ("llm_cache_hits", pa.int32()),
-    ("prompt_tokens", pa.int64()),
-    ("uncached_prompt_tokens", pa.int64()),
-    ("completion_tokens", pa.int64()),
-    ("kb_calls", pa.int32()),
-    ("seconds", pa.float64()),
-    ("error", pa.string()),
-    ("error_step", pa.string()),
-    ("trace", pa.string()),
-])

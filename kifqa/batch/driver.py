@@ -14,16 +14,16 @@ import ray
 from ray.exceptions import RayError, RayTaskError
 from tqdm import tqdm
 
-from kifqa.batch.corpus import Corpus, read_corpus
 from kifqa.batch.kbpool import KBFactory
 from kifqa.batch.llmpool import LLMFactory
-from kifqa.batch.manifest import job_key, new_manifest, now
-from kifqa.batch.output import OutputDir
 from kifqa.batch.pools import Pools, actor_pools
 from kifqa.batch.summary import COLUMNS, Summary, trace_counts
 from kifqa.batch.task import PipelineFactory, Shard, TaskContext, default_pipeline, run_shard
 from kifqa.config import Settings
 from kifqa.errors import ConfigError
+from kifqa.runs.corpus import Corpus, read_corpus
+from kifqa.runs.folder import RunFolder
+from kifqa.runs.manifest import job_key, new_manifest, now
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ def run_job(settings: Settings, corpus: str | Path | None = None, out: str | Pat
         raise ConfigError("a job needs a corpus and an output folder (arguments or batch.corpus/batch.out)")
     data = read_corpus(corpus, id_column=b.id_column, question_column=b.question_column,
                        max_chars=settings.pipeline.max_question_chars)
-    output = OutputDir(out)
+    output = RunFolder(out)
     key = job_key(settings, data)
     previous = _prepare(output, key, resume=b.resume)
     shards = _shards(data, b.shard_size)
@@ -102,7 +102,7 @@ def run_job(settings: Settings, corpus: str | Path | None = None, out: str | Pat
     return summary
 
 
-def _prepare(output: OutputDir, key: str, *, resume: bool) -> dict[str, Any] | None:
+def _prepare(output: RunFolder, key: str, *, resume: bool) -> dict[str, Any] | None:
     """Readies the output folder; returns the manifest of the job it resumes, if any."""
     previous = output.read_manifest()
     if not resume:
@@ -116,7 +116,7 @@ def _prepare(output: OutputDir, key: str, *, resume: bool) -> dict[str, Any] | N
     return previous
 
 
-def _todo(shards: list[Shard], output: OutputDir, *, retry_failed: bool) -> list[Shard]:
+def _todo(shards: list[Shard], output: RunFolder, *, retry_failed: bool) -> list[Shard]:
     """The unfinished shards, and with ``retry_failed`` the finished ones' failed questions."""
     finished = output.finished()
     todo = [s for s in shards if s.index not in finished]
@@ -127,7 +127,7 @@ def _todo(shards: list[Shard], output: OutputDir, *, retry_failed: bool) -> list
     return todo
 
 
-def _summary(output: OutputDir, run: _Run, *, n_shards: int, n_todo: int, llm_actors: int) -> Summary:
+def _summary(output: RunFolder, run: _Run, *, n_shards: int, n_todo: int, llm_actors: int) -> Summary:
     return Summary(
         out=str(output.root), **trace_counts(output.read_traces(COLUMNS)),
         answers=output.read_answers(["question_id"]).num_rows, ran=run.questions, shards=n_shards,
@@ -137,7 +137,7 @@ def _summary(output: OutputDir, run: _Run, *, n_shards: int, n_todo: int, llm_ac
         llm_busy_share=run.llm_busy_s / (llm_actors * run.seconds) if run.seconds else 0.0)
 
 
-def _run_shards(settings: Settings, output: OutputDir, todo: list[Shard], pools: Pools,
+def _run_shards(settings: Settings, output: RunFolder, todo: list[Shard], pools: Pools,
                 pipeline: PipelineFactory, progress: bool) -> _Run:
     b = settings.batch
     run = _Run()

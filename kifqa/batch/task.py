@@ -13,11 +13,12 @@ from ray.actor import ActorHandle
 
 from kifqa.batch.kbpool import ActorKB
 from kifqa.batch.llmpool import ActorLLM
-from kifqa.batch.output import OutputDir
 from kifqa.config import Settings
 from kifqa.kb.base import KnowledgeBase
 from kifqa.llm.base import LLM
-from kifqa.types import ANSWER_SCHEMA, TRACE_SCHEMA, Question, Result, Trace
+from kifqa.runs.folder import RunFolder
+from kifqa.runs.schema import ANSWER_SCHEMA, TRACE_SCHEMA
+from kifqa.types import Question, Result, Trace
 
 
 class Answerer(Protocol):
@@ -74,7 +75,7 @@ def run_shard(shard: Shard, ctx: TaskContext) -> ShardRun:
     results = asyncio.run(_answer_all(questions, ctx))
     answers = pa.Table.from_pylist([row for r in results for row in r.answer_rows()], schema=ANSWER_SCHEMA)
     traces = pa.Table.from_pylist([r.trace.to_row() for r in results], schema=TRACE_SCHEMA)
-    output = OutputDir(ctx.out)
+    output = RunFolder(ctx.out)
     if shard.redo is not None:
         answers, traces = _merge(output, shard, answers, traces)
     output.write_shard(shard.index, answers, traces)
@@ -147,7 +148,7 @@ def _pipeline(ctx: TaskContext) -> Answerer:
     return _PIPELINE[1]
 
 
-def _merge(output: OutputDir, shard: Shard, answers: pa.Table, traces: pa.Table) -> tuple[pa.Table, pa.Table]:
+def _merge(output: RunFolder, shard: Shard, answers: pa.Table, traces: pa.Table) -> tuple[pa.Table, pa.Table]:
     """The finished shard's rows with those of the rerun questions replaced, in corpus order."""
     old_answers, old_traces = output.read_shard(shard.index)
     redo = pa.array(sorted(shard.redo or ()), pa.string())

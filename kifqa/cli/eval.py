@@ -86,7 +86,9 @@ def _evaluate(settings: Settings, dataset: str, limit: int | None, start: int, c
              "examples": f"{settings.examples.mode} k={settings.examples.k}"}
     if run_dir is not None:
         evaluation = evaluate_run(run_dir, load_gold(dataset, settings.data_dir, start=start), extender, limit=limit)
-        evaluation.extra = {"dataset": dataset, **_run_about(run_dir), **evaluation.extra}
+        from kifqa.runs.results import run_about
+
+        evaluation.extra = {"dataset": dataset, **run_about(run_dir), **evaluation.extra}
         if not evaluation.scored:
             raise click.ClickException(f"no question of {dataset} is in the run {run_dir} (do the ids match?)")
         if missing := evaluation.extra.get("run_missing"):
@@ -140,17 +142,6 @@ def gold_extender(settings: Settings, *, extend_other: bool = False) -> GoldExte
         return locate(settings).links()
 
     return GoldExtender(settings.data_dir, extend_other=extend_other, dbpedia_links=dbpedia_links)
-
-
-def _run_about(run_dir: Path) -> dict[str, str]:
-    """Model, KB and examples of a batch run, from its manifest's settings."""
-    try:
-        config = json.loads((run_dir / "manifest.json").read_text()).get("config") or {}
-    except (OSError, ValueError):
-        return {}
-    examples = config.get("examples") or {}
-    return {"model": (config.get("llm") or {}).get("model", ""), "kb": (config.get("kb") or {}).get("spec", ""),
-            "examples": f"{examples.get('mode', '')} k={examples.get('k', '')}" if examples else ""}
 
 
 def _compare(settings: Settings, dataset: str, folders: tuple[Path, Path], out: Path | None, show: int,

@@ -35,7 +35,7 @@ def silver(corpus: Path | None, out: Path, limit: int | None, concurrency: int, 
     """Answer the unlabelled questions of CORPUS (JSONL, CSV or Parquet with id and question columns)
     and write each answered one with its logical form, answers and a confidence."""
     from kifqa.eval.silver import build_silver, write_silver
-    from kifqa.eval.traces import Prediction, read_run
+    from kifqa.runs import Prediction, read_run
     from kifqa.report.sources import PAGE, write_silver_report
 
     if (corpus is None) == (run_dir is None):
@@ -55,7 +55,7 @@ def silver(corpus: Path | None, out: Path, limit: int | None, concurrency: int, 
         if run_dir is not None:
             predictions = list(read_run(run_dir).values())
         else:
-            from kifqa.batch.corpus import read_corpus
+            from kifqa.runs import read_corpus
 
             b = settings.batch
             questions = read_corpus(corpus, id_column=b.id_column, question_column=b.question_column,

@@ -1,7 +1,7 @@
 """Scores a pipeline on a gold dataset: per-question scores, linking accuracy, failure classes, costs.
 
 One scoring path for every source: :func:`evaluate_predictions` scores (question id →
-:class:`~kifqa.eval.traces.Prediction`) pairs. :func:`evaluate` gets them by answering in-process,
+:class:`~kifqa.runs.results.Prediction`) pairs. :func:`evaluate` gets them by answering in-process,
 :func:`evaluate_run` from a batch run folder, :func:`evaluate_batch` by running the batch job first.
 """
 
@@ -23,7 +23,8 @@ from kifqa.eval.calibration import calibrate
 from kifqa.eval.datasets import GoldExtender, GoldQuestion
 from kifqa.eval.metrics import Score, score, summarize
 from kifqa.eval.silver import confidence
-from kifqa.eval.traces import STEPS, Prediction, known_label, patterns, read_run, relations, run_seconds
+from kifqa.eval.traces import STEPS, known_label, patterns, relations
+from kifqa.runs.results import Prediction, read_run, run_corpus_ids, run_corpus_size, run_seconds
 from kifqa.eval import traces as tr
 from kifqa.types import Question, Result
 from kifqa.pipeline import Pipeline
@@ -89,6 +90,7 @@ class Scored:
 
     def row(self) -> dict[str, Any]:
         t = self.trace
+        record = self.prediction.record  # type: ignore[union-attr]
         answers = self.prediction.answers  # type: ignore[union-attr]
         return {
             "id": self.gold.id, "question": self.gold.text, "topic": self.gold.topic,
@@ -98,8 +100,8 @@ class Scored:
             "scored": self.has_gold,
             "failure": self.failure, "failure_detail": self.detail, "linking": self.linking,
             "error": t.get("error"), "error_step": t.get("error_step"),
-            "llm_calls": len(t.get("llm_calls") or []), "prompt_tokens": tr.prompt_tokens(t),
-            "uncached_prompt_tokens": tr.uncached_prompt_tokens(t), "seconds": tr.seconds(t),
+            "llm_calls": len(record.llm_calls), "prompt_tokens": record.prompt_tokens,
+            "uncached_prompt_tokens": record.uncached_prompt_tokens, "seconds": record.seconds,
             "confidence": confidence_of(self),
             "trace": t,
         }
@@ -315,7 +317,7 @@ class Evaluation:
         n = len(self.scored) or 1
         answered = [s for s in self.scored if s.has_gold]
         single = [s.score for s in answered if len(s.expected) == 1]
-        traces = [s.trace for s in self.scored]
+        traces = [s.prediction.record for s in self.scored]  # type: ignore[union-attr]
         failures = Counter(s.failure for s in self.scored if s.failure)
         details: dict[str, Counter[str]] = defaultdict(Counter)
         examples: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -384,8 +386,8 @@ def evaluate_predictions(questions: list[GoldQuestion], predictions: Mapping[str
     for q in questions:
         p = predictions.get(q.id)
         if p is None:
-            p = Prediction(q.id, {}, {"question_id": q.id, "question": q.text, "error": "no trace in the run",
-                                      "error_step": "missing"})
+            p = Prediction(question_id=q.id, answers={}, trace={
+                "question_id": q.id, "question": q.text, "error": "no trace in the run", "error_step": "missing"})
         scored.append(score_prediction(q, p, extender, result=(results or {}).get(q.id)))
     return Evaluation(scored, wall_s, extender=extender)
 
@@ -451,41 +453,6 @@ def evaluate_run(folder: str | Path, questions: list[GoldQuestion], extender: Go
         if expected is not None and expected > len(predictions):
             evaluation.extra["run_missing_unscored"] = expected - len(predictions)
     return evaluation
-
-
-def _manifest(folder: str | Path) -> dict[str, Any]:
-    try:
-        manifest = json.loads((Path(folder) / "manifest.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return manifest if isinstance(manifest, dict) else {}
-
-
-def run_corpus_size(folder: str | Path) -> int | None:
-    """How many questions the run's corpus has, as its manifest records (``None`` if it does not)."""
-    n = (_manifest(folder).get("corpus") or {}).get("questions")
-    return n if isinstance(n, int) else None
-
-
-def run_corpus_ids(folder: str | Path) -> set[str] | None:
-    """The question ids of a run's corpus, read as the job read it (the manifest's corpus file, id
-    and question columns); ``None`` when the file is gone or changed since the run."""
-    manifest = _manifest(folder)
-    corpus = manifest.get("corpus") or {}
-    batch = (manifest.get("config") or {}).get("batch") or {}
-    if not corpus.get("path"):
-        return None
-    from kifqa.batch.corpus import read_corpus
-    from kifqa.errors import ConfigError
-
-    try:
-        read = read_corpus(corpus["path"], id_column=batch.get("id_column") or "id",
-                           question_column=batch.get("question_column") or "question")
-    except (ConfigError, OSError, ValueError):
-        return None
-    if corpus.get("sha256") and read.sha256 != corpus["sha256"]:
-        return None
-    return {q.id for q in read.questions}
 
 
 def write_corpus(questions: list[GoldQuestion], path: Path) -> Path:

@@ -19,7 +19,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from kifqa.eval.traces import Prediction, known_label, pattern_text, patterns, relations
+from kifqa.eval.traces import known_label, pattern_text, patterns, relations
+from kifqa.runs import Prediction
 from kifqa.types import UNKNOWN
 from kifqa.data.text import normalize
 

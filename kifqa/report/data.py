@@ -12,8 +12,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kifqa.eval import traces as tr
-from kifqa.eval.traces import Prediction
+from kifqa.runs.results import Prediction
 
 #: Step timings drawn as the latency plot (``total`` is the ``seconds`` column).
 TIMED_STEPS = ("draft", "entities", "relations", "answers")
@@ -64,7 +63,7 @@ def _side(row: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "answers": _answers(row)[:ANSWERS], "n_answers": len(row.get("labels") or {}), "f1": _f1(row),
         "failure": row.get("failure"),
-        "error_step": t.get("error_step"), "seconds": _seconds(tr.seconds(t)),
+        "error_step": t.get("error_step"), "seconds": _seconds(timings.get("total") or 0.0),
         "llm_calls": len(t.get("llm_calls") or []),
         **{f"t_{step}": _seconds(timings.get(step)) for step in TIMED_STEPS},
     }

@@ -19,7 +19,8 @@ from typing import Any
 
 from kifqa.errors import DataError
 from kifqa.eval import traces as tr
-from kifqa.eval.traces import Prediction
+from kifqa.runs.results import Prediction
+from kifqa.types import Trace
 from kifqa.report.data import compare_table, prediction_row, question_table
 from kifqa.report.page import write_page
 
@@ -35,9 +36,9 @@ def _title(summary: Mapping[str, Any], kind: str) -> str:
 
 def run_figures(rows: list[Mapping[str, Any]]) -> dict[str, Any]:
     """The figures of questions without gold: counts, and costs per question."""
-    traces = [r.get("trace") or {} for r in rows]
+    traces = [Trace.from_dict(r.get("trace") or {}) for r in rows]
     return {"questions": len(rows), "answered": sum(bool(r.get("labels")) for r in rows),
-            "errors": sum(bool(t.get("error")) for t in traces), **tr.costs_per_question(traces)}
+            "errors": sum(bool(t.error) for t in traces), **tr.costs_per_question(traces)}
 
 
 def write_rows(path: str | Path, *, rows: list[Mapping[str, Any]], summary: Mapping[str, Any], kind: str,
@@ -86,7 +87,7 @@ def _scored(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
 
 def _run_rows(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The figures and rows of a batch run folder (confidences from ``silver.parquet`` when there)."""
-    from kifqa.eval.traces import read_run, run_seconds
+    from kifqa.runs.results import read_run, run_seconds
 
     predictions = read_run(folder)
     confidences: dict[str, float] = {}

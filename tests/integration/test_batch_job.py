@@ -22,7 +22,9 @@ import pyarrow.parquet as pq
 import pytest
 import ray
 
-from kifqa.batch import ActorKB, OutputDir, actor_pools, run_job
+from kifqa.batch import actor_pools, run_job
+from kifqa.batch.kbpool import ActorKB
+from kifqa.runs import RunFolder
 from kifqa.batch.kbpool import start_kb_pool
 from kifqa.batch.limiter import EndpointLimiter
 from kifqa.config import EndpointLimit, Settings
@@ -208,13 +210,13 @@ def test_killing_the_job_midway_then_rerunning_loses_and_duplicates_nothing(clus
     driver = subprocess.Popen([sys.executable, str(script)])
     try:
         deadline = time.time() + 120
-        while len(OutputDir(out).finished()) < 2:
+        while len(RunFolder(out).finished()) < 2:
             assert driver.poll() is None and time.time() < deadline, "the job ended before it was killed"
             time.sleep(0.1)
         driver.kill()
     finally:
         driver.wait()
-    done_before = OutputDir(out).finished()
+    done_before = RunFolder(out).finished()
     assert 2 <= len(done_before) < 12
 
     summary = run_job(_settings(tmp_path), corpus, out, progress=False, **fakes(flags))
@@ -246,7 +248,7 @@ def test_another_config_in_the_same_folder_needs_no_resume(cluster, tmp_path, fl
     with pytest.raises(ConfigError, match="another job"):
         run_job(_settings(tmp_path, shard_size=2), corpus, out, progress=False, **fakes(flags))
     summary = run_job(_settings(tmp_path, shard_size=2, resume=False), corpus, out, progress=False, **fakes(flags))
-    assert summary.shards == 3 and summary.ran == 5 and len(OutputDir(out).finished()) == 3
+    assert summary.shards == 3 and summary.ran == 5 and len(RunFolder(out).finished()) == 3
 
 
 def test_kb_actors_share_one_endpoint_limit_and_the_cache(cluster, tmp_path, flags):

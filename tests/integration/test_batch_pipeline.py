@@ -24,7 +24,8 @@ import ray
 import yaml
 
 from kifqa.api import open_pipeline
-from kifqa.batch import OutputDir, run_job
+from kifqa.batch import run_job
+from kifqa.runs import RunFolder
 from kifqa.config import Settings
 from kifqa.eval.datasets import load_sqwd
 from kifqa.types import Question
@@ -128,13 +129,13 @@ def test_a_killed_kifqa_run_resumes_without_lost_or_duplicated_rows(cluster, rep
                            stdout=subprocess.DEVNULL)
     try:
         deadline = time.time() + 180
-        while len(OutputDir(out).finished()) < 3:
+        while len(RunFolder(out).finished()) < 3:
             assert job.poll() is None and time.time() < deadline, "the job ended before it was killed"
             time.sleep(0.05)
         job.kill()
     finally:
         job.wait()
-    finished = len(OutputDir(out).finished())
+    finished = len(RunFolder(out).finished())
     assert 3 <= finished < 12
 
     kifqa = Path(sys.executable).with_name("kifqa")

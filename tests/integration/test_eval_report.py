@@ -20,7 +20,8 @@ from kifqa.eval.datasets import GoldExtender, load_sqwd
 from kifqa.eval.report import PLOTS
 from kifqa.eval.run import Evaluation, evaluate, evaluate_run
 from kifqa.llm.base import LLM, ChatRequest, Completion, Usage
-from kifqa.types import ANSWER_SCHEMA, TRACE_SCHEMA, Result
+from kifqa.runs import ANSWER_SCHEMA, TRACE_SCHEMA
+from kifqa.types import Result
 from kifqa.pipeline import Pipeline
 
 N = 14

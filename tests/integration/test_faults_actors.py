@@ -15,7 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 import ray
 
-from kifqa.batch import OutputDir, run_job
+from kifqa.batch import run_job
+from kifqa.runs import RunFolder
 from kifqa.config import Settings
 from tests.integration.test_batch_job import FakeKB, FakeLLM, _corpus, _settings, fakes
 
@@ -53,10 +54,10 @@ def _kill_when_a_shard_is_done(out: Path, pids: Path, done_at_kill: list[int]) -
 
     def kill() -> None:
         deadline = time.time() + 60
-        while time.time() < deadline and not (OutputDir(out).finished() and pids.exists()):
+        while time.time() < deadline and not (RunFolder(out).finished() and pids.exists()):
             time.sleep(0.05)
         os.kill(int(pids.read_text().split()[0]), signal.SIGKILL)
-        done_at_kill.append(len(OutputDir(out).finished()))
+        done_at_kill.append(len(RunFolder(out).finished()))
 
     thread = threading.Thread(target=kill, daemon=True)
     thread.start()

@@ -22,13 +22,14 @@ import pytest
 from click.testing import CliRunner
 
 from kifqa.api import open_pipeline
-from kifqa.batch.output import OutputDir
+from kifqa.runs import RunFolder
 from kifqa.cli import cli
 from kifqa.config import Settings
 from kifqa.eval.datasets import load_sqwd
 from kifqa.eval.run import answer_all
 from kifqa.report.data import ANSWERS
-from kifqa.types import ANSWER_SCHEMA, TRACE_SCHEMA, Question
+from kifqa.runs import ANSWER_SCHEMA, TRACE_SCHEMA
+from kifqa.types import Question
 from tests.cassette import CASSETTES
 
 N = 16
@@ -43,7 +44,7 @@ def _answer(settings: Settings, kb, questions: list[Question], out: Path) -> Pat
             return await answer_all(pipeline, questions, concurrency=4)
 
     results = asyncio.run(run())
-    folder = OutputDir(out)
+    folder = RunFolder(out)
     folder.create()
     half = len(results) // 2
     for index, part in enumerate((results[:half], results[half:])):

@@ -1,5 +1,5 @@
 """The package layout holds: no import circle among kifqa's modules, imports run down the layers (at most
-one runs up), and Ray is imported only inside kifqa/batch.
+one runs up), Ray is imported only inside kifqa/batch, and evaluating or reading a run folder imports no Ray.
 
 Imports are read from the source (``ast``), including those inside functions, except those under
 ``if TYPE_CHECKING:`` (they never run).
@@ -8,6 +8,8 @@ Imports are read from the source (``ast``), including those inside functions, ex
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -127,3 +129,29 @@ def test_ray_only_in_batch() -> None:
     users = {m for m in MODULES if any(n == "ray" or n.startswith("ray.") for n in imported(m))}
     assert users and all(m.startswith("kifqa.batch") for m in users), sorted(users)
 
+
+
+def test_evaluation_and_reading_a_run_import_no_ray(tmp_path: Path) -> None:
+    """In a fresh interpreter: import the evaluation, write a run folder and read it back, score it."""
+    script = f"""
+import sys
+import kifqa.eval.run, kifqa.eval.report, kifqa.eval.silver, kifqa.eval.compare
+from kifqa.eval.run import evaluate_run
+from kifqa.runs import RunFolder, read_run
+from kifqa.types import Question, Result, Trace
+import pyarrow as pa
+from kifqa.runs import ANSWER_SCHEMA, TRACE_SCHEMA
+
+run = RunFolder({str(tmp_path)!r})
+run.create()
+result = Result(Question("q1", "who?"), [], Trace("q1", "who?", error="none", error_step="draft"))
+run.write_shard(0, pa.Table.from_pylist(result.answer_rows(), schema=ANSWER_SCHEMA),
+                pa.Table.from_pylist([result.trace.to_row()], schema=TRACE_SCHEMA))
+run.write_manifest({{"corpus": {{"path": {str(tmp_path / "corpus.jsonl")!r}}}, "config": {{"batch": {{}}}}}})
+(run.root / "corpus.jsonl").write_text('{{"id": "q1", "question": "who?"}}\\n')
+assert list(read_run(run.root)) == ["q1"]
+assert evaluate_run(run.root, [], None).extra["run_questions"] == 1  # reads the corpus the manifest names
+assert "ray" not in sys.modules, "ray was imported"
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from kifqa.batch.corpus import read_corpus
+from kifqa.runs import read_corpus
 from kifqa.errors import ConfigError
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from kifqa.batch.output import OutputDir
+from kifqa.runs import RunFolder
 from kifqa.batch.routing import LeastLoaded
 from kifqa.batch.summary import COLUMNS, trace_counts
-from kifqa.types import ANSWER_SCHEMA, Answer, Fact, Question, Result, TRACE_SCHEMA, Trace
+from kifqa.runs import ANSWER_SCHEMA, TRACE_SCHEMA
+from kifqa.types import Answer, Fact, Question, Result, Trace
 
 
 def _result(qid: str, *, answers: int = 1, error: str | None = None, step: str | None = None) -> Result:
@@ -23,7 +24,7 @@ def _tables(results: list[Result]) -> tuple[pa.Table, pa.Table]:
 
 
 def test_shards_are_finished_when_their_traces_exist(tmp_path):
-    out = OutputDir(tmp_path / "out")
+    out = RunFolder(tmp_path / "out")
     out.create()
     results = [_result("a", answers=2), _result("b", answers=0), _result("c", answers=0, error="boom", step="draft"),
                _result("d", answers=0, error="empty question", step="input")]
@@ -49,7 +50,7 @@ def test_shards_are_finished_when_their_traces_exist(tmp_path):
 
 
 def test_manifest_round_trip(tmp_path):
-    out = OutputDir(tmp_path)
+    out = RunFolder(tmp_path)
     assert out.read_manifest() is None
     out.write_manifest({"job_key": "k", "runs": []})
     assert out.read_manifest() == {"job_key": "k", "runs": []}

@@ -9,7 +9,7 @@ import pytest
 from kifqa.eval.datasets import GoldQuestion, GoldRelation
 from kifqa.eval.metrics import score
 from kifqa.eval.run import classify, evaluate_predictions, failure_of, linking, resembles
-from kifqa.eval.traces import Prediction
+from kifqa.runs import Prediction
 from kifqa.types import Answer, Candidate, Fact, Pattern, Question, Relation, Result, Trace
 
 SASHA = GoldQuestion("sqwd-valid-0", "where was sasha vujačić born", "Q318926", "P19", "Q1010")
@@ -121,12 +121,12 @@ def test_dbpedia_linking_with_iris_and_alternative_predicates() -> None:
 
 
 def test_linking_accuracy_of_an_evaluation() -> None:
-    good = Prediction(CLYDE.id, {f"{DBP}United_States": "United States"},
-                      trace(draft=("clyde", "state", "?x"), candidates=(CLYDE.topic,), entities=(CLYDE.topic,),
+    good = Prediction(question_id=CLYDE.id, answers={f"{DBP}United_States": "United States"},
+                      trace=trace(draft=("clyde", "state", "?x"), candidates=(CLYDE.topic,), entities=(CLYDE.topic,),
                             relations=((CLYDE.topic, f"{ONT}isPartOf", "forward"),)))
     other = GoldQuestion("sdbqa-valid-1", "where was x born", f"{DBP}X", f"{ONT}birthPlace", "",
                          alternatives=(GoldRelation(f"{ONT}birthPlace", "forward"),))
-    bad = Prediction(other.id, {}, trace(draft=("x", "born", "?x"), candidates=(f"{DBP}X",), entities=(f"{DBP}X",),
+    bad = Prediction(question_id=other.id, answers={}, trace=trace(draft=("x", "born", "?x"), candidates=(f"{DBP}X",), entities=(f"{DBP}X",),
                                         relations=((f"{DBP}X", f"{ONT}deathPlace", "forward"),)))
     m = evaluate_predictions([CLYDE, other], {CLYDE.id: good, other.id: bad}, None).metrics()
     assert m["answers_scored"] == 0 and m["all"]["n"] == 0

@@ -11,13 +11,13 @@ from kifqa.cli import cli
 from kifqa.eval.compare import compare, load_scored, render
 from kifqa.eval.datasets import GoldQuestion
 from kifqa.eval.run import evaluate_predictions
-from kifqa.eval.traces import Prediction
+from kifqa.runs import Prediction
 
 QUESTIONS = [GoldQuestion(f"q{i}", f"question {i}", "", "", "", answers=(f"Q{i}",)) for i in range(4)]
 
 
 def scored_folder(path: Path, answers: dict[str, list[str]]) -> Path:
-    preds = {qid: Prediction(qid, {a: a for a in ans}, {"question_id": qid, "timings": {"total": 0.5}})
+    preds = {qid: Prediction(question_id=qid, answers={a: a for a in ans}, trace={"question_id": qid, "timings": {"total": 0.5}})
              for qid, ans in answers.items()}
     evaluation = evaluate_predictions(QUESTIONS, preds, None)
     evaluation.extra = {"dataset": "hand-made"}

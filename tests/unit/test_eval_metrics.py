@@ -8,7 +8,7 @@ import pytest
 from kifqa.eval.datasets import GoldExtender, GoldQuestion
 from kifqa.eval.metrics import score, summarize
 from kifqa.eval.run import evaluate_predictions
-from kifqa.eval.traces import Prediction
+from kifqa.runs import Prediction
 
 
 def test_empty_prediction_scores_zero() -> None:
@@ -58,7 +58,7 @@ def _q(qid: str, answers: tuple[str, ...]) -> GoldQuestion:
 
 
 def _p(qid: str, *answers: str) -> Prediction:
-    return Prediction(qid, {a: a.lower() for a in answers}, {"question_id": qid})
+    return Prediction(question_id=qid, answers={a: a.lower() for a in answers}, trace={"question_id": qid})
 
 
 def test_evaluation_leaves_questions_without_gold_out_of_the_answer_metrics() -> None:

@@ -14,9 +14,10 @@ from click.testing import CliRunner
 from kifqa.cli import cli
 from kifqa.config import Settings
 from kifqa.eval.datasets import load_simpledbpediaqa
-from kifqa.eval.traces import read_run
+from kifqa.runs import read_run
 from kifqa.kb.dbpedia import DBpediaBuild
-from kifqa.types import ANSWER_SCHEMA, Answer, Candidate, Fact, Pattern, Question, Relation, Result, TRACE_SCHEMA, Trace
+from kifqa.runs import ANSWER_SCHEMA, TRACE_SCHEMA
+from kifqa.types import Answer, Candidate, Fact, Pattern, Question, Relation, Result, Trace
 
 DBR, DBO = "http://dbpedia.org/resource/", "http://dbpedia.org/ontology/"
 

@@ -11,7 +11,7 @@ import pytest
 
 from kifqa.eval.silver import (SILVER_SCHEMA, answer_factor, build_silver, confidence, constraint_factor,
                                entity_factor, relation_factor, write_silver)
-from kifqa.eval.traces import Prediction
+from kifqa.runs import Prediction
 
 
 def cand(cid: str, label: str, score: float, aliases: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -108,10 +108,10 @@ def test_confidence_orders_plausibly() -> None:
 
 def predictions() -> list[Prediction]:
     return [
-        Prediction("q1", {"Q1010": "Maribor"}, trace(), {"P19": "place of birth"}),
-        Prediction("q2", {"Q1": "one", "Q2": "two"}, trace(options=3, model_pick="2"), {"P19": "place of birth"}),
-        Prediction("q3", {}, trace(relations=[])),
-        Prediction("q4", {}, dict(trace(), error="no entity found", error_step="entities")),
+        Prediction(question_id="q1", answers={"Q1010": "Maribor"}, trace=trace(), property_labels={"P19": "place of birth"}),
+        Prediction(question_id="q2", answers={"Q1": "one", "Q2": "two"}, trace=trace(options=3, model_pick="2"), property_labels={"P19": "place of birth"}),
+        Prediction(question_id="q3", answers={}, trace=trace(relations=[])),
+        Prediction(question_id="q4", answers={}, trace=dict(trace(), error="no entity found", error_step="entities")),
     ]
 
 

@@ -8,7 +8,7 @@ import gzip
 import json
 import re
 
-from kifqa.eval.traces import Prediction
+from kifqa.runs import Prediction
 from kifqa.report.data import ANSWERS, CANDIDATES, compare_table, prediction_row, question_table
 from kifqa.report.page import CHUNK, render_page
 
@@ -25,9 +25,9 @@ def _unpack(blob: str) -> object:
 
 
 def test_rows_without_gold_get_error_or_empty_and_columns_line_up() -> None:
-    rows = [prediction_row(Prediction("a", {"Q1": "One"}, _trace("a"))),
-            prediction_row(Prediction("b", {}, _trace("b"))),
-            prediction_row(Prediction("c", {}, _trace("c", error="bad")), confidence=0.5)]
+    rows = [prediction_row(Prediction(question_id="a", answers={"Q1": "One"}, trace=_trace("a"))),
+            prediction_row(Prediction(question_id="b", answers={}, trace=_trace("b"))),
+            prediction_row(Prediction(question_id="c", answers={}, trace=_trace("c", error="bad")), confidence=0.5)]
     columns, records = question_table(rows)
     assert columns["id"] == ["a", "b", "c"] and columns["failure"] == [None, "empty", "error"]
     assert columns["answers"] == [[["Q1", "One"]], [], []] and columns["f1"] == [None, None, None]
@@ -41,7 +41,7 @@ def test_rows_without_gold_get_error_or_empty_and_columns_line_up() -> None:
 
 def test_a_table_row_shows_the_first_answers_and_an_opened_question_all() -> None:
     answers = {f"Q{i}": f"L{i}" for i in range(ANSWERS + 7)}
-    columns, [record] = question_table([prediction_row(Prediction("a", answers, _trace("a")))])
+    columns, [record] = question_table([prediction_row(Prediction(question_id="a", answers=answers, trace=_trace("a")))])
     assert columns["answers"] == [[[f"Q{i}", f"L{i}"] for i in range(ANSWERS)]]
     assert columns["n_answers"] == [ANSWERS + 7] and record["more_answers"] == [[f"Q{i}", f"L{i}"]
                                                                                for i in range(ANSWERS, ANSWERS + 7)]
@@ -59,7 +59,7 @@ def test_blank_node_labels_are_numbered_in_each_query() -> None:
 
 def test_an_opened_question_shows_the_first_candidates_and_every_kept_one() -> None:
     late = f"Q{CANDIDATES + 5}"
-    row = prediction_row(Prediction("a", {}, _trace("a", n_candidates=40, kept=("Q1", late))))
+    row = prediction_row(Prediction(question_id="a", answers={}, trace=_trace("a", n_candidates=40, kept=("Q1", late))))
     [record] = question_table([row])[1]
     shown = [c["id"] for c in record["trace"]["candidates"]]
     assert shown == [f"Q{i}" for i in range(CANDIDATES)] + [late]
@@ -83,7 +83,7 @@ def test_compare_keeps_only_changed_questions_side_by_side() -> None:
 
 
 def test_the_page_is_self_contained_and_its_blobs_unpack_to_the_data() -> None:
-    rows = [prediction_row(Prediction(f"q{i}", {}, _trace(f"q{i}"))) for i in range(CHUNK + 3)]
+    rows = [prediction_row(Prediction(question_id=f"q{i}", answers={}, trace=_trace(f"q{i}"))) for i in range(CHUNK + 3)]
     columns, records = question_table(rows)
     html = render_page(title="t <b>", about="a", summary={"questions": len(rows)}, columns=columns, records=records)
     assert "<title>t &lt;b&gt;</title>" in html

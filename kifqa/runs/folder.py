@@ -1,4 +1,4 @@
-"""The output folder of a job: ``answers/`` and ``traces/`` Parquet (one file per shard) and the manifest.
+"""The layout of a run folder: ``answers/`` and ``traces/`` Parquet (one file per shard) and ``manifest.json``.
 
 A shard's files are written to temporary names and renamed into place, answers first and traces
 last: a shard is finished exactly when its traces file exists, so a job killed at any point leaves
@@ -17,13 +17,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from kifqa.types import ANSWER_SCHEMA, TRACE_SCHEMA
+from kifqa.runs.schema import ANSWER_SCHEMA, TRACE_SCHEMA
 
 _TMP = ".tmp-"
 
 
-class OutputDir:
-    """Reads and writes the files of one job's output folder."""
+class RunFolder:
+    """Reads and writes the files of one run folder (the output of a job)."""
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root).absolute()
@@ -95,7 +95,16 @@ class OutputDir:
                     path.unlink(missing_ok=True)
 
     def read_manifest(self) -> dict[str, Any] | None:
+        """The manifest; ``None`` when there is none yet."""
         return json.loads(self.manifest.read_text()) if self.manifest.is_file() else None
+
+    def manifest_or_empty(self) -> dict[str, Any]:
+        """The manifest for readers of a finished run: ``{}`` when it is missing or unreadable."""
+        try:
+            manifest = self.read_manifest()
+        except (OSError, ValueError):
+            return {}
+        return manifest if isinstance(manifest, dict) else {}
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         tmp = self.root / f"{_TMP}{uuid.uuid4().hex}-manifest.json"

@@ -10,7 +10,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from kifqa.batch.corpus import Corpus
+from kifqa.runs.corpus import Corpus
 from kifqa.config import Settings
 
 #: Settings that change how a job runs but not what it writes: a rerun may change them and resume.
