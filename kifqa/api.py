@@ -44,14 +44,15 @@ async def aanswer(question: str | Question, *, kb: str | KnowledgeBase | None = 
                   llm: str | LLM | None = None, settings: Settings | None = None,
                   **overrides: Any) -> Result:
     """Answers one question. ``kb`` and ``llm`` are objects, or a KB spec and a model name that
-    override the settings; ``overrides`` are further :class:`Settings` fields."""
+    override the settings; ``overrides`` are further :class:`Settings` sections, merged into them and validated
+    (``pipeline={"max_entities": 5}``)."""
     settings = settings or Settings.load()
     if isinstance(kb, str):
-        settings = settings.model_copy(update={"kb": settings.kb.model_copy(update={"spec": kb})})
+        settings = settings.override(kb={"spec": kb})
     if isinstance(llm, str):
-        settings = settings.model_copy(update={"llm": settings.llm.model_copy(update={"model": llm})})
+        settings = settings.override(llm={"model": llm})
     if overrides:
-        settings = settings.model_copy(update=overrides)
+        settings = settings.override(**overrides)
     async with open_pipeline(settings=settings, kb=kb if isinstance(kb, KnowledgeBase) else None,
                              llm=llm if isinstance(llm, LLM) else None) as pipeline:
         return await pipeline.answer(question)

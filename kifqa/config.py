@@ -11,6 +11,10 @@ import yaml
 from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 
+#: The mark of a runtime-only setting (``Field(..., json_schema_extra=RUNTIME)``): it changes how a job runs
+#: but not what it writes, so a rerun may change it and resume the same job (see :meth:`Settings.shaping`).
+RUNTIME = {"runtime": True}
+
 #: Where the shared development data lives relative to a checkout (see the README).
 DEFAULT_DATA_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 
@@ -22,28 +26,28 @@ class KBSettings(BaseModel):
     #: Largest number of statements one filter may return (also Oxigraph's page size).
     max_results: int = 10_000
     #: Per-request timeout in seconds.
-    timeout_s: float = 30.0
+    timeout_s: float = Field(default=30.0, json_schema_extra=RUNTIME)
     #: Most KB calls one knowledge base runs at once.
-    max_concurrency: int = 8
+    max_concurrency: int = Field(default=8, json_schema_extra=RUNTIME)
     #: Retries of a failed KB call (transport errors, timeouts, HTTP 429/5xx, malformed results).
-    retries: int = 3
+    retries: int = Field(default=3, json_schema_extra=RUNTIME)
     #: Retries of a result the endpoint cut short (``X-SPARQL-MaxRows``); then the call fails.
-    truncated_retries: int = 1
+    truncated_retries: int = Field(default=1, json_schema_extra=RUNTIME)
     #: Backoff: the n-th retry waits a random time up to ``min(max_backoff_s, backoff_s * 2**(n-1))``
     #: (a ``Retry-After`` answer waits what it says, at most 60 s, and holds every call meanwhile).
-    backoff_s: float = 0.5
-    max_backoff_s: float = 10.0
+    backoff_s: float = Field(default=0.5, json_schema_extra=RUNTIME)
+    max_backoff_s: float = Field(default=10.0, json_schema_extra=RUNTIME)
     #: Consecutive failed attempts (5xx, connection, timeout, malformed) that open the circuit: the
     #: endpoint then gets no request for ``breaker_cooldown_s`` and calls fail at once; 0 disables it.
-    breaker_failures: int = 10
-    breaker_cooldown_s: float = 30.0
+    breaker_failures: int = Field(default=10, json_schema_extra=RUNTIME)
+    breaker_cooldown_s: float = Field(default=30.0, json_schema_extra=RUNTIME)
     #: Seconds calls wait out an open circuit before failing (0: at once); batch jobs use ``batch.max_outage_s``.
-    max_outage_s: float = Field(default=0.0, ge=0)
+    max_outage_s: float = Field(default=0.0, ge=0, json_schema_extra=RUNTIME)
     #: Your contact (a URL or e-mail) for the User-Agent of remote calls: required by the public Wikidata
     #: and DBpedia endpoints (Wikimedia's User-Agent policy); ``KIFQA_KB__CONTACT`` sets it.
-    contact: str = ""
+    contact: str = Field(default="", json_schema_extra=RUNTIME)
     #: Port of ``kifqa kb serve`` and of the ``local-server`` spec.
-    server_port: int = 7878
+    server_port: int = Field(default=7878, json_schema_extra=RUNTIME)
 
 
 class LLMSettings(BaseModel):
@@ -54,32 +58,32 @@ class LLMSettings(BaseModel):
     #: ``qwen2.5-coder-1.5b`` (default), ``qwen2.5-coder-0.5b``, a GGUF path, or a served model name.
     model: str = "qwen2.5-coder-1.5b"
     base_url: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
-    max_concurrency: int = 8
-    timeout_s: float = 120.0
+    api_key_env: str = Field(default="OPENAI_API_KEY", json_schema_extra=RUNTIME)
+    max_concurrency: int = Field(default=8, json_schema_extra=RUNTIME)
+    timeout_s: float = Field(default=120.0, json_schema_extra=RUNTIME)
     #: SQLite record/replay cache; ``None`` (or an empty value, ``KIFQA_LLM__CACHE=``) disables it.
-    cache: Path | None = None
+    cache: Path | None = Field(default=None, json_schema_extra=RUNTIME)
     #: ``record`` (read and write), ``replay`` (read only; a miss is an error) or ``off``.
-    cache_mode: Literal["record", "replay", "off"] = "record"
-    threads: int = 1
+    cache_mode: Literal["record", "replay", "off"] = Field(default="record", json_schema_extra=RUNTIME)
+    threads: int = Field(default=1, json_schema_extra=RUNTIME)
     context: int = 4096
     #: ``local``: llama.cpp slots decoded together (each keeps its own prompt cache).
-    parallel: int = 1
+    parallel: int = Field(default=1, json_schema_extra=RUNTIME)
     #: ``openai``: how the server takes a grammar: ``llamacpp`` (``grammar``), ``vllm``
     #: (``structured_outputs``, vLLM >= 0.10.2), ``vllm-legacy`` (``guided_grammar``, vLLM < 0.12)
     #: or ``openai`` (hosted APIs: no grammar).
     server: Literal["llamacpp", "vllm", "vllm-legacy", "openai"] = "llamacpp"
     #: ``openai``: further attempts after a timeout, a connection error, 429, 5xx or a 200 that is not JSON.
-    max_retries: int = 4
+    max_retries: int = Field(default=4, json_schema_extra=RUNTIME)
     #: ``openai``: longest pause between attempts (also caps a ``Retry-After``).
-    max_backoff_s: float = 30.0
+    max_backoff_s: float = Field(default=30.0, json_schema_extra=RUNTIME)
     #: ``openai``: consecutive failed attempts (5xx, connection, timeout, a 200 that is not JSON)
     #: that open the circuit: no request for ``breaker_cooldown_s``, requests fail at once; 0 disables it.
-    breaker_failures: int = 10
-    breaker_cooldown_s: float = 30.0
+    breaker_failures: int = Field(default=10, json_schema_extra=RUNTIME)
+    breaker_cooldown_s: float = Field(default=30.0, json_schema_extra=RUNTIME)
     #: ``openai``: seconds requests wait out an open circuit before failing (0: at once); batch jobs use
     #: ``batch.max_outage_s``.
-    max_outage_s: float = Field(default=0.0, ge=0)
+    max_outage_s: float = Field(default=0.0, ge=0, json_schema_extra=RUNTIME)
     #: Backend-specific options: ``xllamacpp.CommonParams`` attributes (``local``), extra request
     #: body fields (``openai``) or ``vllm.AsyncEngineArgs`` fields (``vllm``).
     extra: dict[str, Any] = Field(default_factory=dict)
@@ -136,44 +140,44 @@ class BatchSettings(BaseModel):
     """How ``kifqa run`` spreads a corpus over a Ray cluster (see docs/batch.md)."""
 
     #: The corpus (JSONL, CSV or Parquet) and the output folder; the command line may give them.
-    corpus: Path | None = None
-    out: Path | None = None
+    corpus: Path | None = Field(default=None, json_schema_extra=RUNTIME)
+    out: Path | None = Field(default=None, json_schema_extra=RUNTIME)
     #: Column names of the corpus; ids are generated (``q000001``...) when the id column is absent.
     id_column: str = "id"
     question_column: str = "question"
     #: Questions per shard: one Ray task, one pair of Parquet files.
     shard_size: int = Field(default=100, ge=1)
     #: Questions one task runs concurrently.
-    task_concurrency: int = Field(default=16, ge=1)
+    task_concurrency: int = Field(default=16, ge=1, json_schema_extra=RUNTIME)
     #: Shard tasks in flight at once.
-    max_tasks: int = Field(default=4, ge=1)
+    max_tasks: int = Field(default=4, ge=1, json_schema_extra=RUNTIME)
     #: Reruns of a shard task whose worker died.
-    task_max_retries: int = Field(default=3, ge=0)
+    task_max_retries: int = Field(default=3, ge=0, json_schema_extra=RUNTIME)
     #: Seconds one question may take before it is given up with an error trace.
-    question_timeout_s: float = Field(default=600.0, gt=0)
+    question_timeout_s: float = Field(default=600.0, gt=0, json_schema_extra=RUNTIME)
     #: While the KB's or the model endpoint's circuit is open, questions wait (bounded by
     #: ``question_timeout_s``) instead of failing; an outage longer than this many seconds fails the
     #: calls at once, with errors that say so (``--retry-failed`` completes the job later).
-    max_outage_s: float = Field(default=300.0, ge=0)
+    max_outage_s: float = Field(default=300.0, ge=0, json_schema_extra=RUNTIME)
     #: LLM actors, each holding one model (one llama.cpp process or one vLLM engine).
-    llm_actors: int = Field(default=1, ge=1)
-    llm_actor_cpus: float = Field(default=1.0, ge=0)
-    llm_actor_gpus: float = Field(default=0.0, ge=0)
+    llm_actors: int = Field(default=1, ge=1, json_schema_extra=RUNTIME)
+    llm_actor_cpus: float = Field(default=1.0, ge=0, json_schema_extra=RUNTIME)
+    llm_actor_gpus: float = Field(default=0.0, ge=0, json_schema_extra=RUNTIME)
     #: Requests one LLM actor accepts at once (they reach the backend together).
-    llm_actor_concurrency: int = Field(default=64, ge=1)
+    llm_actor_concurrency: int = Field(default=64, ge=1, json_schema_extra=RUNTIME)
     #: KB actors, each holding its own knowledge base (KIF store and search).
-    kb_actors: int = Field(default=1, ge=1)
-    kb_actor_concurrency: int = Field(default=32, ge=1)
+    kb_actors: int = Field(default=1, ge=1, json_schema_extra=RUNTIME)
+    kb_actor_concurrency: int = Field(default=32, ge=1, json_schema_extra=RUNTIME)
     #: Per-endpoint limits by host name, shared by all KB actors; unlisted endpoints are unlimited.
-    limits: dict[str, EndpointLimit] = Field(default_factory=_default_limits)
+    limits: dict[str, EndpointLimit] = Field(default_factory=_default_limits, json_schema_extra=RUNTIME)
     #: Cache KB results in ``cache_dir`` (shared by all actors and reruns).
-    kb_cache: bool = True
+    kb_cache: bool = Field(default=True, json_schema_extra=RUNTIME)
     #: Skip shards a previous run with the same config finished.
-    resume: bool = True
+    resume: bool = Field(default=True, json_schema_extra=RUNTIME)
     #: Rerun the questions whose trace has an error (input errors excepted).
-    retry_failed: bool = False
+    retry_failed: bool = Field(default=False, json_schema_extra=RUNTIME)
     #: The Ray cluster to join (``auto``, ``ray://host:10001``); ``None`` joins a running one or starts one.
-    ray_address: str | None = None
+    ray_address: str | None = Field(default=None, json_schema_extra=RUNTIME)
 
 
 class Settings(BaseSettings):
@@ -186,7 +190,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="KIFQA_", env_nested_delimiter="__", extra="forbid")
 
     data_dir: Path = DEFAULT_DATA_DIR
-    cache_dir: Path = Path.home() / ".cache" / "kifqa"
+    cache_dir: Path = Field(default=Path.home() / ".cache" / "kifqa", json_schema_extra=RUNTIME)
     kb: KBSettings = Field(default_factory=KBSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
     examples: ExamplesSettings = Field(default_factory=ExamplesSettings)
@@ -208,16 +212,36 @@ class Settings(BaseSettings):
                                 env_nested_delimiter=config.get("env_nested_delimiter"))()
         return cls(**_merge(_merge(data, env), overrides))
 
+    def override(self, **changes: Any) -> Settings:
+        """These settings with ``changes`` (sections as mappings, merged key by key), validated like a
+        settings file: the one way to change settings (``settings.override(kb={"spec": "wikidata"})``)."""
+        return type(self).model_validate(_merge(self.model_dump(), changes))
+
     def with_batch_outages(self) -> Settings:
         """These settings with the KB and model endpoints waiting out outages of up to ``batch.max_outage_s``."""
         wait = {"max_outage_s": self.batch.max_outage_s}
-        return self.model_copy(update={"kb": self.kb.model_copy(update=wait),
-                                       "llm": self.llm.model_copy(update=wait)})
+        return self.override(kb=wait, llm=wait)
+
+    def shaping(self) -> dict[str, Any]:
+        """The settings that shape what a job writes (JSON-ready): all but the fields marked :data:`RUNTIME`."""
+        return _shaping(type(self), self.model_dump(mode="json"))
 
     def digest(self) -> str:
         """A short stable hash of these settings (for manifests and resume checks)."""
         blob = json.dumps(self.model_dump(mode="json"), sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _shaping(kind: type[BaseModel], data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` (a JSON dump of a ``kind``) without the fields marked :data:`RUNTIME`, at any depth."""
+    out = {}
+    for name, info in kind.model_fields.items():
+        if info.json_schema_extra == RUNTIME:
+            continue
+        section = info.annotation
+        nested = isinstance(section, type) and issubclass(section, BaseModel)
+        out[name] = _shaping(section, data[name]) if nested else data[name]
+    return out
 
 
 def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:

@@ -4,30 +4,23 @@ and a pause for everyone when the endpoint answers ``Retry-After``."""
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections import Counter
-from urllib.parse import urlsplit
 
 import ray
 
-from kifqa.config import EndpointLimit
+from kifqa.config import EndpointLimit, Settings
+from kifqa.kb.spec import endpoint_host
 
 #: Waiting acquirers hold a slot of the actor's concurrency each.
 _MAX_WAITERS = 100_000
 
 
-#: Hosts of the public endpoints that KB specs name without a URL.
-_NAMED = {"wikidata": "query.wikidata.org", "dbpedia": "dbpedia.org"}
-_URL = re.compile(r"https?://\S+")
-
-
-def endpoint_host(spec: str) -> str | None:
-    """The host that keys :attr:`~kifqa.config.BatchSettings.limits` for a KB spec: the host of the
-    URL in it (``sparql+wikidata:https://...``), or of the public endpoint it names (``wikidata``);
-    ``None`` for the local base."""
-    url = _URL.search(spec)
-    return urlsplit(url.group()).hostname if url else _NAMED.get(spec)
+def endpoint_limit(settings: Settings) -> EndpointLimit | None:
+    """The limit ``batch.limits`` sets on the endpoint the KB spec's store queries: its host as the spec
+    resolves (:func:`kifqa.kb.spec.endpoint_host`), so ``kif:wdqs`` is limited like ``wikidata``."""
+    host = endpoint_host(settings.kb.spec, settings)
+    return settings.batch.limits.get(host) if host else None
 
 
 @ray.remote(num_cpus=0, max_concurrency=_MAX_WAITERS, max_restarts=-1)

@@ -19,7 +19,7 @@ from ray.actor import ActorHandle
 from ray.exceptions import RayTaskError
 
 from kifqa.batch.kbpool import ActorKB, KBFactory, start_kb_pool
-from kifqa.batch.limiter import EndpointLimiter, endpoint_host
+from kifqa.batch.limiter import EndpointLimiter, endpoint_limit
 from kifqa.batch.llmpool import ActorLLM, LLMFactory, start_llm_pool
 from kifqa.config import Settings
 from kifqa.errors import ConfigError, KifqaError
@@ -111,8 +111,7 @@ def _job_env_vars() -> set[str]:
 
 def _limiter(settings: Settings) -> ActorHandle | None:
     """The shared limiter of the KB's endpoint, when the settings limit it."""
-    host = endpoint_host(settings.kb.spec)
-    limit = settings.batch.limits.get(host) if host else None
+    limit = endpoint_limit(settings)
     return EndpointLimiter.remote(limit) if limit else None
 
 

@@ -59,8 +59,7 @@ def _corpus(path: Path, questions: list[GoldQuestion]) -> Path:
 
 def _bench_settings(settings: Settings, parallel: int) -> Settings:
     """Real model calls (no record/replay cache), one thread per model, no KB cache."""
-    llm = settings.llm.model_copy(update={"cache": None, "cache_mode": "off", "threads": 1, "parallel": parallel})
-    return settings.model_copy(update={"llm": llm})
+    return settings.override(llm={"cache": None, "cache_mode": "off", "threads": 1, "parallel": parallel})
 
 
 def _run(settings: Settings, actors: int, n: int, warm_up: Path, corpus: Path,
@@ -68,10 +67,9 @@ def _run(settings: Settings, actors: int, n: int, warm_up: Path, corpus: Path,
     """The measured job on ``actors`` warm LLM actors, every question in flight from the start, and
     the machine's load average before and after it (other processes slow it down)."""
     shards = 2 * actors
-    batch = settings.batch.model_copy(update={
+    settings = settings.override(batch={
         "llm_actors": actors, "llm_actor_cpus": 1, "kb_actors": 1, "kb_cache": False, "resume": False,
         "shard_size": -(-n // shards), "max_tasks": shards, "task_concurrency": -(-n // shards)})
-    settings = settings.model_copy(update={"batch": batch})
     with actor_pools(settings) as pools:
         run_job(settings, warm_up, out.with_name(out.name + "-warm-up"), pools=pools, progress=False)
         load = os.getloadavg()[0]

@@ -58,9 +58,8 @@ def batch(n: int, kb_actors: int, shard_size: int | None, max_tasks: int | None,
 
 def _bench_settings(settings: Settings, batch: dict[str, object]) -> Settings:
     """The gold model (no cache), the local base without the KB cache, a fresh start."""
-    llm = settings.llm.model_copy(update={"backend": "gold", "cache": None, "cache_mode": "off"})
-    b = settings.batch.model_copy(update={"kb_cache": False, "resume": False, "llm_actor_cpus": 0, **batch})
-    return settings.model_copy(update={"llm": llm, "batch": b})
+    return settings.override(llm={"backend": "gold", "cache": None, "cache_mode": "off"},
+                             batch={"kb_cache": False, "resume": False, "llm_actor_cpus": 0, **batch})
 
 
 def corpus(settings: Settings, path: Path, n: int) -> Path:
@@ -82,7 +81,7 @@ def measure(settings: Settings, corpus: Path, out: Path) -> dict[str, object]:
         used = {k: v - cpu[k] for k, v in _cpu(pools).items()}
     used["tasks"] = summary.task_cpu_s
     used["ray"] = max(used.pop("tree") - sum(used.values()), 0.0)
-    resume_settings = settings.model_copy(update={"batch": settings.batch.model_copy(update={"resume": True})})
+    resume_settings = settings.override(batch={"resume": True})
     start = time.perf_counter()
     again = run_job(resume_settings, corpus, out, progress=False)
     resume_s = time.perf_counter() - start

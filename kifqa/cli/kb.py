@@ -21,7 +21,7 @@ from kifqa.kb import build as kb_build
 from kifqa.kb import dbpedia
 from kifqa.kb.kifkb import KifKnowledgeBase
 from kifqa.kb.server import OxigraphServer
-from kifqa.kb.spec import endpoint_info, open_kb, resolve
+from kifqa.kb.spec import open_kb, resolve
 from kifqa.kb.virtuoso import DEFAULT_PORT, VirtuosoServer
 
 T = TypeVar("T")
@@ -148,8 +148,7 @@ def info(spec: str | None, config: Path | None, as_json: bool) -> None:
         report["local_build"] = {"path": str(built.root), **built.manifest}
     except KifqaError as err:
         report["local_build"] = f"none ({err})"
-    store, search = resolve(spec, settings)
-    report["endpoints"] = endpoint_info(store, search)
+    report["endpoints"] = resolve(spec, settings).info
     if as_json:
         _dump(report)
         return

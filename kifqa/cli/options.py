@@ -36,12 +36,12 @@ def load_settings(config: Path | None, kb: str | None = None, model: str | None 
         raise click.UsageError(f"bad settings: {err}") from err
     update: dict[str, Any] = {}
     if kb:
-        update["kb"] = settings.kb.model_copy(update={"spec": kb})
+        update["kb"] = {"spec": kb}
     if model:
-        update["llm"] = settings.llm.model_copy(update={"model": model})
+        update["llm"] = {"model": model}
     if examples:
-        update["examples"] = settings.examples.model_copy(update={"mode": examples})
-    return settings.model_copy(update=update)
+        update["examples"] = {"mode": examples}
+    return settings.override(**update)
 
 
 def fail(err: KifqaError) -> click.ClickException:

@@ -43,4 +43,4 @@ def run(corpus: Path | None, out: Path | None, config: Path | None, kb: str | No
 def _with_batch(settings: Settings, **options: Any) -> Settings:
     """``settings`` with the batch options that were given."""
     given = {name: value for name, value in options.items() if value is not None}
-    return settings.model_copy(update={"batch": settings.batch.model_copy(update=given)})
+    return settings.override(batch=given)

@@ -466,8 +466,7 @@ def write_corpus(questions: list[GoldQuestion], path: Path) -> Path:
 
 def corpus_settings(settings: Any) -> Any:
     """``settings`` reading the columns :func:`write_corpus` writes."""
-    batch = settings.batch.model_copy(update={"id_column": "id", "question_column": "question"})
-    return settings.model_copy(update={"batch": batch})
+    return settings.override(batch={"id_column": "id", "question_column": "question"})
 
 
 def evaluate_batch(settings: Any, questions: list[GoldQuestion], extender: GoldExtender, out: Path,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.metadata
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -52,16 +53,44 @@ def user_agent(settings: Settings) -> str:
     return agent if _PLACEHOLDER.search(settings.kb.contact) else f"{agent} ({settings.kb.contact})"
 
 
-def resolve(spec: str, settings: Settings) -> tuple[Store, Search]:
-    """The KIF store and search a spec names (see :data:`FORMS`); :class:`ConfigError` if it names none,
-    or if it reaches a public endpoint (:data:`PUBLIC_HOSTS`) without a real ``kb.contact``."""
-    store, search = _resolve(spec.strip(), settings)
+@dataclass(frozen=True, kw_only=True)
+class ResolvedKB:
+    """What a KB spec names, resolved once: the KIF store and search, the label index of a local build
+    (labels and datatypes come from it), and where the queries go."""
+
+    store: Store
+    search: Search
+    index: LabelIndex | None
+    #: :func:`endpoint_info` of the pair.
+    info: dict[str, Any]
+
+    @property
+    def host(self) -> str | None:
+        """The host of the store's endpoint, which keys ``batch.limits``; ``None`` in process."""
+        return urlsplit(str(self.info.get("endpoint", ""))).hostname
+
+
+def resolve(spec: str, settings: Settings) -> ResolvedKB:
+    """What a spec names (see :data:`FORMS`); :class:`ConfigError` if it names nothing, or if it reaches a
+    public endpoint (:data:`PUBLIC_HOSTS`) without a real ``kb.contact``."""
+    spec = spec.strip()
+    store, search = _resolve(spec, settings)
+    info = endpoint_info(store, search)
     public = sorted({host for key in ("endpoint", "search_endpoint")
-                     if (host := urlsplit(str(endpoint_info(store, search).get(key, ""))).hostname) in PUBLIC_HOSTS})
+                     if (host := urlsplit(str(info.get(key, ""))).hostname) in PUBLIC_HOSTS})
     if public and _PLACEHOLDER.search(settings.kb.contact):
         raise ConfigError(f"KB spec {spec!r} queries {' and '.join(public)}, whose operators ask for a contact: "
                           "set kb.contact (environment KIFQA_KB__CONTACT) to your URL or e-mail address")
-    return store, search
+    return ResolvedKB(store=store, search=search,
+                      index=search.index if isinstance(search, LocalSearch) else None, info=info)
+
+
+def endpoint_host(spec: str, settings: Settings) -> str | None:
+    """The host a spec's store sends its queries to (:attr:`ResolvedKB.host`); ``None`` for the in-process
+    and local builds, which are resolved without being opened."""
+    if spec.strip() in ("local", "local-dbpedia"):
+        return None
+    return resolve(spec, settings).host
 
 
 def _resolve(spec: str, settings: Settings) -> tuple[Store, Search]:
@@ -96,9 +125,8 @@ def _resolve(spec: str, settings: Settings) -> tuple[Store, Search]:
 def open_kb(spec: str | None, settings: Settings) -> KifKnowledgeBase:
     """The knowledge base a spec names (``None``: ``settings.kb.spec``). Close it with ``await kb.aclose()``."""
     spec = spec or settings.kb.spec
-    store, search = resolve(spec, settings)
-    index = search.index if isinstance(search, LocalSearch) else None
-    return KifKnowledgeBase(store, search, spec=spec, settings=settings.kb, index=index)
+    resolved = resolve(spec, settings)
+    return KifKnowledgeBase(resolved.store, resolved.search, spec=spec, settings=settings.kb, index=resolved.index)
 
 
 def endpoint_info(store: Store, search: Search) -> dict[str, Any]:

@@ -13,22 +13,10 @@ from typing import Any
 from kifqa.runs.corpus import Corpus
 from kifqa.config import Settings
 
-#: Settings that change how a job runs but not what it writes: a rerun may change them and resume.
-_RUNTIME: dict[str, Any] = {
-    "cache_dir": True,
-    "kb": {"timeout_s", "max_concurrency", "retries", "contact", "server_port", "max_outage_s"},
-    "llm": {"api_key_env", "max_concurrency", "timeout_s", "cache", "cache_mode", "threads", "parallel",
-            "max_retries", "max_outage_s"},
-    "batch": {"corpus", "out", "task_concurrency", "max_tasks", "task_max_retries", "question_timeout_s",
-              "max_outage_s",
-              "llm_actors", "llm_actor_cpus", "llm_actor_gpus", "llm_actor_concurrency", "kb_actors",
-              "kb_actor_concurrency", "limits", "kb_cache", "resume", "retry_failed", "ray_address"},
-}
-
-
 def job_key(settings: Settings, corpus: Corpus) -> str:
-    """A hash of what a job's output depends on: the corpus and the settings that shape answers."""
-    shaping = settings.model_dump(mode="json", exclude=_RUNTIME)
+    """A hash of what a job's output depends on: the corpus and the settings that shape answers (all but
+    the runtime-only ones, :data:`kifqa.config.RUNTIME`)."""
+    shaping = settings.shaping()
     shaping["corpus"] = corpus.sha256
     return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:16]
 

@@ -1,5 +1,6 @@
 """The package layout holds: no import circle among kifqa's modules, imports run down the layers (at most
-one runs up), Ray is imported only inside kifqa/batch, and evaluating or reading a run folder imports no Ray.
+one runs up), Ray is imported only inside kifqa/batch, evaluating or reading a run folder imports no Ray, and settings
+change only through ``Settings.override`` (no ``model_copy(update=`` outside kifqa/config.py).
 
 Imports are read from the source (``ast``), including those inside functions, except those under
 ``if TYPE_CHECKING:`` (they never run).
@@ -129,6 +130,11 @@ def test_ray_only_in_batch() -> None:
     users = {m for m in MODULES if any(n == "ray" or n.startswith("ray.") for n in imported(m))}
     assert users and all(m.startswith("kifqa.batch") for m in users), sorted(users)
 
+
+
+def test_settings_change_only_through_config() -> None:
+    """Every change of settings goes through the validated ``Settings.override``."""
+    assert [m for m, path in MODULES.items() if m != "kifqa.config" and "model_copy(update=" in path.read_text()] == []
 
 
 def test_evaluation_and_reading_a_run_import_no_ray(tmp_path: Path) -> None:

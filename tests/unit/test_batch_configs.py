@@ -16,7 +16,8 @@ import yaml
 from pydantic import BaseModel
 from ray.autoscaler._private.util import prepare_config, validate_config
 
-from kifqa.batch.limiter import endpoint_host
+from kifqa.batch.limiter import endpoint_limit
+from kifqa.kb.spec import endpoint_host
 from kifqa.config import Settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -55,7 +56,7 @@ def test_a_config_loads_and_names_only_real_settings(path: Path):
     settings = Settings.load(path)
     b = settings.batch
     assert b.corpus and b.out, "a Ray Job is given only --config: the config names corpus and output"
-    host = endpoint_host(settings.kb.spec)
+    host = endpoint_host(settings.kb.spec, settings.override(kb={"contact": "https://kifqa.test/ci"}))
     assert host is None or host in b.limits, "a remote endpoint has a shared limit"
     if settings.llm.backend == "vllm":
         assert b.llm_actor_gpus == 1, "one vLLM engine per GPU"
@@ -112,3 +113,14 @@ def test_make_image_builds_the_tag_the_cluster_files_run():
 def test_no_config_caches_in_a_shared_temporary_folder(path: Path):
     cache_dir = Settings.load(path).cache_dir
     assert not cache_dir.is_relative_to("/tmp") and not cache_dir.is_relative_to("/var/tmp"), cache_dir
+
+
+@pytest.mark.parametrize("spec", ["wikidata", "kif:wdqs", "sparql+wikidata:https://query.wikidata.org/sparql"])
+def test_every_spec_of_wdqs_gets_its_limit(spec: str) -> None:
+    settings = Settings(kb={"spec": spec, "contact": "https://kifqa.test/ci"})
+    assert endpoint_limit(settings) == settings.batch.limits["query.wikidata.org"]
+    assert endpoint_limit(settings).per_second == 5.0
+
+
+def test_the_local_base_has_no_endpoint_limit() -> None:
+    assert endpoint_limit(Settings(kb={"spec": "local"})) is None

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from kifqa.runs import RunFolder
 from kifqa.batch.routing import LeastLoaded
 from kifqa.batch.summary import COLUMNS, trace_counts
-from kifqa.runs import ANSWER_SCHEMA, TRACE_SCHEMA
+from kifqa.runs import ANSWER_SCHEMA, TRACE_SCHEMA, RunFolder
 from kifqa.types import Answer, Fact, Question, Result, Trace
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
+import kifqa
 from kifqa.config import Settings
 
 
@@ -49,3 +51,27 @@ def test_a_file_that_is_not_a_mapping_is_refused(tmp_path: Path) -> None:
 def test_an_empty_cache_variable_disables_the_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KIFQA_LLM__CACHE", "")
     assert Settings.load().llm.cache is None
+
+
+def test_an_override_is_merged_and_validated(monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = Settings(kb={"spec": "wikidata", "timeout_s": 7})
+    monkeypatch.setenv("KIFQA_KB__TIMEOUT_S", "5")  # an override does not read the environment again
+    changed = settings.override(kb={"max_results": "20"}, pipeline={"max_entities": 3})
+    assert (changed.kb.spec, changed.kb.timeout_s, changed.kb.max_results) == ("wikidata", 7.0, 20)
+    assert changed.pipeline.max_entities == 3 and settings.pipeline.max_entities != 3
+    with pytest.raises(ValidationError):
+        settings.override(pipeline={"max_entities": "many"})
+    with pytest.raises(ValidationError):
+        settings.override(nonsense={"x": 1})
+
+
+def test_runtime_only_settings_are_marked_and_left_out_of_the_shaping_ones() -> None:
+    shaping = Settings().shaping()
+    assert "breaker_failures" not in shaping["kb"] and "max_retries" not in shaping["llm"]
+    assert "cache_dir" not in shaping and "limits" not in shaping["batch"]
+    assert shaping["kb"]["spec"] == "local" and shaping["pipeline"] == Settings().pipeline.model_dump(mode="json")
+
+
+def test_the_api_validates_its_overrides() -> None:
+    with pytest.raises(ValidationError, match="max_entities"):  # before any model or knowledge base is opened
+        kifqa.answer("where was james brown born", settings=Settings(), pipeline={"max_entities": "many"})

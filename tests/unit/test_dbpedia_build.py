@@ -21,7 +21,7 @@ from kifqa.errors import ConfigError, DataError, KBError
 from kifqa.eval.datasets import GoldExtender, GoldQuestion
 from kifqa.kb import dbpedia
 from kifqa.kb.index import LabelIndex
-from kifqa.kb.spec import FORMS, endpoint_info, resolve
+from kifqa.kb.spec import FORMS, resolve
 from kifqa.kb.virtuoso import VirtuosoServer, VirtuosoStore
 
 DBR, DBO = dbpedia.DBR, dbpedia.DBO
@@ -130,13 +130,12 @@ def test_missing_inputs_and_builds(dbpedia_settings: Settings) -> None:
 def test_specs(dbpedia_settings: Settings) -> None:
     dbpedia.build(dbpedia_settings)
     assert "local-dbpedia " in FORMS and "local-dbpedia-server[:PORT]" in FORMS
-    info = endpoint_info(*resolve("local-dbpedia-server:8899", dbpedia_settings))
+    info = resolve("local-dbpedia-server:8899", dbpedia_settings).info
     assert (info["store"], info["mapping"], info["endpoint"], info["search"]) == (
         "kifqa-virtuoso", "DBpediaMapping", "http://127.0.0.1:8899/sparql", "kifqa-dbpedia")
     assert info["search_index"].endswith("labels.sqlite")
-    assert endpoint_info(*resolve("local-dbpedia-server", dbpedia_settings))["endpoint"].endswith(":8890/sparql")
-    info = endpoint_info(*resolve("kif:kifqa-virtuoso?iri=http://127.0.0.1:9/sparql&search=kifqa-dbpedia",
-                                  dbpedia_settings))
+    assert resolve("local-dbpedia-server", dbpedia_settings).info["endpoint"].endswith(":8890/sparql")
+    info = resolve("kif:kifqa-virtuoso?iri=http://127.0.0.1:9/sparql&search=kifqa-dbpedia", dbpedia_settings).info
     assert (info["store"], info["search"]) == ("kifqa-virtuoso", "kifqa-dbpedia")
     with pytest.raises(ConfigError, match="not a port number"):
         resolve("local-dbpedia-server:x", dbpedia_settings)

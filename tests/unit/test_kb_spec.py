@@ -24,7 +24,7 @@ def remote_settings(tmp_path: Path) -> Settings:
 
 
 def _info(spec: str, settings: Settings) -> dict[str, object]:
-    return endpoint_info(*resolve(spec, settings))
+    return resolve(spec, settings).info
 
 
 def test_user_agent_names_kifqa_and_the_contact(remote_settings: Settings) -> None:
@@ -50,7 +50,8 @@ def test_a_private_endpoint_needs_no_contact(remote_settings: Settings) -> None:
 
 
 def test_wikidata(remote_settings: Settings) -> None:
-    store, search = resolve("wikidata", remote_settings)
+    resolved = resolve("wikidata", remote_settings)
+    store, search = resolved.store, resolved.search
     assert _info("wikidata", remote_settings) == {
         "store": "wdqs", "search": "wikidata-wapi", "mapping": "WikidataMapping", "blazegraph": True,
         "endpoint": "https://query.wikidata.org/sparql", "user_agent": user_agent(remote_settings),
@@ -83,12 +84,13 @@ def test_sparql_dbpedia(remote_settings: Settings) -> None:
 
 def test_generic_kif_spec(remote_settings: Settings) -> None:
     spec = "kif:wikidata-sparql?iri=http://example.org/sparql&search=wikidata-wapi&page_size=50&distinct=false"
-    store, search = resolve(spec, remote_settings)
+    resolved = resolve(spec, remote_settings)
+    store, search = resolved.store, resolved.search
     info = endpoint_info(store, search)
     assert (info["store"], info["endpoint"], info["search"]) == (
         "wikidata-sparql", "http://example.org/sparql", "wikidata-wapi")
     assert store.page_size == 50 and store.distinct is False
-    assert isinstance(resolve("kif:empty", remote_settings)[1], Search)
+    assert isinstance(resolve("kif:empty", remote_settings).search, Search)
 
 
 @pytest.mark.parametrize(("spec", "message"), [
