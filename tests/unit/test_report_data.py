@@ -51,7 +51,7 @@ def test_blank_node_labels_are_numbered_in_each_query() -> None:
     trace = _trace("a")
     trace["filters"] = [{"sparql": "SELECT ?v { ?s ?p _:N9f3a . _:Nab12 ?q _:N9f3a }", "seconds": 0.123456},
                         {"sparql": "SELECT ?v { ?s ?p _:Nc0de }"}]
-    [record] = question_table([prediction_row(Prediction("a", {}, trace))])[1]
+    [record] = question_table([prediction_row(Prediction(question_id="a", answers={}, trace=trace))])[1]
     assert [f["sparql"] for f in record["trace"]["filters"]] == [
         "SELECT ?v { ?s ?p _:b0 . _:b1 ?q _:b0 }", "SELECT ?v { ?s ?p _:b0 }"]
     assert record["trace"]["filters"][0]["seconds"] == 0.1235
