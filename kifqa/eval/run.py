@@ -20,6 +20,7 @@ from typing import Any
 
 from kifqa.data.ids import same_id
 from kifqa.eval.calibration import calibrate
+from kifqa.errors import KifqaError
 from kifqa.eval.datasets import GoldExtender, GoldQuestion
 from kifqa.eval.metrics import Score, score, summarize
 from kifqa.eval.silver import confidence
@@ -284,7 +285,12 @@ class Evaluation:
 
     def topic_relations(self, s: Scored) -> int | None:
         """How many (property, direction) pairs the question's gold topic has in the base."""
-        return self.extender.topic_relations(s.gold.topic) if self.extender is not None else None
+        if self.extender is None:
+            return None
+        try:
+            return self.extender.topic_relations(s.gold.topic)
+        except (OSError, KifqaError):  # a data folder without the base's statements: no slices
+            return None
 
     def slices(self) -> dict[str, dict[str, Any]]:
         """The metrics on questions whose topic entity has one (property, direction) in the base, on

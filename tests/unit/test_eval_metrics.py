@@ -110,3 +110,12 @@ def test_items_without_a_label_are_not_namesakes(extended: GoldExtender) -> None
 def test_questions_without_a_sqwd_property_keep_their_gold(extended: GoldExtender) -> None:
     q = GoldQuestion("w", "what", "Q3", "", "", answers=("Q7", "Q8"))
     assert extended.gold(q) == {"Q7", "Q8"}
+
+
+def test_a_gold_file_scores_without_the_base_statements(tmp_path) -> None:
+    """Slices need the data folder's statements; without them a gold file is still scored (no slices)."""
+    q = GoldQuestion("a", "who?", "Q1", "P19", "", answers=("Q2",), dataset="gold.jsonl")
+    ev = evaluate_predictions([q], {"a": Prediction(question_id="a", answers={"Q2": "x"}, trace={})},
+                              GoldExtender(tmp_path))
+    m = ev.metrics()
+    assert m["slices"] == {} and m["all"]["macro_f1"] == 1.0 and m["calibration"]["questions"] == 1
