@@ -14,7 +14,7 @@ UNKNOWN = "?x"
 Direction = Literal["forward", "backward"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Candidate:
     """An entity or property found by a search, with what the LLM needs to judge it."""
 
@@ -26,7 +26,7 @@ class Candidate:
     score: float = 0.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Fact:
     """One statement ``(subject, property, value)`` with labels for display."""
 
@@ -80,7 +80,7 @@ class Relation:
     direction: Direction
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Answer:
     """One answer statement and the id (and label) in its unknown position."""
 
@@ -89,7 +89,7 @@ class Answer:
     answer_label: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LLMCall:
     """One model call made for a question."""
 
@@ -103,7 +103,7 @@ class LLMCall:
     error: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FilterRun:
     """One KIF filter the answer step ran."""
 

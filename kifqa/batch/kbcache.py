@@ -46,7 +46,8 @@ DECODE: dict[str, Callable[[Any], Any]] = {
     "search_entities": lambda rows: [_candidate(r) for r in rows],
     "search_properties": lambda rows: [_candidate(r) for r in rows],
     "properties_of": lambda d: EntityProperties(
-        tuple(PropertyUse(**{**u, "property": _candidate(u["property"])}) for u in d["uses"]), d["truncated"]),
+        uses=tuple(PropertyUse(**{**u, "property": _candidate(u["property"])}) for u in d["uses"]),
+                               truncated=d["truncated"]),
     "facts": _filter_result,
     "labels": dict,
 }

@@ -67,7 +67,8 @@ def silver(corpus: Path | None, out: Path, limit: int | None, concurrency: int, 
                 from kifqa.eval.run import corpus_settings, write_corpus
 
                 if limit:  # the first N usable questions, as a corpus of their own
-                    path = write_corpus([GoldQuestion(q.id, q.text, "", "", "") for q in questions if not q.error],
+                    path = write_corpus([GoldQuestion(id=q.id, text=q.text, topic="", property="",
+                                                      answer="") for q in questions if not q.error],
                                         out / "corpus.jsonl")
                     summary = run_job(corpus_settings(settings), path, out)
                 else:

@@ -42,14 +42,14 @@ _ITEM_ID = re.compile(r"Q[1-9][0-9]*")
 _PROPERTY_ID = re.compile(r"P[1-9][0-9]*")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ItemRecord:
     id: str
     label: str
     aliases: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PropertyRecord:
     id: str
     label: str
@@ -59,7 +59,7 @@ class PropertyRecord:
     datatype: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Triple:
     subject: str
     property: str
@@ -145,7 +145,7 @@ def _items(data_dir: Path) -> Iterator[tuple[str, ItemRecord]]:
         if not _ITEM_ID.fullmatch(id) or not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise DataError(f'{path}: entry {id!r} is not "Q<number>": [strings]')
         label, aliases = _names(names)
-        yield id, ItemRecord(id, label, aliases)
+        yield id, ItemRecord(id=id, label=label, aliases=aliases)
 
 
 def _properties(data_dir: Path) -> Iterator[tuple[str, PropertyRecord]]:
@@ -164,7 +164,8 @@ def _properties(data_dir: Path) -> Iterator[tuple[str, PropertyRecord]]:
         if not all(isinstance(n, str) for n in names) or not isinstance(description, str):
             raise DataError(f"{path}: property {id} has non-string names")
         label, aliases = _names(names)
-        yield id, PropertyRecord(id, label, aliases, " ".join(description.split()), datatype)
+        yield id, PropertyRecord(id=id, label=label, aliases=aliases, description=" ".join(description.split()),
+                                 datatype=datatype)
 
 
 def _triples(data_dir: Path, properties: dict[str, PropertyRecord]) -> Iterator[Triple]:
@@ -174,4 +175,4 @@ def _triples(data_dir: Path, properties: dict[str, PropertyRecord]) -> Iterator[
             raise DataError(f"{path}:{n}: subject {subject!r} is not a Wikidata item or property id")
         if property not in properties:
             raise DataError(f"{path}:{n}: property {property!r} is not in {PROPERTIES}")
-        yield Triple(subject, property, value, n)
+        yield Triple(subject=subject, property=property, value=value, line=n)

@@ -37,7 +37,7 @@ from kifqa.types import Direction
 _SQWD_PROPERTY = re.compile(r"[PR][1-9][0-9]*")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GoldRelation:
     """One acceptable (property, direction) for a question's topic entity. ``forward``: the topic
     is the statement's subject; ``backward``: it is the statement's value (the question asks for
@@ -48,7 +48,7 @@ class GoldRelation:
     constraint: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GoldQuestion:
     """A question with its gold topic entity, property (``Pn``, or ``Rn`` when the question asks
     for the subject) and answer.
@@ -90,9 +90,9 @@ class GoldQuestion:
         if self.alternatives:
             return self.alternatives
         if self.sqwd_style:
-            return (GoldRelation(self.pid, "backward" if self.inverse else "forward"),)
+            return (GoldRelation(property=self.pid, direction="backward" if self.inverse else "forward"),)
         if self.property:
-            return (GoldRelation(self.property, "forward"),)
+            return (GoldRelation(property=self.property, direction="forward"),)
         return ()
 
     @property
@@ -105,7 +105,8 @@ class GoldQuestion:
 
 def load_sqwd(data_dir: Path, split: str = "valid", *, limit: int | None = None) -> list[GoldQuestion]:
     """SimpleQuestions-Wikidata ``{split}_answerable.txt``: ``topic, property, answer, question``."""
-    return [GoldQuestion(f"sqwd-{split}-{row.line - 1}", row.question, row.topic, row.property, row.answer,
+    return [GoldQuestion(id=f"sqwd-{split}-{row.line - 1}", text=row.question, topic=row.topic,
+                         property=row.property, answer=row.answer,
                          dataset=f"sqwd:{split}") for row in read_sqwd(data_dir, split, limit=limit)]
 
 
@@ -124,11 +125,12 @@ def load_simpledbpediaqa(data_dir: Path, split: str = "valid", *, limit: int | N
     for n, row in enumerate(rows[:limit] if limit else rows):
         try:
             alternatives = tuple(
-                GoldRelation(p["Predicate"], _direction(p["Direction"]), p.get("Constraint") or None)
+                GoldRelation(property=p["Predicate"], direction=_direction(p["Direction"]),
+                             constraint=p.get("Constraint") or None)
                 for p in row["PredicateList"])
             out.append(GoldQuestion(
-                f"sdbqa-{split}-{row['ID']}", str(row["Query"]).strip(), row["Subject"],
-                alternatives[0].property if alternatives else "", "", alternatives=alternatives,
+                id=f"sdbqa-{split}-{row['ID']}", text=str(row["Query"]).strip(), topic=row["Subject"],
+                property=alternatives[0].property if alternatives else "", answer="", alternatives=alternatives,
                 dataset=f"sdbqa:{split}"))
         except (KeyError, TypeError, ValueError) as err:
             raise DataError(f"{path}: question {n + 1} is malformed ({type(err).__name__}: {err})") from err
@@ -194,10 +196,11 @@ def load_gold_file(path: str | Path, *, limit: int | None = None) -> list[GoldQu
         alternatives: tuple[GoldRelation, ...] = ()
         if prop and not _SQWD_PROPERTY.fullmatch(prop):
             try:
-                alternatives = (GoldRelation(prop, _direction(row.get("direction") or "forward")),)
+                alternatives = (GoldRelation(property=prop, direction=_direction(row.get("direction") or "forward")),)
             except ValueError as err:
                 raise DataError(f"{path}: row {n}: {err}") from err
-        out.append(GoldQuestion(qid, text.strip(), topic, prop, "", answers=answers, alternatives=alternatives,
+        out.append(GoldQuestion(id=qid, text=text.strip(), topic=topic, property=prop, answer="", answers=answers,
+                                alternatives=alternatives,
                                 dataset=str(path)))
     return out
 

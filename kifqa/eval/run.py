@@ -53,7 +53,7 @@ def confidence_of(s: Scored) -> float:
     return confidence(s.trace, len(s.predicted)).value
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Scored:
     """One question's result against its gold.
 
@@ -214,7 +214,8 @@ def score_prediction(gold: GoldQuestion, prediction: Prediction, extender: GoldE
     s = score(predicted, expected)
     names = extender.names(gold.topic) if extender is not None and gold.topic else None
     failure, detail = failure_of(gold, prediction.trace, predicted, s, has_gold=bool(expected), names=names)
-    return Scored(gold, result, expected, s, failure, prediction, detail, linking(gold, prediction.trace))
+    return Scored(gold=gold, result=result, expected=expected, score=s, failure=failure, prediction=prediction,
+                  detail=detail, linking=linking(gold, prediction.trace))
 
 
 # --- evaluations -------------------------------------------------------------------------------------

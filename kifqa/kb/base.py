@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from kifqa.types import Candidate, Direction, Fact
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PropertyUse:
     """A property an entity really has, and in which direction."""
 
@@ -22,7 +22,7 @@ class PropertyUse:
     direction: Direction
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EntityProperties:
     """The distinct properties one entity has, both ways."""
 
@@ -31,7 +31,7 @@ class EntityProperties:
     truncated: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FilterResult:
     """The statements one KIF filter returned, with the filter and the SPARQL it compiled to."""
 

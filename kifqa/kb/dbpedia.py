@@ -131,8 +131,8 @@ def convert(data_dir: Path) -> Conversion:
         elif wikidata.properties[t.property].datatype != "wikibase-item" or t.subject not in iris:
             skipped["not_item_to_item"] += 1
         else:
-            triples.append(Triple(iris[t.subject], dbo, iris[t.value], t.line))
-    items = {iri: ItemRecord(iri, *_names(wikidata.items.get(q))) for q, iri in iris.items()}
+            triples.append(Triple(subject=iris[t.subject], property=dbo, value=iris[t.value], line=t.line))
+    items = {iri: _item(iri, wikidata.items.get(q)) for q, iri in iris.items()}
     counts = {"wikidata_statements": len(wikidata.triples), "statements": len(triples),
               "statements_without_dbpedia_property": skipped["no_equivalent_property"],
               "statements_with_datatype_property_only": skipped["datatype_property"],
@@ -245,8 +245,9 @@ def _resource_iris(wikidata: Dataset, links: dict[str, str], degree: Counter[str
     return iris, len(links.keys() & iris.keys())
 
 
-def _names(record: ItemRecord | None) -> tuple[str, tuple[str, ...]]:
-    return (record.label, record.aliases) if record else ("", ())
+def _item(iri: str, record: ItemRecord | None) -> ItemRecord:
+    """The resource ``iri`` named as the Wikidata item ``record`` (unnamed without one)."""
+    return ItemRecord(id=iri, label=record.label if record else "", aliases=record.aliases if record else ())
 
 
 def _property_map(ontology: rdflib.Graph) -> dict[str, str]:
@@ -267,8 +268,9 @@ def _properties(ontology: rdflib.Graph) -> dict[str, PropertyRecord]:
         iri = str(p)
         if not iri.startswith(DBO):
             continue
-        found[iri] = PropertyRecord(iri, _english(ontology, p, RDFS.label), (), _english(ontology, p, RDFS.comment),
-                                    _datatype(ontology, p))
+        found[iri] = PropertyRecord(id=iri, label=_english(ontology, p, RDFS.label), aliases=(),
+                                    description=_english(ontology, p, RDFS.comment),
+                                    datatype=_datatype(ontology, p))
     return found
 
 

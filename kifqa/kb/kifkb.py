@@ -169,7 +169,8 @@ class KifKnowledgeBase(KnowledgeBase):
         for rank, (entity, desc) in enumerate(pairs):
             c = _candidate(entity, desc)
             tier = 3.0 if index_key(c.label) == key else 2.0 if key in map(index_key, c.aliases) else 1.0
-            found.append(Candidate(c.id, c.label, c.aliases, c.description, tier + 0.9 * (n - rank) / n))
+            found.append(Candidate(id=c.id, label=c.label, aliases=c.aliases, description=c.description,
+                                   score=tier + 0.9 * (n - rank) / n))
         return sorted(found, key=lambda c: -c.score)
 
     async def _properties_of(self, entity: str) -> EntityProperties:
@@ -180,9 +181,9 @@ class KifKnowledgeBase(KnowledgeBase):
             self._distinct_properties(lambda x: Filter(value=x, **real), e))
         found = [(p, "forward") for p in forward] + [(p, "backward") for p in backward]
         described = await self._describe(list(dict.fromkeys(p for p, _ in found)))
-        uses = sorted((PropertyUse(described[ids.to_id(p)], direction) for p, direction in found),
+        uses = sorted((PropertyUse(property=described[ids.to_id(p)], direction=direction) for p, direction in found),
                       key=lambda u: (u.direction, _id_order(u.property.id)))
-        return EntityProperties(tuple(uses), truncated=cut_forward or cut_backward)
+        return EntityProperties(uses=tuple(uses), truncated=cut_forward or cut_backward)
 
     async def _distinct_properties(self, make: Callable[[Entity], Filter], e: Entity) -> tuple[list[Property], bool]:
         """The distinct properties of the statements ``make(e)`` selects (KIF's ``filter_p``), at most
@@ -222,7 +223,7 @@ class KifKnowledgeBase(KnowledgeBase):
     async def _labelled(self, statements: list[Statement], *, f: Filter, sparql: str, truncated: bool) -> FilterResult:
         names = await self._labels([ids.to_id(x) for s in statements for x in _entities(s)])
         facts = tuple(_fact(s, names) for s in statements)
-        return FilterResult(facts, filter=repr(f), sparql=sparql, truncated=truncated)
+        return FilterResult(facts=facts, filter=repr(f), sparql=sparql, truncated=truncated)
 
     async def _statements(self, f: Filter, kind: str) -> tuple[list[Statement], bool]:
         """The statements of ``f``, at most ``max_results``, and whether there were more."""
@@ -246,12 +247,14 @@ class KifKnowledgeBase(KnowledgeBase):
         keys = [ids.to_id(p) for p in properties]
         if self.index is not None:
             entries = self.index.entries(keys)
-            known = {id: Candidate(id, e.label, e.aliases, e.description) for id, e in entries.items()}
+            known = {id: Candidate(id=id, label=e.label, aliases=e.aliases, description=e.description)
+                     for id, e in entries.items()}
         else:
             texts = await self._kif_texts(properties, (LabelProperty(), AliasProperty(), DescriptionProperty()))
-            known = {id: Candidate(id, t["label"], tuple(sorted(t["aliases"])), t["description"])
+            known = {id: Candidate(id=id, label=t["label"], aliases=tuple(sorted(t["aliases"])),
+                                   description=t["description"])
                      for id, t in texts.items()}
-        return {id: known.get(id) or Candidate(id, id) for id in keys}
+        return {id: known.get(id) or Candidate(id=id, label=id) for id in keys}
 
     async def _kif_texts(self, entities: list[Entity], kinds: tuple[Property, ...]) -> dict[str, dict[str, Any]]:
         """English label, aliases and description of ``entities``, asked from the store."""
@@ -326,8 +329,8 @@ def _candidate(entity: Entity, desc: dict[str, Any]) -> Candidate:
     label = desc.get("labels", {}).get("en")
     description = desc.get("descriptions", {}).get("en")
     aliases = sorted(a.content for a in desc.get("aliases", {}).get("en", ()))
-    return Candidate(ids.to_id(entity), label.content if label else "", tuple(aliases),
-                     description.content if description else "")
+    return Candidate(id=ids.to_id(entity), label=label.content if label else "", aliases=tuple(aliases),
+                     description=description.content if description else "")
 
 
 def _entities(s: Statement) -> list[Entity]:
@@ -339,7 +342,8 @@ def _fact(s: Statement, labels: dict[str, str]) -> Fact:
     assert isinstance(s.snak, ValueSnak)
     subject, prop = ids.to_id(s.subject), ids.to_id(s.snak.property)
     value, value_type, value_label = _value(s.snak.value, labels)
-    return Fact(subject, labels.get(subject, subject), prop, labels.get(prop, prop), value, value_label, value_type)
+    return Fact(subject=subject, subject_label=labels.get(subject, subject), property=prop,
+                property_label=labels.get(prop, prop), value=value, value_label=value_label, value_type=value_type)
 
 
 def _value(v: Value, labels: dict[str, str]) -> tuple[str, str, str]:

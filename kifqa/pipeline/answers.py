@@ -27,13 +27,14 @@ async def run_filters(kb: KnowledgeBase, relations: list[Relation]) -> tuple[lis
     answers: dict[tuple[str, str, str], Answer] = {}
     runs = []
     for r, (result, seconds) in zip(relations, results):
-        runs.append(FilterRun(r, result.filter, result.sparql, len(result.facts), seconds, result.truncated))
+        runs.append(FilterRun(relation=r, filter=result.filter, sparql=result.sparql,
+                              n_statements=len(result.facts), seconds=seconds, truncated=result.truncated))
         for f in result.facts:
             key = (f.subject, f.property, f.value)
             if r.direction == "forward":
-                answers.setdefault(key, Answer(f, f.value, f.value_label))
+                answers.setdefault(key, Answer(fact=f, answer=f.value, answer_label=f.value_label))
             else:
-                answers.setdefault(key, Answer(f, f.subject, f.subject_label))
+                answers.setdefault(key, Answer(fact=f, answer=f.subject, answer_label=f.subject_label))
     return list(answers.values()), runs
 
 

@@ -33,8 +33,8 @@ class Recorder:
         [completion] = await llm.agenerate([request])
         u = completion.usage
         self.trace.llm_calls.append(LLMCall(
-            self.current_step, u.prompt_tokens, u.completion_tokens, u.cached_prompt_tokens,
-            u.latency_s, u.cache_hit, completion.text, completion.error))
+            step=self.current_step, prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens,
+            cached_prompt_tokens=u.cached_prompt_tokens, latency_s=u.latency_s, cache_hit=u.cache_hit, output=completion.text, error=completion.error))
         return completion
 
 

@@ -58,11 +58,11 @@ class FakeKB(KnowledgeBase):
         return []
 
     async def properties_of(self, entity: str) -> EntityProperties:
-        return EntityProperties(())
+        return EntityProperties(uses=())
 
     async def facts(self, entity: str, property: str, direction: str) -> FilterResult:
         await self._io()
-        return FilterResult(facts=(Fact(entity, "e", property, "born in", "Q1", "one"),), filter="f")
+        return FilterResult(facts=(Fact(subject=entity, subject_label="e", property=property, property_label="born in", value="Q1", value_label="one"),), filter="f")
 
     async def labels(self, ids: list[str]) -> dict[str, str]:
         return {}
@@ -112,7 +112,7 @@ class FakePipeline:
         found = await self.kb.facts(entity.id, out.text, "forward")
         trace.kb_calls = 2
         trace.n_answers = len(found.facts)
-        return Result(question, [Answer(f, f.value, f.value_label) for f in found.facts], trace)
+        return Result(question, [Answer(fact=f, answer=f.value, answer_label=f.value_label) for f in found.facts], trace)
 
 
 def fakes(flags: Path, *, kb_log: Path | None = None, llm_delay: float = 0.002) -> dict[str, Any]:

@@ -186,7 +186,7 @@ def test_bad_search_text(kb: KifKnowledgeBase, text: str, message: str) -> None:
 
 
 def test_unknown_entities_have_nothing(kb: KifKnowledgeBase) -> None:
-    assert asyncio.run(kb.properties_of("Q999999999")) == EntityProperties(())
+    assert asyncio.run(kb.properties_of("Q999999999")) == EntityProperties(uses=())
     assert asyncio.run(kb.facts("Q999999999", "P19", "forward")).facts == ()
 
 

@@ -13,8 +13,8 @@ from kifqa.types import Answer, Fact, Question, Result, Trace
 def _result(qid: str, *, answers: int = 1, error: str | None = None, step: str | None = None) -> Result:
     trace = Trace(qid, f"question {qid}", kb="local", model="m", kb_calls=3, n_answers=answers,
                   error=error, error_step=step)
-    facts = [Fact("Q1", "one", "P19", "born in", f"Q{i + 2}", "x") for i in range(answers)]
-    return Result(Question(qid, f"question {qid}"), [Answer(f, f.value, f.value_label) for f in facts], trace)
+    facts = [Fact(subject="Q1", subject_label="one", property="P19", property_label="born in", value=f"Q{i + 2}", value_label="x") for i in range(answers)]
+    return Result(Question(qid, f"question {qid}"), [Answer(fact=f, answer=f.value, answer_label=f.value_label) for f in facts], trace)
 
 
 def _tables(results: list[Result]) -> tuple[pa.Table, pa.Table]:

@@ -12,7 +12,7 @@ from kifqa.eval.run import classify, evaluate_predictions, failure_of, linking, 
 from kifqa.runs import Prediction
 from kifqa.types import Answer, Candidate, Fact, Pattern, Question, Relation, Result, Trace
 
-SASHA = GoldQuestion("sqwd-valid-0", "where was sasha vujačić born", "Q318926", "P19", "Q1010")
+SASHA = GoldQuestion(id="sqwd-valid-0", text="where was sasha vujačić born", topic="Q318926", property="P19", answer="Q1010")
 NAMES = ["Sasha Vujačić"]
 
 
@@ -96,15 +96,15 @@ def test_linking() -> None:
     mixed = trace(entities=("Q318926", "Q9"), relations=(("Q9", "P19", "forward"), ("Q318926", "P20", "forward")))
     assert linking(SASHA, mixed) == {"entity": True, "relation": True, "property": True, "triple": False}
     assert linking(SASHA, trace(relations=(("Q318926", "P19", "backward"),)))["relation"] is False
-    no_triple = GoldQuestion("g", "who?", "", "", "", answers=("Q1",))
+    no_triple = GoldQuestion(id="g", text="who?", topic="", property="", answer="", answers=("Q1",))
     assert linking(no_triple, trace()) == {"entity": None, "relation": None, "property": None, "triple": None}
 
 
 DBP = "http://dbpedia.org/resource/"
 ONT = "http://dbpedia.org/ontology/"
-CLYDE = GoldQuestion("sdbqa-valid-00091", "What US state contains clyde", f"{DBP}Clyde,_Missouri",
-                     f"{ONT}isPartOf", "", alternatives=(GoldRelation(f"{ONT}isPartOf", "forward"),
-                                                          GoldRelation(f"{ONT}country", "forward")))
+CLYDE = GoldQuestion(id="sdbqa-valid-00091", text="What US state contains clyde", topic=f"{DBP}Clyde,_Missouri",
+                     property=f"{ONT}isPartOf", answer="", alternatives=(GoldRelation(property=f"{ONT}isPartOf", direction="forward"),
+                                                          GoldRelation(property=f"{ONT}country", direction="forward")))
 
 
 def test_dbpedia_linking_with_iris_and_alternative_predicates() -> None:
@@ -124,8 +124,8 @@ def test_linking_accuracy_of_an_evaluation() -> None:
     good = Prediction(question_id=CLYDE.id, answers={f"{DBP}United_States": "United States"},
                       trace=trace(draft=("clyde", "state", "?x"), candidates=(CLYDE.topic,), entities=(CLYDE.topic,),
                             relations=((CLYDE.topic, f"{ONT}isPartOf", "forward"),)))
-    other = GoldQuestion("sdbqa-valid-1", "where was x born", f"{DBP}X", f"{ONT}birthPlace", "",
-                         alternatives=(GoldRelation(f"{ONT}birthPlace", "forward"),))
+    other = GoldQuestion(id="sdbqa-valid-1", text="where was x born", topic=f"{DBP}X", property=f"{ONT}birthPlace", answer="",
+                         alternatives=(GoldRelation(property=f"{ONT}birthPlace", direction="forward"),))
     bad = Prediction(question_id=other.id, answers={}, trace=trace(draft=("x", "born", "?x"), candidates=(f"{DBP}X",), entities=(f"{DBP}X",),
                                         relations=((f"{DBP}X", f"{ONT}deathPlace", "forward"),)))
     m = evaluate_predictions([CLYDE, other], {CLYDE.id: good, other.id: bad}, None).metrics()
@@ -137,10 +137,10 @@ def test_linking_accuracy_of_an_evaluation() -> None:
 
 def test_classify_keeps_its_signature() -> None:
     t = Trace("t", SASHA.text, draft=[Pattern("sasha vujačić", "place of birth", "?x")], entities=["Q318926"],
-              candidates=[Candidate("Q318926", "Sasha Vujačić", score=3.9)],
+              candidates=[Candidate(id="Q318926", label="Sasha Vujačić", score=3.9)],
               relations=[Relation("Q318926", "P19", "forward")])
-    fact = Fact("Q318926", "Sasha Vujačić", "P19", "place of birth", "Q1010", "Maribor")
-    result = Result(Question("t", SASHA.text), [Answer(fact, "Q1010", "Maribor")], t)
+    fact = Fact(subject="Q318926", subject_label="Sasha Vujačić", property="P19", property_label="place of birth", value="Q1010", value_label="Maribor")
+    result = Result(Question("t", SASHA.text), [Answer(fact=fact, answer="Q1010", answer_label="Maribor")], t)
     assert classify(SASHA, result, score({"Q1010"}, {"Q1010"})) is None
     assert classify(SASHA, result, score({"Q1010"}, {"Q1010", "Q2"})) == "partial"
     p = Prediction.from_result(result)

@@ -13,7 +13,7 @@ from kifqa.eval.datasets import GoldQuestion
 from kifqa.eval.run import evaluate_predictions
 from kifqa.runs import Prediction
 
-QUESTIONS = [GoldQuestion(f"q{i}", f"question {i}", "", "", "", answers=(f"Q{i}",)) for i in range(4)]
+QUESTIONS = [GoldQuestion(id=f"q{i}", text=f"question {i}", topic="", property="", answer="", answers=(f"Q{i}",)) for i in range(4)]
 
 
 def scored_folder(path: Path, answers: dict[str, list[str]]) -> Path:

@@ -23,10 +23,10 @@ def test_sqwd_valid(data_dir: Path) -> None:
     first = qs[0]
     assert (first.id, first.topic, first.property, first.answer, first.text) == (
         "sqwd-valid-0", "Q318926", "P19", "Q1010", "where was sasha vujačić born")
-    assert first.relations == (GoldRelation("P19", "forward"),) and not first.inverse
+    assert first.relations == (GoldRelation(property="P19", direction="forward"),) and not first.inverse
     inverse = qs[1]  # Q2568216 R57 Q14949730: the statement is (Q14949730, P57, Q2568216)
     assert inverse.inverse and inverse.pid == "P57"
-    assert inverse.relations == (GoldRelation("P57", "backward"),)
+    assert inverse.relations == (GoldRelation(property="P57", direction="backward"),)
     assert inverse.gold_answers == {"Q14949730"}
     assert all(q.property[0] in "PR" and q.topic.startswith("Q") for q in qs)
 
@@ -47,12 +47,12 @@ def test_simpledbpediaqa_valid(data_dir: Path) -> None:
     first = qs[0]
     assert first.id == "sdbqa-valid-00002" and first.text == "where was sasha vujačić born"
     assert first.topic == "http://dbpedia.org/resource/Sasha_Vujačić"
-    assert first.relations == (GoldRelation("http://dbpedia.org/ontology/birthPlace", "forward"),)
+    assert first.relations == (GoldRelation(property="http://dbpedia.org/ontology/birthPlace", direction="forward"),)
     assert first.gold_answers == frozenset() and not first.sqwd_style
     album = next(q for q in qs if q.id == "sdbqa-valid-00022")  # two alternative predicates, class constraint
     assert album.relations == (
-        GoldRelation("http://purl.org/linguistics/gold/hypernym", "backward", "http://dbpedia.org/ontology/Album"),
-        GoldRelation("http://dbpedia.org/ontology/type", "backward", "http://dbpedia.org/ontology/Album"))
+        GoldRelation(property="http://purl.org/linguistics/gold/hypernym", direction="backward", constraint="http://dbpedia.org/ontology/Album"),
+        GoldRelation(property="http://dbpedia.org/ontology/type", direction="backward", constraint="http://dbpedia.org/ontology/Album"))
     assert album.inverse and album.property == "http://purl.org/linguistics/gold/hypernym"
     assert all(q.relations and q.topic.startswith("http://dbpedia.org/resource/") for q in qs)
     assert sum(len(q.relations) > 1 for q in qs) == 898
@@ -130,9 +130,9 @@ def test_gold_jsonl(tmp_path: Path, data_dir: Path) -> None:
          "direction": "backward"},
     ]) + "\n")
     a, b, c = load_gold(str(path), data_dir)
-    assert (a.id, a.gold_answers, a.relations) == ("a", {"Q1010"}, (GoldRelation("P19", "forward"),))
+    assert (a.id, a.gold_answers, a.relations) == ("a", {"Q1010"}, (GoldRelation(property="P19", direction="forward"),))
     assert b.inverse and GoldExtender(data_dir).gold(b) == {"Q14949730"}
-    assert c.relations == (GoldRelation("http://x/founder", "backward"),) and c.gold_answers == {"Q1"}
+    assert c.relations == (GoldRelation(property="http://x/founder", direction="backward"),) and c.gold_answers == {"Q1"}
 
 
 def test_gold_file_extended_only_on_request(tmp_path: Path, data_dir: Path) -> None:

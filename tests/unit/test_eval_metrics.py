@@ -54,7 +54,7 @@ def test_summarize_nothing() -> None:
 
 
 def _q(qid: str, answers: tuple[str, ...]) -> GoldQuestion:
-    return GoldQuestion(qid, f"question {qid}", "", "", "", answers=answers)
+    return GoldQuestion(id=qid, text=f"question {qid}", topic="", property="", answer="", answers=answers)
 
 
 def _p(qid: str, *answers: str) -> Prediction:
@@ -91,30 +91,30 @@ def extended(tiny_data, tiny_data_dir) -> GoldExtender:
 
 
 def test_extended_gold_adds_the_answers_of_namesakes(extended: GoldExtender) -> None:
-    q = GoldQuestion("x", "where is alpha located", "Q3", "P10", "Q1", dataset="sqwd:valid")
+    q = GoldQuestion(id="x", text="where is alpha located", topic="Q3", property="P10", answer="Q1", dataset="sqwd:valid")
     assert extended.gold(q) == {"Q1", "Q2"}  # Q4 is also called 'Alpha' and is located in Q2
     s = score({"Q2"}, extended.gold(q))
     assert s.precision == 1.0 and s.recall == 0.5  # Q2 counts as right thanks to the extension
 
 
 def test_extended_gold_of_an_inverse_question(extended: GoldExtender) -> None:
-    q = GoldQuestion("y", "what is located in alpha", "Q3", "R10", "Q1", dataset="sqwd:valid")
+    q = GoldQuestion(id="y", text="what is located in alpha", topic="Q3", property="R10", answer="Q1", dataset="sqwd:valid")
     assert extended.gold(q) == {"Q1", "Q2"}  # the subjects of (?, P10, Q3); nothing is located in Q4
 
 
 def test_items_without_a_label_are_not_namesakes(extended: GoldExtender) -> None:
-    q = GoldQuestion("z", "where is it", "Q5", "P10", "Q1", dataset="sqwd:valid")
+    q = GoldQuestion(id="z", text="where is it", topic="Q5", property="P10", answer="Q1", dataset="sqwd:valid")
     assert extended.gold(q) == {"Q1"}  # Q6 shares the placeholder 'No label defined', not a name
 
 
 def test_questions_without_a_sqwd_property_keep_their_gold(extended: GoldExtender) -> None:
-    q = GoldQuestion("w", "what", "Q3", "", "", answers=("Q7", "Q8"))
+    q = GoldQuestion(id="w", text="what", topic="Q3", property="", answer="", answers=("Q7", "Q8"))
     assert extended.gold(q) == {"Q7", "Q8"}
 
 
 def test_a_gold_file_scores_without_the_base_statements(tmp_path) -> None:
     """Slices need the data folder's statements; without them a gold file is still scored (no slices)."""
-    q = GoldQuestion("a", "who?", "Q1", "P19", "", answers=("Q2",), dataset="gold.jsonl")
+    q = GoldQuestion(id="a", text="who?", topic="Q1", property="P19", answer="", answers=("Q2",), dataset="gold.jsonl")
     ev = evaluate_predictions([q], {"a": Prediction(question_id="a", answers={"Q2": "x"}, trace={})},
                               GoldExtender(tmp_path))
     m = ev.metrics()

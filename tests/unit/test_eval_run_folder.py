@@ -25,10 +25,10 @@ DBR, DBO = "http://dbpedia.org/resource/", "http://dbpedia.org/ontology/"
 def result(qid: str, text: str, known: str, entity: str, prop: str, direction: str,
            answers: list[tuple[str, str]]) -> Result:
     t = Trace(qid, text, kb="dbpedia", model="hand", draft=[Pattern(known, "p", "?x")],
-              candidates=[Candidate(entity, known.title(), score=3.0)], entities=[entity],
+              candidates=[Candidate(id=entity, label=known.title(), score=3.0)], entities=[entity],
               relations=[Relation(entity, prop, direction)], timings={"draft": 0.2, "total": 1.0},
               n_answers=len(answers))
-    facts = [Answer(Fact(entity, known, prop, prop.rsplit("/", 1)[-1], a, label), a, label) for a, label in answers]
+    facts = [Answer(fact=Fact(subject=entity, subject_label=known, property=prop, property_label=prop.rsplit("/", 1)[-1], value=a, value_label=label), answer=a, answer_label=label) for a, label in answers]
     return Result(Question(qid, text), facts, t)
 
 

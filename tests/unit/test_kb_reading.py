@@ -72,7 +72,7 @@ def test_names_drop_placeholders_and_duplicates(tiny_data_dir: DirMaker, tiny_da
     tiny_data["items"] = {"Q1": ["No label defined", "Ceres", "CERES", "  Ceres  (planet) ", ""],
                           "Q5": ["No label defined"]}
     items = wikidata.load(tiny_data_dir(tiny_data)).items
-    assert items["Q1"] == wikidata.ItemRecord("Q1", "Ceres", ("Ceres (planet)",))
+    assert items["Q1"] == wikidata.ItemRecord(id="Q1", label="Ceres", aliases=("Ceres (planet)",))
     assert items["Q5"].label == ""
 
 

@@ -32,8 +32,8 @@ def test_drafts_are_the_gold_triples_of_train_and_valid(gold: GoldLLM) -> None:
 
 
 def test_the_choice_is_the_option_with_the_gold_property_and_direction(gold: GoldLLM) -> None:
-    sasha = Candidate("Q318926", "Sasha Vujačić")
-    shown = [Option((sasha,), Candidate(p, label), direction, 0.0, 0.0) for p, label, direction in (
+    sasha = Candidate(id="Q318926", label="Sasha Vujačić")
+    shown = [Option((sasha,), Candidate(id=p, label=label), direction, 0.0, 0.0) for p, label, direction in (
         ("P27", "country of citizenship", "forward"), ("P19", "place of birth", "backward"),
         ("P19", "place of birth", "forward"), ("P20", "place of death", "forward"))]
     pattern = Pattern("sasha vujačić", "born in", "?x")

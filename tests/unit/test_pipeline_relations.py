@@ -7,11 +7,11 @@ from kifqa.pipeline.entities import Linking
 from kifqa.data.text import name_key, normalize
 from kifqa.pipeline.text import ngrams, relaxed, similarity
 
-BROWN_1 = Candidate("Q5950", "James Brown", ("Mr. Dynamite",), "American musician", 10.0)
-BROWN_2 = Candidate("Q6130343", "James Brown", (), "", 10.0)
-P19 = Candidate("P19", "place of birth", ("born in", "birthplace"), "most specific known birth location")
-P20 = Candidate("P20", "place of death", ("died in",), "")
-P175 = Candidate("P175", "performer", (), "")
+BROWN_1 = Candidate(id="Q5950", label="James Brown", aliases=("Mr. Dynamite",), description="American musician", score=10.0)
+BROWN_2 = Candidate(id="Q6130343", label="James Brown", aliases=(), description="", score=10.0)
+P19 = Candidate(id="P19", label="place of birth", aliases=("born in", "birthplace"), description="most specific known birth location")
+P20 = Candidate(id="P20", label="place of death", aliases=("died in",), description="")
+P175 = Candidate(id="P175", label="performer", aliases=(), description="")
 
 
 def test_text_helpers() -> None:
@@ -30,8 +30,8 @@ def _linking(*kept: Candidate, exact: bool = True) -> Linking:
 
 def test_exact_entities_share_options_and_exact_predicate_needs_no_model() -> None:
     by_entity = {
-        BROWN_1.id: [PropertyUse(P19, "forward"), PropertyUse(P20, "forward"), PropertyUse(P175, "backward")],
-        BROWN_2.id: [PropertyUse(P19, "forward")],
+        BROWN_1.id: [PropertyUse(property=P19, direction="forward"), PropertyUse(property=P20, direction="forward"), PropertyUse(property=P175, direction="backward")],
+        BROWN_2.id: [PropertyUse(property=P19, direction="forward")],
     }
     ranked = relations.options(Pattern("james brown", "born in", "?x"), _linking(BROWN_1, BROWN_2), by_entity)
     assert ranked[0].property.id == "P19" and {e.id for e in ranked[0].entities} == {BROWN_1.id, BROWN_2.id}
@@ -40,18 +40,18 @@ def test_exact_entities_share_options_and_exact_predicate_needs_no_model() -> No
 
 
 def test_a_label_beats_an_alias() -> None:
-    p27 = Candidate("P27", "country of citizenship", ("nationality", "country"))
-    p17 = Candidate("P17", "country", ("state",))
-    by_entity = {BROWN_1.id: [PropertyUse(p27, "forward"), PropertyUse(p17, "forward")]}
+    p27 = Candidate(id="P27", label="country of citizenship", aliases=("nationality", "country"))
+    p17 = Candidate(id="P17", label="country", aliases=("state",))
+    by_entity = {BROWN_1.id: [PropertyUse(property=p27, direction="forward"), PropertyUse(property=p17, direction="forward")]}
     ranked = relations.options(Pattern("james brown", "country", "?x"), _linking(BROWN_1), by_entity)
     assert relations.obvious(ranked).property.id == "P17"
 
 
 def test_near_matches_prefer_the_better_named_entity() -> None:
-    sky = Candidate("Q1988792", "The Sheltering Sky")
-    vanilla = Candidate("Q110278", "Vanilla Sky")
-    genre = Candidate("P136", "genre")
-    by_entity = {sky.id: [PropertyUse(genre, "forward")], vanilla.id: [PropertyUse(genre, "forward")]}
+    sky = Candidate(id="Q1988792", label="The Sheltering Sky")
+    vanilla = Candidate(id="Q110278", label="Vanilla Sky")
+    genre = Candidate(id="P136", label="genre")
+    by_entity = {sky.id: [PropertyUse(property=genre, direction="forward")], vanilla.id: [PropertyUse(property=genre, direction="forward")]}
     linking = Linking("sheltering sky", [sky, vanilla], [sky, vanilla], False)
     ranked = relations.options(Pattern("sheltering sky", "genre", "?x"), linking, by_entity)
     assert [o.entities[0].id for o in ranked] == [sky.id, vanilla.id]
@@ -59,15 +59,15 @@ def test_near_matches_prefer_the_better_named_entity() -> None:
 
 
 def test_typos_still_rank_the_intended_property_first() -> None:
-    p40 = Candidate("P40", "child", ("has child",))
-    p50 = Candidate("P50", "author", ("writer",))
-    by_entity = {BROWN_1.id: [PropertyUse(p50, "backward"), PropertyUse(p40, "forward")]}
+    p40 = Candidate(id="P40", label="child", aliases=("has child",))
+    p50 = Candidate(id="P50", label="author", aliases=("writer",))
+    by_entity = {BROWN_1.id: [PropertyUse(property=p50, direction="backward"), PropertyUse(property=p40, direction="forward")]}
     ranked = relations.options(Pattern("?x", "chid of", "james brown"), _linking(BROWN_1), by_entity)
     assert ranked[0].property.id == "P40" and relations.obvious(ranked) is None
 
 
 def test_vague_predicate_goes_to_the_model_with_numbered_options() -> None:
-    by_entity = {BROWN_1.id: [PropertyUse(P19, "forward"), PropertyUse(P20, "forward")]}
+    by_entity = {BROWN_1.id: [PropertyUse(property=P19, direction="forward"), PropertyUse(property=P20, direction="forward")]}
     pattern = Pattern("james brown", "hometown", "?x")
     ranked = relations.options(pattern, _linking(BROWN_1), by_entity)
     assert relations.obvious(ranked) is None
@@ -80,6 +80,6 @@ def test_vague_predicate_goes_to_the_model_with_numbered_options() -> None:
 
 def test_direction_follows_the_real_statements() -> None:
     # drafted the wrong way round: the entity is really the value of P175
-    by_entity = {BROWN_1.id: [PropertyUse(P175, "backward")]}
+    by_entity = {BROWN_1.id: [PropertyUse(property=P175, direction="backward")]}
     ranked = relations.options(Pattern("james brown", "performer", "?x"), _linking(BROWN_1), by_entity)
     assert relations.obvious(ranked).direction == "backward"
