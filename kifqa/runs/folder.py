@@ -65,6 +65,11 @@ class RunFolder:
         """All finished shards' answer rows (an unfinished shard's answers file is left out)."""
         return self._read(self.answers, ANSWER_SCHEMA, columns)
 
+    def count_answers(self) -> int:
+        """How many answer rows the finished shards hold, from the Parquet footers (reads no rows:
+        a large job's driver stays small)."""
+        return sum(pq.read_metadata(self.answers / self.shard_file(i)).num_rows for i in self.finished())
+
     def _read(self, folder: Path, schema: pa.Schema, columns: list[str] | None) -> pa.Table:
         if columns is not None:
             schema = pa.schema([schema.field(c) for c in columns])

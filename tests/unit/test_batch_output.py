@@ -35,7 +35,7 @@ def test_shards_are_finished_when_their_traces_exist(tmp_path):
     assert out.finished() == {0, 12}
     assert out.failed(12) == {"c"}, "input errors are not retried"
     assert out.read_traces(["question_id"]).column(0).to_pylist() == ["a", "b", "c", "d"]
-    assert out.read_answers().num_rows == 2
+    assert out.read_answers().num_rows == out.count_answers() == 2
     out.remove_temporaries()
     assert not list(out.traces.glob(".tmp-*"))
 
