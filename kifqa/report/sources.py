@@ -86,8 +86,10 @@ def _scored(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
 
 
 def _run_rows(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The figures and rows of a batch run folder (confidences from ``silver.parquet`` when there)."""
-    from kifqa.runs.results import read_run, run_seconds
+    """The figures and rows of a batch run folder (confidences from ``silver.parquet`` when there):
+    computed from the traces, with the model, KB and the job's summary from its manifest."""
+    from kifqa.runs import RunFolder
+    from kifqa.runs.results import read_run, run_about, run_seconds
 
     predictions = read_run(folder)
     confidences: dict[str, float] = {}
@@ -97,9 +99,11 @@ def _run_rows(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         table = pq.read_table(folder / "silver.parquet", columns=["id", "confidence"])
         confidences = dict(zip(table.column("id").to_pylist(), table.column("confidence").to_pylist()))
     rows = [prediction_row(p, confidence=confidences.get(qid)) for qid, p in predictions.items()]
-    figures = run_figures(rows)
+    figures = {**run_figures(rows), **{k: v for k, v in run_about(folder).items() if v}}
     if seconds := run_seconds(folder):
         figures["wall_s"] = seconds
+    if job := RunFolder(folder).manifest_or_empty().get("summary"):
+        figures["job"] = job
     return figures, rows
 
 

@@ -1,5 +1,6 @@
 """The report page's data: table columns, trace records, the candidates it shows, changed questions
-of a comparison, and the self-contained page (blobs that unpack to the data, no external resource)."""
+of a comparison, a run folder's figures, and the self-contained page (blobs that unpack to the data,
+no external resource)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,13 @@ import gzip
 import json
 import re
 
-from kifqa.runs import Prediction
+import pyarrow as pa
+
+from kifqa.runs import ANSWER_SCHEMA, TRACE_SCHEMA, Prediction, RunFolder
 from kifqa.report.data import ANSWERS, CANDIDATES, compare_table, prediction_row, question_table
 from kifqa.report.page import CHUNK, render_page
+from kifqa.report.sources import load_folder
+from kifqa.types import LLMCall, Trace
 
 
 def _trace(qid: str, n_candidates: int = 3, kept: tuple[str, ...] = ("Q0",), error: str | None = None) -> dict:
@@ -95,3 +100,20 @@ def test_the_page_is_self_contained_and_its_blobs_unpack_to_the_data() -> None:
     assert [k for k, _ in chunks] == ["0", "1"]
     assert _unpack(chunks[1][1]) == records[CHUNK:]
     assert "window.Chart" in gzip.decompress(base64.b64decode(re.search(r'id="lib-chart">([^<]+)<', html).group(1))).decode()
+
+
+def test_a_run_folder_s_figures_come_from_its_traces_and_its_manifest(tmp_path) -> None:
+    folder = RunFolder(tmp_path / "run")
+    folder.create()
+    traces = [Trace("q1", "where was x born", llm_calls=[LLMCall(step="draft", prompt_tokens=10)], timings={"total": 2.0}),
+              Trace("q2", "?!", error="empty question", error_step="input")]
+    folder.write_shard(0, pa.Table.from_pylist([], schema=ANSWER_SCHEMA),
+                       pa.Table.from_pylist([t.to_row() for t in traces], schema=TRACE_SCHEMA))
+    folder.write_manifest({"config": {"llm": {"model": "m"}, "kb": {"spec": "local"}},
+                           "summary": {"seconds": 3.0, "questions_per_s": 0.67}})
+    summary, rows, kind = load_folder(folder.root)
+    assert kind == "run" and [r["failure"] for r in rows] == ["empty", "error"]
+    assert (summary["questions"], summary["answered"], summary["errors"]) == (2, 0, 1)
+    assert summary["llm_calls_per_question"] == 0.5 and summary["prompt_tokens_per_question"] == 5
+    assert (summary["model"], summary["kb"], summary["wall_s"]) == ("m", "local", 3.0)
+    assert summary["job"]["questions_per_s"] == 0.67
