@@ -73,24 +73,26 @@ class ResolvedKB:
 def resolve(spec: str, settings: Settings) -> ResolvedKB:
     """What a spec names (see :data:`FORMS`); :class:`ConfigError` if it names nothing, or if it reaches a
     public endpoint (:data:`PUBLIC_HOSTS`) without a real ``kb.contact``."""
-    spec = spec.strip()
-    store, search = _resolve(spec, settings)
-    info = endpoint_info(store, search)
+    resolved = _resolved(spec.strip(), settings)
     public = sorted({host for key in ("endpoint", "search_endpoint")
-                     if (host := urlsplit(str(info.get(key, ""))).hostname) in PUBLIC_HOSTS})
+                     if (host := urlsplit(str(resolved.info.get(key, ""))).hostname) in PUBLIC_HOSTS})
     if public and _PLACEHOLDER.search(settings.kb.contact):
-        raise ConfigError(f"KB spec {spec!r} queries {' and '.join(public)}, whose operators ask for a contact: "
-                          "set kb.contact (environment KIFQA_KB__CONTACT) to your URL or e-mail address")
-    return ResolvedKB(store=store, search=search,
-                      index=search.index if isinstance(search, LocalSearch) else None, info=info)
+        raise ConfigError(f"KB spec {spec.strip()!r} queries {' and '.join(public)}, whose operators ask for a "
+                          "contact: set kb.contact (environment KIFQA_KB__CONTACT) to your URL or e-mail address")
+    return resolved
 
 
 def endpoint_host(spec: str, settings: Settings) -> str | None:
     """The host a spec's store sends its queries to (:attr:`ResolvedKB.host`); ``None`` for the in-process
-    and local builds, which are resolved without being opened."""
-    if spec.strip() in ("local", "local-dbpedia"):
-        return None
-    return resolve(spec, settings).host
+    and local builds, which are not opened for it. Nothing is sent, so no contact is needed."""
+    spec = spec.strip()
+    return None if spec in ("local", "local-dbpedia") else _resolved(spec, settings).host
+
+
+def _resolved(spec: str, settings: Settings) -> ResolvedKB:
+    store, search = _resolve(spec, settings)
+    return ResolvedKB(store=store, search=search, index=search.index if isinstance(search, LocalSearch) else None,
+                      info=endpoint_info(store, search))
 
 
 def _resolve(spec: str, settings: Settings) -> tuple[Store, Search]:
