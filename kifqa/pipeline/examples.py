@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import hashlib
+import itertools
 import json
 import os
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ import numpy as np
 from kifqa.data.sqwd import read_sqwd
 from kifqa.data.wikidata import read_item_names, read_property_entries
 from kifqa.errors import ConfigError
+from kifqa.data.text import normalize
 from kifqa.types import UNKNOWN
 
 if TYPE_CHECKING:
@@ -98,6 +100,8 @@ def _as_written(question: str, names: list[str]) -> str:
 class RetrievedExamples(ExampleSource):
     """The ``k`` pool examples whose questions are closest to the question (sentence embeddings).
 
+    A pool example whose question is the question itself (after :func:`normalize`) is never shown:
+    it would hand over the gold draft (the train split repeats some valid questions word for word).
     The pool's embeddings are computed once and cached in ``cache_dir`` by the pool's content hash.
     """
 
@@ -108,6 +112,7 @@ class RetrievedExamples(ExampleSource):
             raise ConfigError("the example pool is empty")
         self.pool = pool
         self.k = k
+        self._keys = [normalize(e.question) for e in pool]
         self._encoder = _load_encoder()
         self._matrix = self._embed_pool(cache_dir)
 
@@ -130,8 +135,9 @@ class RetrievedExamples(ExampleSource):
 
     def select(self, question: str) -> list[Example]:
         scores = self._matrix @ self._encode([question])[0]
-        top = np.argsort(-scores)[: self.k]
-        return [self.pool[i] for i in top[::-1]]
+        asked = normalize(question)
+        top = itertools.islice((i for i in np.argsort(-scores) if self._keys[i] != asked), self.k)
+        return [self.pool[i] for i in list(top)[::-1]]
 
 
 def _load_encoder():  # -> SentenceTransformer

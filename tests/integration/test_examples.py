@@ -23,3 +23,13 @@ def test_retrieval_finds_the_most_similar_questions_and_caches_the_pool(data_dir
     assert any("born" in e.question for e in chosen[-2:])  # the closest sit next to the question
     again = RetrievedExamples(pool, k=3, cache_dir=tmp_path)  # from the cache this time
     assert again.select("where was the musician frank zappa born") == chosen
+
+
+def test_retrieval_never_shows_the_question_itself(data_dir, tmp_path) -> None:
+    pool = sqwd_pool(data_dir, limit=300)
+    examples = RetrievedExamples(pool, k=3, cache_dir=tmp_path)
+    asked = pool[42].question
+    shown = [e.question for e in examples.select(asked.upper() + " ?")]  # the same words, written otherwise
+    assert len(shown) == 3
+    assert asked not in shown
+    assert pool[42].question in [e.question for e in RetrievedExamples(pool, k=300).select("x")]
