@@ -47,6 +47,9 @@ class Usage:
     prompt_s: float = 0.0
     #: Seconds spent generating, when the backend reports it.
     generation_s: float = 0.0
+    #: On a record/replay cache hit: what the request cost when it was recorded (prefix-cache
+    #: tokens and times), where the cache holds it; the fields above stay those of the replay.
+    recorded: Usage | None = None
 
 
 @dataclass(frozen=True)

@@ -32,9 +32,13 @@ CREATE TABLE IF NOT EXISTS completions (
     text TEXT NOT NULL,
     prompt_tokens INTEGER NOT NULL,
     completion_tokens INTEGER NOT NULL,
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    usage TEXT
 )
 """
+
+#: What a recorded answer cost, kept as JSON in ``usage`` (files older than it lack the column).
+_RECORDED = ("cached_prompt_tokens", "latency_s", "prompt_s", "generation_s")
 
 
 def request_key(identity: str, request: ChatRequest) -> tuple[str, str]:
@@ -73,7 +77,15 @@ class CachedLLM(LLM):
         self._db: sqlite3.Connection | None = None
         if mode != "off":
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = connect_wal(self.path, _SCHEMA)
+            self._db = self._open()
+
+    @retry_busy
+    def _open(self) -> sqlite3.Connection:
+        """Connects in WAL mode, creating the table, or adding the ``usage`` column to an older file."""
+        db = connect_wal(self.path, _SCHEMA)
+        if "usage" not in {row[1] for row in db.execute("PRAGMA table_info(completions)")}:
+            db.execute("ALTER TABLE completions ADD COLUMN usage TEXT")
+        return db
 
     async def agenerate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
         """Cached answers where recorded; the rest from the model (``record``) or errors (``replay``)."""
@@ -105,11 +117,14 @@ class CachedLLM(LLM):
         assert self._db is not None
         found: dict[str, Completion] = {}
         with self._lock:
-            for key, text, prompt_tokens, completion_tokens in select_in(
-                self._db, "SELECT key, text, prompt_tokens, completion_tokens FROM completions WHERE key IN ({marks})",
+            for key, text, prompt_tokens, completion_tokens, cost in select_in(
+                self._db,
+                "SELECT key, text, prompt_tokens, completion_tokens, usage FROM completions WHERE key IN ({marks})",
                 keys,
             ):
-                usage = Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cache_hit=True)
+                counts = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
+                recorded = Usage(**counts, **json.loads(cost)) if cost else None
+                usage = Usage(**counts, cache_hit=True, recorded=recorded)
                 found[key] = Completion(text=text, usage=usage)
         return found
 
@@ -122,9 +137,11 @@ class CachedLLM(LLM):
             self._db.execute("BEGIN IMMEDIATE")  # busy here: nothing to roll back, retried
             try:
                 self._db.executemany(
-                    "INSERT OR REPLACE INTO completions VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT OR REPLACE INTO completions (key, model, request, text, prompt_tokens,"
+                    " completion_tokens, created, usage) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     [
-                        (key, self.identity, blob, c.text, c.usage.prompt_tokens, c.usage.completion_tokens, now)
+                        (key, self.identity, blob, c.text, c.usage.prompt_tokens, c.usage.completion_tokens, now,
+                         json.dumps({name: getattr(c.usage, name) for name in _RECORDED}))
                         for key, blob, c in rows
                     ],
                 )

@@ -65,7 +65,22 @@ def test_record_then_replay_gives_the_same_texts_without_the_model(tmp_path: Pat
         assert new.usage.cache_hit
         assert (new.usage.prompt_tokens, new.usage.completion_tokens) == (old.usage.prompt_tokens, 4)
         assert new.usage.cached_prompt_tokens == 0 and new.usage.latency_s == 0.0
+        assert new.usage.recorded is not None  # what the answer cost when it was recorded
+        assert (new.usage.recorded.cached_prompt_tokens, new.usage.recorded.latency_s) == (6, 0.5)
     assert replayer.identity == "scripted:v1"
+
+
+def test_a_file_without_recorded_costs_still_replays_and_gains_them(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    with sqlite3.connect(path) as db:  # the layout before recorded costs were kept
+        db.execute("CREATE TABLE completions (key TEXT PRIMARY KEY, model TEXT NOT NULL, request TEXT NOT NULL,"
+                   " text TEXT NOT NULL, prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL,"
+                   " created REAL NOT NULL)")
+    cache = CachedLLM(Scripted(), path=path, mode="record")
+    [first] = cache.generate([ask("a")])
+    [again] = cache.generate([ask("a")])
+    assert again.usage.cache_hit and again.text == first.text
+    assert again.usage.recorded is not None and again.usage.recorded.latency_s == 0.5
 
 
 def test_replay_miss_is_a_per_request_error(tmp_path: Path) -> None:
