@@ -97,8 +97,16 @@ class LLMSettings(BaseModel):
 class ExamplesSettings(BaseModel):
     """Few-shot examples for the draft step."""
 
-    mode: Literal["fixed", "retrieved"] = "fixed"
+    #: ``clustered`` (a block shared by the questions of a pool cluster; see docs/llm.md), ``retrieved``
+    #: (the ``k`` pool questions closest to each question) or ``fixed`` (the same hand-written set).
+    mode: Literal["clustered", "retrieved", "fixed"] = "fixed"
+    #: ``retrieved``: examples per question.
     k: int = 5
+    #: ``clustered``: clusters of the pool (one block each), examples per block, and examples
+    #: closest to the question appended after the block.
+    clusters: int = Field(default=32, ge=1)
+    block: int = Field(default=8, ge=1)
+    nearest: int = Field(default=0, ge=0)
     #: Use only the first N questions of the pool (tests); ``None`` uses all of it.
     pool_limit: int | None = None
 

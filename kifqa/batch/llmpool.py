@@ -87,14 +87,15 @@ class LLMActor:
 
 
 class ActorLLM(LLM):
-    """An :class:`LLM` whose requests go to the least busy actor of an LLM pool."""
+    """An :class:`LLM` whose requests go to the least busy actor of an LLM pool, or, for requests
+    sharing a prompt prefix (:attr:`ChatRequest.prefix_key`), to the actor that prefix belongs to."""
 
     def __init__(self, actors: list[ActorHandle], identity: str) -> None:
         self.identity = identity
         self._pool = LeastLoaded(actors)
 
     async def agenerate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
-        with self._pool.pick() as actor:
+        with self._pool.pick(requests[0].prefix_key if requests else None) as actor:
             call = actor.agenerate.remote(list(requests))
             try:
                 return await call

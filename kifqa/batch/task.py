@@ -103,10 +103,15 @@ async def _answer_all(questions: list[Question], ctx: TaskContext) -> list[Resul
         progress.add()
         return result
 
+    # Questions sharing a few-shot block go one after another, so their draft calls reach the same
+    # LLM actor together; the results keep the shard's order.
+    order = getattr(pipeline, "in_prefix_order", None)
+    ordered = order(questions) if order is not None else questions
     try:
-        return await asyncio.gather(*(answer(q) for q in questions))
+        done = dict(zip(map(id, ordered), await asyncio.gather(*(answer(q) for q in ordered)), strict=True))
     finally:
         progress.flush()
+    return [done[id(q)] for q in questions]
 
 
 class _Progress:

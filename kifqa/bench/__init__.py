@@ -1,9 +1,10 @@
-"""``kifqa bench kb|llm|batch|actors|report``: benchmarks that print ratios measured in one run.
+"""``kifqa bench kb|llm|batch|actors|report|examples``: benchmarks that print ratios measured in one run.
 
 This package owns the benchmarks; it sits beside the command line, above every library package, so
 that no library module imports the command line. Each benchmark is a module with a click command of
 its name: ``kb`` (stores and search), ``llm`` (the prefix cache), ``batch`` (the job at scale on the
-gold model), ``actors`` (the job's scaling with LLM actors) and ``report`` (the HTML report page).
+gold model), ``actors`` (the job's scaling with LLM actors), ``report`` (the HTML report page) and
+``examples`` (the few-shot example modes side by side).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import importlib
 import click
 
 #: Subcommand → the module holding a click command of that name.
-_BENCHES = {name: f"kifqa.bench.{name}" for name in ("kb", "llm", "batch", "actors", "report")}
+_BENCHES = {name: f"kifqa.bench.{name}" for name in ("kb", "llm", "batch", "actors", "report", "examples")}
 
 
 class _LazyGroup(click.Group):

@@ -425,8 +425,8 @@ async def evaluate(pipeline: Pipeline, questions: list[GoldQuestion], extender: 
             progress(score_prediction(q, Prediction.from_result(result), extender, result=result))
 
     start = time.perf_counter()
-    results = await answer_all(pipeline, [Question(q.id, q.text) for q in questions], concurrency=concurrency,
-                               progress=scored_progress)
+    asked = pipeline.in_prefix_order([Question(q.id, q.text) for q in questions])
+    results = await answer_all(pipeline, asked, concurrency=concurrency, progress=scored_progress)
     wall = time.perf_counter() - start
     return evaluate_predictions(questions, {r.question.id: Prediction.from_result(r) for r in results}, extender,
                                 wall_s=wall, results={r.question.id: r for r in results})

@@ -30,6 +30,10 @@ class ChatRequest:
     max_tokens: int = 128
     temperature: float = 0.0
     stop: tuple[str, ...] = ()
+    #: Names the prompt prefix this request shares with others (its few-shot block): a scheduling
+    #: hint that sends such requests to the same model instance, whose prefix cache then serves
+    #: the prefix. Not part of the request's content (nor of the record cache's key).
+    prefix_key: str | None = None
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,17 @@ class Pipeline:
         unless given)."""
         return cls(kb=kb, llm=llm, examples=examples or open_examples(settings), settings=settings.pipeline)
 
+    def in_prefix_order(self, questions: list[Question]) -> list[Question]:
+        """``questions`` reordered so that those sharing a few-shot block follow one another (each
+        block in the place of its first question; the others keep their order): answered in this
+        order on one model instance, a block is evaluated once and then served by the prefix cache."""
+        first: dict[object, int] = {}
+        rank = []
+        for i, q in enumerate(questions):
+            key = self.examples.prefix_key(q.text) or (None, i)
+            rank.append((first.setdefault(key, i), i))
+        return [questions[i] for _, i in sorted(rank)]
+
     async def answer(self, question: Question | str) -> Result:
         """The answers and trace of ``question``; never raises (errors land in the trace)."""
         if isinstance(question, str):
@@ -92,8 +103,9 @@ class Pipeline:
             else:
                 shots = self.examples.select(question.text)
                 trace.examples = [e.question for e in shots]
-                out = await rec.generate(self.llm, draft.request(question.text, shots,
-                                                                 constrain=s.constrain_draft))
+                out = await rec.generate(self.llm, draft.request(
+                    question.text, shots, constrain=s.constrain_draft,
+                    prefix_key=self.examples.prefix_key(question.text)))
                 if out.error:
                     raise StepError(f"model call failed: {out.error}")
                 text = out.text

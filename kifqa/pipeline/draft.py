@@ -48,9 +48,11 @@ def _any_case(text: str) -> str:
     return "(" + " ".join(parts) + ")"
 
 
-def request(question: str, examples: list[Example], *, constrain: bool = True) -> ChatRequest:
+def request(question: str, examples: list[Example], *, constrain: bool = True,
+            prefix_key: str | None = None) -> ChatRequest:
     """The draft request: the fixed system prompt (a shared, cacheable prefix), each example as a
-    user turn and the assistant's draft, then the question."""
+    user turn and the assistant's draft, then the question. ``prefix_key`` names the example block
+    when other questions share it (:meth:`~kifqa.pipeline.examples.ExampleSource.prefix_key`)."""
     messages = [Message("system", _SYSTEM)]
     for e in examples:
         messages += [Message("user", e.question), Message("assistant", e.draft)]
@@ -59,6 +61,7 @@ def request(question: str, examples: list[Example], *, constrain: bool = True) -
         messages=tuple(messages),
         grammar=grammar(question) if constrain else None,
         max_tokens=64,
+        prefix_key=prefix_key,
     )
 
 

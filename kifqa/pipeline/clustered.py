@@ -1,0 +1,106 @@
+"""Few-shot blocks that many questions share: one block of examples per cluster of the pool.
+
+Per-question retrieved examples make every prompt different after the system prompt, so a prefix
+cache serves almost nothing. Here the pool's questions are clustered (spherical k-means over the
+same sentence embeddings retrieval uses); each cluster gets one block of examples covering the
+relations its questions ask about most, and a question gets the block of its nearest cluster, so
+all questions of a cluster share one prompt prefix. Optionally the ``nearest`` closest pool examples
+follow the block (the question's own part of the prompt).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from kifqa.types import UNKNOWN
+from kifqa.pipeline.embeddings import EmbeddedPool
+from kifqa.pipeline.examples import Example, ExampleSource
+
+
+class ClusteredExamples(ExampleSource):
+    """A shared block per cluster of the pool, then ``nearest`` examples closest to the question.
+
+    Args:
+        pool: The example pool.
+        clusters: Number of k-means clusters (blocks).
+        block: Examples per block.
+        nearest: Examples closest to the question appended after the block (not shared).
+        cache_dir: Where the pool's embeddings are cached.
+        seed: Seed of the k-means initialisation (the blocks are deterministic).
+    """
+
+    def __init__(self, pool: list[Example], *, clusters: int = 32, block: int = 8, nearest: int = 0,
+                 cache_dir: Path | None = None, seed: int = 0) -> None:
+        self.pool = EmbeddedPool(pool, cache_dir=cache_dir)
+        self.nearest = nearest
+        self.centroids, self.labels = spherical_kmeans(self.pool.matrix, min(clusters, len(pool)), seed=seed)
+        self.blocks = [block_of(self.pool.matrix, np.flatnonzero(self.labels == c), self.centroids[c], pool,
+                                size=block) for c in range(len(self.centroids))]
+
+    def cluster(self, question: str) -> int:
+        """The cluster whose centroid is closest to ``question``."""
+        return int(np.argmax(self.centroids @ self.pool.embed(question)))
+
+    def prefix_key(self, question: str) -> str | None:
+        return f"cluster-{self.cluster(question)}"
+
+    def select(self, question: str) -> list[Example]:
+        members = self.blocks[self.cluster(question)]
+        shown = [i for i in members if not self.pool.is_question(i, question)]
+        tail = self.pool.nearest(question, self.nearest, skip=frozenset(members)) if self.nearest else []
+        return [self.pool.examples[i] for i in shown] + tail[::-1]
+
+
+def relation_of(example: Example) -> tuple[str, bool]:
+    """The predicate of an example's main pattern and whether the unknown is its subject."""
+    first = example.draft.splitlines()[0].strip("()")
+    parts = [p.strip() for p in first.split(" | ")]
+    return (parts[1] if len(parts) == 3 else first), parts[0] == UNKNOWN
+
+
+def block_of(matrix: np.ndarray, members: np.ndarray, centroid: np.ndarray, pool: list[Example], *,
+             size: int) -> list[int]:
+    """Pool indices of one cluster's block: the member closest to the centroid for each of the
+    cluster's most frequent relations (predicate and direction), taking further members of those
+    relations in turn when there are fewer relations than ``size``; the most frequent last (next to
+    the question)."""
+    closeness = matrix[members] @ centroid
+    by_relation: dict[tuple[str, bool], list[int]] = defaultdict(list)
+    for i in members[np.argsort(-closeness)]:
+        by_relation[relation_of(pool[i])].append(int(i))
+    groups = sorted(by_relation.values(), key=len, reverse=True)
+    chosen: list[int] = []
+    for turn in range(max(map(len, groups), default=0)):
+        chosen += [g[turn] for g in groups if len(g) > turn][: size - len(chosen)]
+        if len(chosen) >= size:
+            break
+    return chosen[::-1]
+
+
+def spherical_kmeans(x: np.ndarray, k: int, *, seed: int = 0, iterations: int = 30) -> tuple[np.ndarray, np.ndarray]:
+    """Unit-length centroids and each row's cluster for unit-length rows ``x`` (cosine k-means,
+    k-means++ initialisation)."""
+    rng = np.random.default_rng(seed)
+    centers = [x[rng.integers(len(x))]]
+    distance = np.maximum(1.0 - x @ centers[0], 0.0)
+    for _ in range(1, k):
+        total = distance.sum()
+        pick = rng.choice(len(x), p=distance / total) if total > 0 else rng.integers(len(x))
+        centers.append(x[pick])
+        distance = np.minimum(distance, np.maximum(1.0 - x @ x[pick], 0.0))
+    c = np.stack(centers)
+    labels = np.argmax(x @ c.T, axis=1)
+    for _ in range(iterations):
+        for j in range(k):
+            member = x[labels == j]
+            if len(member):
+                mean = member.sum(axis=0)
+                c[j] = mean / max(float(np.linalg.norm(mean)), 1e-12)
+        new = np.argmax(x @ c.T, axis=1)
+        if np.array_equal(new, labels):
+            break
+        labels = new
+    return c, labels

