@@ -99,7 +99,7 @@ class ExamplesSettings(BaseModel):
 
     #: ``clustered`` (a block shared by the questions of a pool cluster; see docs/llm.md), ``retrieved``
     #: (the ``k`` pool questions closest to each question) or ``fixed`` (the same hand-written set).
-    mode: Literal["clustered", "retrieved", "fixed"] = "fixed"
+    mode: Literal["clustered", "retrieved", "fixed"] = "clustered"
     #: ``retrieved``: examples per question.
     k: int = 5
     #: ``clustered``: clusters of the pool (one block each), examples per block, and examples

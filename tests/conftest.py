@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from kifqa.config import DEFAULT_DATA_DIR, Settings
+from kifqa.config import DEFAULT_DATA_DIR, ExamplesSettings, Settings
 from kifqa.kb.build import BuiltKB, build
 from kifqa.kb.kifkb import KifKnowledgeBase
 from kifqa.kb.server import OxigraphServer
@@ -24,6 +24,8 @@ from tests.dbpedia_fixtures import dbpedia_build, dbpedia_kb, virtuoso_server  #
 REPO = Path(__file__).resolve().parent.parent
 #: Repo-local cache of the tests: reruns reuse the knowledge-base build.
 TEST_CACHE = REPO / ".cache" / "tests"
+#: The tiny data has no train split to draw a pool from, and the cassettes hold fixed-example prompts.
+FIXED_EXAMPLES = ExamplesSettings(mode="fixed")
 
 
 @pytest.fixture(scope="session")
@@ -38,8 +40,10 @@ def data_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def settings(data_dir: Path) -> Settings:
-    """Settings over the real data, caching under ``<repo>/.cache/tests``."""
-    return Settings(data_dir=data_dir, cache_dir=TEST_CACHE)
+    """Settings over the real data, caching under ``<repo>/.cache/tests``, with the fixed examples the
+    replay cassettes were recorded with (the clustered default has its own tests: test_examples.py,
+    test_pipeline_clustered.py)."""
+    return Settings(data_dir=data_dir, cache_dir=TEST_CACHE, examples=FIXED_EXAMPLES)
 
 
 @pytest.fixture(scope="session")
@@ -122,6 +126,6 @@ def tiny_settings(tmp_path: Path, tiny_data_dir: Callable[..., Path]) -> Callabl
     """Makes settings over a tiny data folder (see :func:`tiny_data_dir`) with a cache in ``tmp_path``."""
 
     def make(data: dict[str, Any] = TINY, name: str = "data") -> Settings:
-        return Settings(data_dir=tiny_data_dir(data, name), cache_dir=tmp_path / "cache")
+        return Settings(data_dir=tiny_data_dir(data, name), cache_dir=tmp_path / "cache", examples=FIXED_EXAMPLES)
 
     return make

@@ -1,10 +1,10 @@
-"""``kifqa bench llm``: what llama.cpp's prefix cache saves on a few-shot prompt, measured in one run.
+"""``kifqa bench llm``: what llama.cpp's prefix cache saves on the pipeline's draft prompts, in one run.
 
-Several questions share one 5-shot prefix (a system prompt and five question → triple examples,
-about 500 tokens); each is answered with grammar-constrained decoding by the local backend, once
-with ``cache_prompt`` off and once on. Requests run one at a time after one warm-up request, so
-the figures are per-request speeds of one single-threaded instance. Wall-clock speeds drop when
-other processes share the cores, so CPU seconds per question are printed too.
+Several questions are drafted with the prompts the pipeline sends (the configured examples, the draft
+grammar), in the pipeline's order (questions sharing a few-shot block together), by the local
+backend, once with ``cache_prompt`` off and once on. Requests run one at a time after one warm-up
+request, so the figures are per-request speeds of one single-threaded instance. Wall-clock speeds
+drop when other processes share the cores, so CPU seconds per question are printed too.
 """
 
 from __future__ import annotations
@@ -17,37 +17,8 @@ from dataclasses import dataclass
 import click
 
 from kifqa.config import Settings
-from kifqa.llm.base import ChatRequest, Completion, Message
+from kifqa.llm.base import ChatRequest, Completion
 from kifqa.llm.local import LocalLLM
-
-SYSTEM = """\
-You translate a natural-language question into a triple pattern over a knowledge graph such as \
-Wikidata. A triple pattern has the form (subject | predicate | object). Exactly one position is \
-the unknown ?x, the thing the question asks for; the other two are written in plain words.
-
-Rules:
-1. The subject or the object is the entity named in the question. Copy its name exactly as the \
-question writes it, in lower case, without articles.
-2. The predicate is the relation the question asks about, named like a Wikidata property label: \
-place of birth, date of birth, country of citizenship, director, author, genre, capital, \
-located in the administrative territorial entity, performer, occupation, instance of.
-3. When the question asks for a value of the named entity (where was X born, who directed X), \
-the entity is the subject and ?x is the object: (x | place of birth | ?x).
-4. When the question asks for something that has the relation to the named entity (a film \
-directed by X, a person born in Y), ?x is the subject: (?x | director | x).
-5. A question about a date asks for a value: (ada lovelace | date of birth | ?x). A question \
-about a kind or type asks for the class: (rhine | instance of | ?x).
-6. Prefer the most specific property: a city in a country is (lyon | country | ?x), while a \
-building in a city is (prado | located in the administrative territorial entity | ?x).
-7. Answer with the triple pattern only, on one line, with no explanation and no quotes."""
-
-EXAMPLES = (
-    ("where was james brown born", "(james brown | place of birth | ?x)"),
-    ("name a film that ang lee directed", "(?x | director | ang lee)"),
-    ("what is the nationality of kim jong-un", "(kim jong-un | country of citizenship | ?x)"),
-    ("who is a person born in paris", "(?x | place of birth | paris)"),
-    ("what genre is the album thriller", "(thriller | genre | ?x)"),
-)
 
 QUESTIONS = (
     "who wrote the novel dracula",
@@ -62,18 +33,17 @@ QUESTIONS = (
     "name a person whose occupation is astronaut",
 )
 
-#: The draft line: (known | predicate | ?x) or (?x | predicate | known).
-GRAMMAR = r"""root ::= "(" words " | " words " | ?x)" | "(?x | " words " | " words ")"
-words ::= [a-z0-9] [a-z0-9 .'-]{0,40}"""
 
+def draft_requests(settings: Settings, questions: Sequence[str]) -> list[ChatRequest]:
+    """The draft requests the pipeline sends for ``questions`` with the configured examples, in the
+    order it would send them (questions sharing a few-shot block one after another)."""
+    from kifqa.pipeline import draft
+    from kifqa.pipeline.examples import open_examples
 
-def request(question: str) -> ChatRequest:
-    """The 5-shot request for ``question`` (everything before its last message is shared)."""
-    messages = [Message("system", SYSTEM)]
-    for q, a in EXAMPLES:
-        messages += [Message("user", q), Message("assistant", a)]
-    messages.append(Message("user", question))
-    return ChatRequest(messages=tuple(messages), grammar=GRAMMAR, max_tokens=32)
+    examples = open_examples(settings)
+    order = sorted(range(len(questions)), key=lambda i: (examples.prefix_key(questions[i]) or "", i))
+    return [draft.request(questions[i], examples.select(questions[i]), constrain=settings.pipeline.constrain_draft,
+                          prefix_key=examples.prefix_key(questions[i])) for i in order]
 
 
 @dataclass(frozen=True)
@@ -124,27 +94,31 @@ class Run:
         return sum(self.cpu_s) / len(self.cpu_s)
 
 
-async def measure(llm: LocalLLM, questions: Sequence[str]) -> Run:
-    """Answers a warm-up question, then ``questions`` one at a time; fails on any error."""
+#: Answered first, unmeasured: loads the model and evaluates the shared system prompt.
+WARM_UP = "who founded the company ibm"
+
+
+async def measure(llm: LocalLLM, requests: Sequence[ChatRequest]) -> Run:
+    """Sends the first request (the warm-up), then the others one at a time; fails on any error."""
     completions, cpu_s = [], []
-    for question in ("who founded the company ibm", *questions):
+    for request in requests:
         cpu_start = time.process_time()
-        (completion,) = await llm.agenerate([request(question)])
+        (completion,) = await llm.agenerate([request])
         cpu_s.append(time.process_time() - cpu_start)
         if not completion.ok:
-            raise click.ClickException(f"{question!r}: {completion.error}")
+            raise click.ClickException(f"{request.messages[-1].content!r}: {completion.error}")
         completions.append(completion)
     return Run(completions[1:], cpu_s[1:])
 
 
-async def _bench(settings: Settings, model: str, questions: Sequence[str], threads: int) -> dict[bool, Run]:
+async def _bench(settings: Settings, model: str, requests: Sequence[ChatRequest], threads: int) -> dict[bool, Run]:
     """Both passes, each on a freshly loaded model: ``False`` (no prefix cache), then ``True``."""
     runs = {}
     for cache_prompt in (False, True):
         llm = LocalLLM(model=model, cache_dir=settings.cache_dir, threads=threads, cache_prompt=cache_prompt)
         try:
             await asyncio.to_thread(llm.load)
-            runs[cache_prompt] = await measure(llm, questions)
+            runs[cache_prompt] = await measure(llm, requests)
         finally:
             await llm.aclose()
     return runs
@@ -154,16 +128,24 @@ async def _bench(settings: Settings, model: str, questions: Sequence[str], threa
 @click.option("--model", default=None, help="Model name or .gguf path (default: the configured one).")
 @click.option("--questions", "count", default=6, show_default=True, type=click.IntRange(1, len(QUESTIONS)))
 @click.option("--threads", default=None, type=click.IntRange(1), help="CPU threads (default: llm.threads).")
-def llm(model: str | None, count: int, threads: int | None) -> None:
-    """Prompt and generation tokens/s of the local backend without and with prefix caching."""
+@click.option("--examples", type=click.Choice(["clustered", "retrieved", "fixed"]),
+              help="Few-shot examples of the draft prompt (default: examples.mode).")
+def llm(model: str | None, count: int, threads: int | None, examples: str | None) -> None:
+    """Prompt and generation tokens/s of the local backend on the pipeline's draft prompts, without and
+    with prefix caching."""
     settings = Settings.load()
+    if examples:
+        settings = settings.model_copy(update={"examples": settings.examples.model_copy(update={"mode": examples})})
     model = model or settings.llm.model
     threads = threads or settings.llm.threads
-    runs = asyncio.run(_bench(settings, model, QUESTIONS[:count], threads))
+    requests = draft_requests(settings, QUESTIONS[:count])
+    runs = asyncio.run(_bench(settings, model, [*draft_requests(settings, [WARM_UP]), *requests], threads))
     off, on = runs[False], runs[True]
     tokens = off.prompt_tokens // len(off.completions)
-    click.echo(f"model {model}: llama.cpp, {threads} thread(s), 1 slot; 5-shot prompt of ~{tokens} tokens, "
-               f"{count} questions sharing it, one at a time after a warm-up")
+    blocks = len({r.prefix_key for r in requests}) if all(r.prefix_key for r in requests) else count
+    click.echo(f"model {model}: llama.cpp, {threads} thread(s), 1 slot; the pipeline's draft prompts with "
+               f"{settings.examples.mode} examples, ~{tokens} tokens, {count} questions over {blocks} example "
+               "block(s), one at a time after a warm-up")
     click.echo(f"{'':18}{'prompt tok/s':>14}{'evaluated tok/s':>17}{'gen tok/s':>11}{'cached':>9}"
                f"{'s/question':>12}{'CPU s/question':>16}")
     for name, run in (("no prefix cache", off), ("prefix cache", on)):

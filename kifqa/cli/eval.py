@@ -77,10 +77,13 @@ def eval_(dataset: str, limit: int | None, start: int, concurrency: int, out: Pa
 
 def _evaluate(settings: Settings, dataset: str, limit: int | None, start: int, concurrency: int, out: Path | None, batch: bool,
               run_dir: Path | None, extend_gold: bool, oracle_drafts: bool) -> tuple[Any, Any]:
-    from kifqa.eval.datasets import load_gold
+    from kifqa.eval.datasets import is_example_pool, load_gold
     from kifqa.eval.oracle import gold_drafts, loss_by_step
     from kifqa.eval.run import Evaluation, Scored, evaluate, evaluate_batch, evaluate_run
 
+    if run_dir is None and not oracle_drafts and is_example_pool(dataset) and settings.examples.mode != "fixed":
+        raise click.UsageError(f"{dataset} is the example pool of --examples {settings.examples.mode}: its questions "
+                               "would be answered with examples from their own split; use --examples fixed")
     extender = gold_extender(settings, extend_other=extend_gold)
     about = {"dataset": dataset, "model": settings.llm.model, "kb": settings.kb.spec,
              "examples": f"{settings.examples.mode} k={settings.examples.k}"}

@@ -94,11 +94,10 @@ def spherical_kmeans(x: np.ndarray, k: int, *, seed: int = 0, iterations: int = 
     c = np.stack(centers)
     labels = np.argmax(x @ c.T, axis=1)
     for _ in range(iterations):
-        for j in range(k):
-            member = x[labels == j]
-            if len(member):
-                mean = member.sum(axis=0)
-                c[j] = mean / max(float(np.linalg.norm(mean)), 1e-12)
+        sums = np.eye(k, dtype=x.dtype)[labels].T @ x
+        norms = np.linalg.norm(sums, axis=1)
+        filled = norms > 0
+        c[filled] = sums[filled] / norms[filled, None]
         new = np.argmax(x @ c.T, axis=1)
         if np.array_equal(new, labels):
             break

@@ -80,7 +80,8 @@ def test_kifqa_ask_never_crashes_on_hostile_text(argument: str, settings: Settin
     config = tmp_path / "ask.yaml"
     config.write_text(yaml.safe_dump({
         "data_dir": str(settings.data_dir), "cache_dir": str(settings.cache_dir),
-        "llm": {"model": "qwen2.5-coder-0.5b", "cache": str(CASSETTES / "pipeline.sqlite"), "cache_mode": "replay"}}))
+        "llm": {"model": "qwen2.5-coder-0.5b", "cache": str(CASSETTES / "pipeline.sqlite"), "cache_mode": "replay"},
+        "examples": {"mode": "fixed"}}))  # the cassette's prompts
     kifqa = Path(sys.executable).with_name("kifqa")
     env = os.environ | {"PYTHONIOENCODING": "utf-8:strict"}  # as on a UTF-8 terminal: no escape hatch
     for flags in ([], ["--json"], ["--explain"]):

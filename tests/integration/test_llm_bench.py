@@ -13,11 +13,12 @@ pytest.importorskip("xllamacpp")
 
 
 @pytest.mark.slow
-def test_the_prefix_cache_pays_off_on_a_few_shot_prompt() -> None:
-    result = CliRunner().invoke(llm, ["--model", "qwen2.5-coder-0.5b", "--questions", "2"])
+def test_the_prefix_cache_pays_off_on_the_pipelines_draft_prompt() -> None:
+    result = CliRunner().invoke(llm, ["--model", "qwen2.5-coder-0.5b", "--questions", "2", "--examples", "fixed"])
     assert result.exit_code == 0, result.output
-    tokens = int(re.search(r"prompt of ~(\d+) tokens", result.output).group(1))
-    assert 400 <= tokens <= 600
+    assert "draft prompts with fixed examples" in result.output
+    tokens = int(re.search(r"examples, ~(\d+) tokens", result.output).group(1))
+    assert 250 <= tokens <= 600
     off = re.search(r"no prefix cache .*?(\d+)%", result.output).group(1)
     on = re.search(r"\nprefix cache .*?(\d+)%", result.output).group(1)
     assert off == "0" and int(on) > 80

@@ -116,3 +116,10 @@ def test_eval_options_conflict(sdbqa_run: Path) -> None:
     assert result.exit_code == 2 and "one of --batch, --run and --compare" in result.output
     result = CliRunner().invoke(cli, ["eval", "--batch"])
     assert result.exit_code == 2 and "--batch needs --out" in result.output
+
+
+@pytest.mark.parametrize("examples", ["retrieved", "clustered"])
+def test_eval_refuses_the_example_pool_as_its_dataset(examples: str) -> None:
+    result = CliRunner().invoke(cli, ["eval", "--dataset", "sqwd:train", "--examples", examples, "--limit", "1"])
+    assert result.exit_code == 2
+    assert "sqwd:train is the example pool" in result.output and "--examples fixed" in result.output

@@ -1,0 +1,66 @@
+"""The default examples through the pipeline and the real 0.5B model: the questions of a cluster send
+the cluster's block as a shared prompt prefix, and llama.cpp's prefix cache serves it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from kifqa.config import ExamplesSettings, Settings
+from kifqa.llm import open_llm
+from kifqa.llm.base import LLM, ChatRequest, Completion
+from kifqa.model import Question
+from kifqa.pipeline import Pipeline
+
+QUESTIONS = ["where was james brown born", "what is a film directed by ridley scott",
+             "where was the painter frida kahlo born", "where was the musician frank zappa born",
+             "what genre is the album abbey road"]
+
+
+class Capturing(LLM):
+    """The real model, keeping each request and its completion."""
+
+    def __init__(self, llm: LLM) -> None:
+        self.llm = llm
+        self.identity = llm.identity
+        self.seen: list[tuple[ChatRequest, Completion]] = []
+
+    async def agenerate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
+        done = await self.llm.agenerate(requests)
+        self.seen += zip(requests, done, strict=True)
+        return done
+
+    async def aclose(self) -> None:
+        await self.llm.aclose()
+
+
+def test_the_default_examples_are_clustered() -> None:
+    assert ExamplesSettings().mode == "clustered"
+
+
+def test_a_cluster_shares_its_block_and_the_prefix_cache_serves_it(settings: Settings, local_kb) -> None:
+    s = settings.model_copy(update={
+        "examples": ExamplesSettings(mode="clustered", clusters=4, block=4, pool_limit=300),
+        "llm": settings.llm.model_copy(update={"model": "qwen2.5-coder-0.5b", "cache": None})})
+    llm = Capturing(open_llm(s))
+    pipeline = Pipeline.from_settings(kb=local_kb, llm=llm, settings=s)
+    keys = [pipeline.examples.prefix_key(q) for q in QUESTIONS]
+    first = next(i for i, k in enumerate(keys) if keys.count(k) > 1)
+    second = keys.index(keys[first], first + 1)
+    other = next(i for i, k in enumerate(keys) if k != keys[first])
+    asked = [Question(str(i), QUESTIONS[i]) for i in (first, other, second)]
+    assert [q.id for q in pipeline.in_prefix_order(asked)] == [str(first), str(second), str(other)]
+
+    async def run() -> None:
+        try:
+            for q in pipeline.in_prefix_order(asked):
+                await pipeline.answer(q)
+        finally:
+            await llm.aclose()
+
+    asyncio.run(run())
+    drafts = {r.messages[-1].content: (r, c) for r, c in llm.seen if r.prefix_key is not None}
+    (a, _), (b, done) = drafts[QUESTIONS[first]], drafts[QUESTIONS[second]]
+    assert a.prefix_key == b.prefix_key == keys[first]
+    assert a.messages[:-1] == b.messages[:-1] and len(a.messages) == 1 + 2 * 4 + 1  # system, block, question
+    assert done.ok and done.usage.cached_prompt_tokens >= 0.8 * done.usage.prompt_tokens  # the block was served
