@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from kifqa.errors import ConfigError
-from kifqa.pipeline.text import normalize
+from kifqa.data.text import normalize
 
 if TYPE_CHECKING:
     from kifqa.pipeline.examples import Example

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from kifqa.config import ExamplesSettings, Settings
 from kifqa.llm import open_llm
 from kifqa.llm.base import LLM, ChatRequest, Completion
-from kifqa.model import Question
+from kifqa.types import Question
 from kifqa.pipeline import Pipeline
 
 QUESTIONS = ["where was james brown born", "what is a film directed by ridley scott",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kifqa.config import ExamplesSettings, Settings
-from kifqa.llm.bench import draft_requests
+from kifqa.bench.llm import draft_requests
 from kifqa.pipeline import draft
 from kifqa.pipeline.examples import FixedExamples
 
