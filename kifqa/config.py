@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 
 #: The mark of a runtime-only setting (``Field(..., json_schema_extra=RUNTIME)``): it changes how a job runs
@@ -19,8 +19,38 @@ RUNTIME = {"runtime": True}
 DEFAULT_DATA_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 
 
+class Resilience(BaseModel):
+    """How calls to one remote endpoint are retried and when its circuit opens (:mod:`kifqa.resilience`,
+    docs/reliability.md); these defaults are the knowledge base's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: Further attempts after a throttled (429), unavailable (5xx), connection, timeout or malformed failure.
+    retries: int = 3
+    #: Backoff: the n-th retry waits a random time up to ``min(max_backoff_s, backoff_s * 2**(n-1))``
+    #: (a ``Retry-After`` answer waits what it says, capped, and holds every call of the endpoint meanwhile).
+    backoff_s: float = 0.5
+    max_backoff_s: float = 10.0
+    #: Consecutive failed attempts (5xx, connection, timeout, malformed) that open the circuit: the
+    #: endpoint then gets no request for ``breaker_cooldown_s`` and calls fail at once; 0 disables it.
+    breaker_failures: int = 10
+    breaker_cooldown_s: float = 30.0
+    #: Seconds calls wait out an open circuit before failing (0: at once); batch jobs use ``batch.max_outage_s``.
+    max_outage_s: float = Field(default=0.0, ge=0)
+
+
+class LLMResilience(Resilience):
+    """:class:`Resilience` with the model server's defaults: more retries, and a longer cap on backoff,
+    which also caps a ``Retry-After``."""
+
+    retries: int = 4
+    max_backoff_s: float = 30.0
+
+
 class KBSettings(BaseModel):
     """Which knowledge base to query and how politely."""
+
+    model_config = ConfigDict(extra="forbid")
 
     spec: str = "local"
     #: Largest number of statements one filter may return (also Oxigraph's page size).
@@ -29,20 +59,10 @@ class KBSettings(BaseModel):
     timeout_s: float = Field(default=30.0, json_schema_extra=RUNTIME)
     #: Most KB calls one knowledge base runs at once.
     max_concurrency: int = Field(default=8, json_schema_extra=RUNTIME)
-    #: Retries of a failed KB call (transport errors, timeouts, HTTP 429/5xx, malformed results).
-    retries: int = Field(default=3, json_schema_extra=RUNTIME)
     #: Retries of a result the endpoint cut short (``X-SPARQL-MaxRows``); then the call fails.
     truncated_retries: int = Field(default=1, json_schema_extra=RUNTIME)
-    #: Backoff: the n-th retry waits a random time up to ``min(max_backoff_s, backoff_s * 2**(n-1))``
-    #: (a ``Retry-After`` answer waits what it says, at most 60 s, and holds every call meanwhile).
-    backoff_s: float = Field(default=0.5, json_schema_extra=RUNTIME)
-    max_backoff_s: float = Field(default=10.0, json_schema_extra=RUNTIME)
-    #: Consecutive failed attempts (5xx, connection, timeout, malformed) that open the circuit: the
-    #: endpoint then gets no request for ``breaker_cooldown_s`` and calls fail at once; 0 disables it.
-    breaker_failures: int = Field(default=10, json_schema_extra=RUNTIME)
-    breaker_cooldown_s: float = Field(default=30.0, json_schema_extra=RUNTIME)
-    #: Seconds calls wait out an open circuit before failing (0: at once); batch jobs use ``batch.max_outage_s``.
-    max_outage_s: float = Field(default=0.0, ge=0, json_schema_extra=RUNTIME)
+    #: Retries, backoff and circuit breaker of the store's and the search's endpoints.
+    resilience: Resilience = Field(default_factory=Resilience, json_schema_extra=RUNTIME)
     #: Your contact (a URL or e-mail) for the User-Agent of remote calls: required by the public Wikidata
     #: and DBpedia endpoints (Wikimedia's User-Agent policy); ``KIFQA_KB__CONTACT`` sets it.
     contact: str = Field(default="", json_schema_extra=RUNTIME)
@@ -52,6 +72,8 @@ class KBSettings(BaseModel):
 
 class LLMSettings(BaseModel):
     """Which model answers and how it is served."""
+
+    model_config = ConfigDict(extra="forbid")
 
     #: ``gold`` answers SimpleQuestions-Wikidata questions from their gold at no cost (benchmarks, tests).
     backend: Literal["local", "openai", "vllm", "gold"] = "local"
@@ -73,17 +95,8 @@ class LLMSettings(BaseModel):
     #: (``structured_outputs``, vLLM >= 0.10.2), ``vllm-legacy`` (``guided_grammar``, vLLM < 0.12)
     #: or ``openai`` (hosted APIs: no grammar).
     server: Literal["llamacpp", "vllm", "vllm-legacy", "openai"] = "llamacpp"
-    #: ``openai``: further attempts after a timeout, a connection error, 429, 5xx or a 200 that is not JSON.
-    max_retries: int = Field(default=4, json_schema_extra=RUNTIME)
-    #: ``openai``: longest pause between attempts (also caps a ``Retry-After``).
-    max_backoff_s: float = Field(default=30.0, json_schema_extra=RUNTIME)
-    #: ``openai``: consecutive failed attempts (5xx, connection, timeout, a 200 that is not JSON)
-    #: that open the circuit: no request for ``breaker_cooldown_s``, requests fail at once; 0 disables it.
-    breaker_failures: int = Field(default=10, json_schema_extra=RUNTIME)
-    breaker_cooldown_s: float = Field(default=30.0, json_schema_extra=RUNTIME)
-    #: ``openai``: seconds requests wait out an open circuit before failing (0: at once); batch jobs use
-    #: ``batch.max_outage_s``.
-    max_outage_s: float = Field(default=0.0, ge=0, json_schema_extra=RUNTIME)
+    #: ``openai``: retries, backoff and circuit breaker of the model server.
+    resilience: LLMResilience = Field(default_factory=LLMResilience, json_schema_extra=RUNTIME)
     #: Backend-specific options: ``xllamacpp.CommonParams`` attributes (``local``), extra request
     #: body fields (``openai``) or ``vllm.AsyncEngineArgs`` fields (``vllm``).
     extra: dict[str, Any] = Field(default_factory=dict)
@@ -227,7 +240,7 @@ class Settings(BaseSettings):
 
     def with_batch_outages(self) -> Settings:
         """These settings with the KB and model endpoints waiting out outages of up to ``batch.max_outage_s``."""
-        wait = {"max_outage_s": self.batch.max_outage_s}
+        wait = {"resilience": {"max_outage_s": self.batch.max_outage_s}}
         return self.override(kb=wait, llm=wait)
 
     def shaping(self) -> dict[str, Any]:

@@ -59,11 +59,8 @@ def describe(err: BaseException) -> str:
 
 def policy(settings: KBSettings) -> RetryPolicy:
     """The retry policy and circuit breaker of a knowledge base's endpoint."""
-    return RetryPolicy(
-        retries=settings.retries, truncated_retries=settings.truncated_retries, timeout_s=settings.timeout_s,
-        backoff_s=settings.backoff_s, max_backoff_s=settings.max_backoff_s, max_retry_after_s=MAX_RETRY_AFTER_S,
-        breaker_failures=settings.breaker_failures, breaker_cooldown_s=settings.breaker_cooldown_s,
-        max_outage_s=settings.max_outage_s)
+    return RetryPolicy(truncated_retries=settings.truncated_retries, timeout_s=settings.timeout_s,
+                       max_retry_after_s=MAX_RETRY_AFTER_S, **settings.resilience.model_dump())
 
 
 class Guard:

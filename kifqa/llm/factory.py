@@ -46,11 +46,7 @@ def open_backend(settings: Settings) -> LLM:
             server=cfg.server,
             max_concurrency=cfg.max_concurrency,
             timeout_s=cfg.timeout_s,
-            max_retries=cfg.max_retries,
-            max_backoff_s=cfg.max_backoff_s,
-            breaker_failures=cfg.breaker_failures,
-            breaker_cooldown_s=cfg.breaker_cooldown_s,
-            max_outage_s=cfg.max_outage_s,
+            resilience=cfg.resilience,
             body=cfg.extra,
         )
     if cfg.backend == "gold":

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 import httpx
 
+from kifqa.config import LLMResilience, Resilience
 from kifqa.errors import ConfigError
 from kifqa.llm.aio import PerLoop
 from kifqa.llm.base import LLM, ChatRequest, Completion
@@ -61,11 +62,7 @@ class OpenAILLM(LLM):
         server: ServerFamily = "llamacpp",
         max_concurrency: int = 8,
         timeout_s: float = 120.0,
-        max_retries: int = 4,
-        max_backoff_s: float = 30.0,
-        breaker_failures: int = 10,
-        breaker_cooldown_s: float = 30.0,
-        max_outage_s: float = 0.0,
+        resilience: Resilience | None = None,
         body: Mapping[str, Any] | None = None,
     ) -> None:
         """Configures a client; nothing is sent until the first request.
@@ -77,16 +74,14 @@ class OpenAILLM(LLM):
             server: The server family, which decides how a grammar is sent (see the module doc).
             max_concurrency: Requests in flight at once, per event loop.
             timeout_s: Limit on one attempt (connect, send, wait, read), in seconds.
-            max_retries: Further attempts after a timeout, a connection error, a 408/409/425/429/5xx
-                or a 200 whose body is not JSON.
-            max_backoff_s: Longest pause between attempts (also caps a server's ``Retry-After``).
-            breaker_failures: Consecutive failed attempts that open the circuit (0: never).
-            breaker_cooldown_s: How long an open circuit sends nothing before one probe.
-            max_outage_s: How long requests wait out an open circuit before failing (0: at once).
+            resilience: Retries (after a timeout, a connection error, a 408/409/425/429/5xx or a 200
+                whose body is not JSON), backoff (``max_backoff_s`` also caps a server's ``Retry-After``)
+                and circuit breaker; :class:`~kifqa.config.LLMResilience`'s defaults when ``None``.
             body: Extra fields merged into every request body (e.g. ``{"top_k": 1}``).
         """
-        if max_concurrency < 1 or max_retries < 0 or timeout_s <= 0:
-            raise ConfigError("openai backend: max_concurrency >= 1, max_retries >= 0 and timeout_s > 0 are needed")
+        resilience = resilience or LLMResilience()
+        if max_concurrency < 1 or resilience.retries < 0 or timeout_s <= 0:
+            raise ConfigError("openai backend: max_concurrency >= 1, retries >= 0 and timeout_s > 0 are needed")
         self.model = model
         self.base_url = base_url.rstrip("/")
         self.server = server
@@ -95,9 +90,8 @@ class OpenAILLM(LLM):
         self.body = dict(body or {})
         self.identity = f"openai/{server}:{model}"
         self.endpoint = Endpoint(self.base_url, RetryPolicy(
-            retries=max_retries, truncated_retries=0, timeout_s=timeout_s, backoff_s=0.5,
-            max_backoff_s=max_backoff_s, max_retry_after_s=max_backoff_s,
-            breaker_failures=breaker_failures, breaker_cooldown_s=breaker_cooldown_s, max_outage_s=max_outage_s))
+            truncated_retries=0, timeout_s=timeout_s, max_retry_after_s=resilience.max_backoff_s,
+            **resilience.model_dump()))
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._limits: PerLoop[asyncio.Semaphore] = PerLoop(lambda: asyncio.Semaphore(max_concurrency))
         self._clients: PerLoop[httpx.AsyncClient] = PerLoop(self._client)

@@ -19,7 +19,7 @@ import pytest
 import ray
 
 from kifqa.batch import run_job
-from kifqa.config import EndpointLimit, Settings
+from kifqa.config import EndpointLimit, LLMResilience, Resilience, Settings
 from kifqa.eval.datasets import load_sqwd
 from kifqa.llm.base import ChatRequest, Message
 from kifqa.llm.cache import request_key
@@ -82,14 +82,17 @@ def questions(settings: Settings) -> list[Question]:
 
 def job_settings(settings: Settings, kb_url: str, llm_url: str, kb: dict[str, Any] | None = None,
                  llm: dict[str, Any] | None = None, batch: dict[str, Any] | None = None) -> Settings:
-    """Settings of a job on the two endpoints, with retries sized for a 20 % fault rate."""
+    """Settings of a job on the two endpoints, with retries sized for a 20 % fault rate; ``kb`` and
+    ``llm`` change the endpoints' resilience settings."""
     return settings.model_copy(update={
         "kb": settings.kb.model_copy(update={
-            "spec": f"sparql+wikidata:{kb_url}", "timeout_s": 2.0, "retries": 8, "truncated_retries": 4,
-            "backoff_s": 0.05, "max_backoff_s": 0.5, "max_concurrency": KB_LIMIT} | (kb or {})),
+            "spec": f"sparql+wikidata:{kb_url}", "timeout_s": 2.0, "truncated_retries": 4, "max_concurrency": KB_LIMIT,
+            "resilience": Resilience.model_validate(
+                {"retries": 8, "backoff_s": 0.05, "max_backoff_s": 0.5} | (kb or {}))}),
         "llm": settings.llm.model_copy(update={
             "backend": "openai", "model": "qwen2.5-coder-0.5b", "base_url": llm_url, "cache": None,
-            "max_concurrency": LLM_LIMIT, "timeout_s": 2.0, "max_retries": 8, "max_backoff_s": 2.0} | (llm or {})),
+            "max_concurrency": LLM_LIMIT, "timeout_s": 2.0,
+            "resilience": LLMResilience.model_validate({"retries": 8, "max_backoff_s": 2.0} | (llm or {}))}),
         "batch": settings.batch.model_copy(update={
             "shard_size": 50, "max_tasks": 2, "task_concurrency": 16, "kb_cache": False, "llm_actor_cpus": 0,
             "limits": {"127.0.0.1": EndpointLimit(max_concurrent=KB_LIMIT)}} | (batch or {})),
@@ -157,7 +160,7 @@ def test_a_dead_endpoint_ends_the_job_in_bounded_time_and_retry_failed_completes
     with FaultProxy(upstream) as proxy:
         urls = (proxy.url, model_server) if dead == "kb" else (oxigraph_server, proxy.url)
         # An outage longer than the job's limit (scaled down: 1 s) ends it.
-        job = job_settings(settings, *urls, kb={"retries": 2} | policy, llm={"max_retries": 2} | policy,
+        job = job_settings(settings, *urls, kb={"retries": 2} | policy, llm={"retries": 2} | policy,
                            batch={"max_outage_s": 1.0})
         proxy.down = True
         start = time.monotonic()
@@ -205,7 +208,7 @@ def test_an_outage_shorter_than_the_limit_costs_no_question(
     policy = {"breaker_failures": 5, "breaker_cooldown_s": 0.5, "max_backoff_s": 0.5}
     with FaultProxy(upstream) as proxy:
         urls = (proxy.url, model_server) if down == "kb" else (oxigraph_server, proxy.url)
-        job = job_settings(settings, *urls, kb={"retries": 2} | policy, llm={"max_retries": 2} | policy,
+        job = job_settings(settings, *urls, kb={"retries": 2} | policy, llm={"retries": 2} | policy,
                            batch={"max_outage_s": 10.0})
         proxy.down = True
         back = threading.Thread(target=bring_back, args=(proxy,), daemon=True)

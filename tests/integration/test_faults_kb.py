@@ -22,9 +22,9 @@ CALLS = [("Q1000094", "P495", "forward"), ("Q1000791", "P413", "forward"), ("Q10
          ("Q183", "P495", "backward")]
 
 
-def _kb(settings: Settings, url: str, **kb: object) -> KifKnowledgeBase:
-    tuned = settings.model_copy(update={"kb": settings.kb.model_copy(update={
-        "timeout_s": 2.0, "backoff_s": 0.01, "max_backoff_s": 0.05} | kb)})
+def _kb(settings: Settings, url: str, *, resilience: dict[str, object], **kb: object) -> KifKnowledgeBase:
+    tuned = settings.override(kb={"timeout_s": 2.0, **kb, "resilience": {
+        "backoff_s": 0.01, "max_backoff_s": 0.05} | resilience})
     return open_kb(f"sparql+wikidata:{url}", tuned)
 
 
@@ -54,7 +54,7 @@ async def _answers(kb: KifKnowledgeBase) -> list:
 @pytest.mark.parametrize("kind", ["throttle", "unavailable", "reset", "hang", "bad_body", "cut_body", "max_rows"])
 def test_each_fault_at_a_high_rate_still_gives_the_exact_answers(kind, proxied, server_kb) -> None:
     rate = 0.25 if kind in ("hang", "throttle") else 0.5  # these two cost a timeout or a Retry-After each
-    proxy, kb = proxied(Faults(**{kind: rate}, hang_s=5.0), seed=7, retries=10, truncated_retries=10,
+    proxy, kb = proxied(Faults(**{kind: rate}, hang_s=5.0), seed=7, resilience={"retries": 10}, truncated_retries=10,
                         max_concurrency=3, timeout_s=1.0)
     got = asyncio.run(_answers(kb))
     assert got == asyncio.run(_answers(server_kb))
@@ -71,14 +71,15 @@ def test_each_fault_at_a_high_rate_still_gives_the_exact_answers(kind, proxied, 
     ("reset", r"filter failed after 4 attempts: (ReadError|RemoteProtocolError|ConnectError)"),
 ])
 def test_a_fault_that_persists_is_reported_never_taken_as_a_result(kind, message, proxied) -> None:
-    proxy, kb = proxied(Faults(**{kind: 1.0}), retries=3, truncated_retries=2)
+    proxy, kb = proxied(Faults(**{kind: 1.0}), resilience={"retries": 3}, truncated_retries=2)
     with pytest.raises(KBError, match=message):
         asyncio.run(kb.facts("Q183", "P495", "backward"))
     assert proxy.counts[kind] == (3 if kind == "max_rows" else 4)
 
 
 def test_a_dead_endpoint_trips_the_circuit_then_a_probe_closes_it(proxied) -> None:
-    proxy, kb = proxied(Faults(), retries=3, breaker_failures=5, breaker_cooldown_s=1.0, max_concurrency=2)
+    proxy, kb = proxied(Faults(), max_concurrency=2, resilience={
+        "retries": 3, "breaker_failures": 5, "breaker_cooldown_s": 1.0})
     proxy.down = True
 
     async def many() -> list[BaseException | object]:
@@ -99,7 +100,7 @@ def test_a_dead_endpoint_trips_the_circuit_then_a_probe_closes_it(proxied) -> No
 
 
 def test_retry_after_holds_every_call_and_concurrency_stays_capped(proxied) -> None:
-    proxy, kb = proxied(Faults(throttle=0.2), seed=3, retries=10, max_concurrency=2)
+    proxy, kb = proxied(Faults(throttle=0.2), seed=3, resilience={"retries": 10}, max_concurrency=2)
 
     async def many() -> None:
         await asyncio.gather(*(kb.facts(e, p, d) for e, p, d in CALLS * 5))

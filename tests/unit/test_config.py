@@ -21,7 +21,7 @@ def config(tmp_path: Path) -> Path:
 def test_the_file_beats_the_defaults(config: Path) -> None:
     settings = Settings.load(config)
     assert (settings.kb.spec, settings.kb.timeout_s, settings.llm.model) == ("local-server", 10.0, "qwen2.5-coder-0.5b")
-    assert settings.kb.retries == Settings().kb.retries
+    assert settings.kb.resilience == Settings().kb.resilience
 
 
 def test_the_environment_beats_the_file_key_by_key(config: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -53,6 +53,21 @@ def test_an_empty_cache_variable_disables_the_cache(monkeypatch: pytest.MonkeyPa
     assert Settings.load().llm.cache is None
 
 
+def test_each_endpoint_has_one_resilience_section_that_keeps_its_own_defaults(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KIFQA_KB__RESILIENCE__RETRIES", "7")
+    monkeypatch.setenv("KIFQA_LLM__RESILIENCE__BREAKER_FAILURES", "2")
+    settings = Settings.load()
+    kb, llm = settings.kb.resilience, settings.llm.resilience
+    assert (kb.retries, kb.max_backoff_s) == (7, 10.0)
+    assert (llm.breaker_failures, llm.retries, llm.max_backoff_s) == (2, 4, 30.0)  # the model server's defaults stay
+    batch = settings.with_batch_outages()
+    assert batch.kb.resilience.max_outage_s == batch.llm.resilience.max_outage_s == settings.batch.max_outage_s > 0
+    assert batch.kb.resilience.retries == 7 and batch.llm.resilience.max_backoff_s == 30.0
+    with pytest.raises(ValidationError):  # the old loose keys are refused, not ignored
+        settings.override(kb={"retries": 5})
+
+
 def test_an_override_is_merged_and_validated(monkeypatch: pytest.MonkeyPatch) -> None:
     settings = Settings(kb={"spec": "wikidata", "timeout_s": 7})
     monkeypatch.setenv("KIFQA_KB__TIMEOUT_S", "5")  # an override does not read the environment again
@@ -67,7 +82,7 @@ def test_an_override_is_merged_and_validated(monkeypatch: pytest.MonkeyPatch) ->
 
 def test_runtime_only_settings_are_marked_and_left_out_of_the_shaping_ones() -> None:
     shaping = Settings().shaping()
-    assert "breaker_failures" not in shaping["kb"] and "max_retries" not in shaping["llm"]
+    assert "resilience" not in shaping["kb"] and "resilience" not in shaping["llm"]
     assert "cache_dir" not in shaping and "limits" not in shaping["batch"]
     assert shaping["kb"]["spec"] == "local" and shaping["pipeline"] == Settings().pipeline.model_dump(mode="json")
 

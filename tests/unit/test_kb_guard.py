@@ -20,8 +20,9 @@ def _status(code: int, headers: dict[str, str] | None = None, body: str = "") ->
     return httpx.HTTPStatusError(f"status {code}", request=request, response=response)
 
 
-def _guard(**settings: object) -> Guard:
-    return Guard("test-kb", KBSettings(**settings), KBStats())
+def _guard(*, retries: int = 3, backoff_s: float = 0.5, **settings: object) -> Guard:
+    kb = KBSettings.model_validate(settings | {"resilience": {"retries": retries, "backoff_s": backoff_s}})
+    return Guard("test-kb", kb, KBStats())
 
 
 class Flaky:

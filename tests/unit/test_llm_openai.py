@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kifqa.config import LLMSettings, Settings
+from kifqa.config import LLMResilience, LLMSettings, Settings
 from kifqa.errors import ConfigError
 from kifqa.llm import ChatRequest, Message, OpenAILLM, open_llm
 
@@ -24,8 +24,9 @@ def ask(text: str, *, grammar: str | None = None) -> ChatRequest:
     return ChatRequest(messages=(Message("system", "Be brief."), Message("user", text)), grammar=grammar, max_tokens=16)
 
 
-def client(chat: ChatServer, **kwargs: object) -> OpenAILLM:
-    options: dict[str, object] = {"timeout_s": 2.0, "max_retries": 3, "max_backoff_s": 0.2} | kwargs
+def client(chat: ChatServer, *, resilience: dict[str, object] | None = None, **kwargs: object) -> OpenAILLM:
+    policy = LLMResilience.model_validate({"retries": 3, "max_backoff_s": 0.2} | (resilience or {}))
+    options: dict[str, object] = {"timeout_s": 2.0, "resilience": policy} | kwargs
     return OpenAILLM(model="test-model", base_url=chat.url, **options)  # type: ignore[arg-type]
 
 
@@ -65,7 +66,7 @@ def test_grammar_goes_where_the_server_family_reads_it(family: str, expected: di
 def test_429_honours_retry_after_then_succeeds() -> None:
     with ChatServer() as server:
         server.fail(Fault(429, headers={"Retry-After": "1"}))
-        llm = client(server, max_backoff_s=5.0)
+        llm = client(server, resilience={"max_backoff_s": 5.0})
         start = time.perf_counter()
         (done,) = llm.generate([ask("q")])
         elapsed = time.perf_counter() - start
@@ -96,7 +97,7 @@ def test_persistent_failures_become_a_clear_error_in_bounded_time() -> None:
     with ChatServer() as server:
         server.persistent = Fault(500)
         start = time.perf_counter()
-        results = client(server, max_retries=2).generate([ask("a"), ask("b")])
+        results = client(server, resilience={"retries": 2}).generate([ask("a"), ask("b")])
         elapsed = time.perf_counter() - start
     assert elapsed < 3.0
     for done in results:
@@ -109,7 +110,7 @@ def test_persistent_hangs_never_hang_the_caller() -> None:
     with ChatServer() as server:
         server.persistent = Fault(delay_s=30.0)
         start = time.perf_counter()
-        (done,) = client(server, timeout_s=0.3, max_retries=1).generate([ask("q")])
+        (done,) = client(server, timeout_s=0.3, resilience={"retries": 1}).generate([ask("q")])
         elapsed = time.perf_counter() - start
     assert not done.ok and "no answer within 0.3 s" in done.error
     assert elapsed < 2.0
@@ -133,7 +134,8 @@ def test_connection_refused_is_an_error_after_retries() -> None:
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    llm = OpenAILLM(model="m", base_url=f"http://127.0.0.1:{port}/v1", max_retries=1, max_backoff_s=0.1)
+    llm = OpenAILLM(model="m", base_url=f"http://127.0.0.1:{port}/v1",
+                    resilience=LLMResilience(retries=1, max_backoff_s=0.1))
     (done,) = llm.generate([ask("q")])
     assert not done.ok and "connection failed" in done.error and "gave up after 2 attempts" in done.error
 
@@ -161,7 +163,7 @@ def test_a_body_that_is_not_json_is_retried_then_reported() -> None:
         server.fail(Fault(200, body="<html>gateway</html>"), Fault(200, body='{"choices": [{"mess'))
         (done,) = client(server).generate([ask("q")])
         server.persistent = Fault(200, body="<html>gateway</html>")
-        (bad,) = client(server, max_retries=1).generate([ask("q")])
+        (bad,) = client(server, resilience={"retries": 1}).generate([ask("q")])
     assert done.ok and done.text == "echo: q"
     assert not bad.ok and "the body is not JSON" in bad.error and "gave up after 2 attempts" in bad.error
     assert len(server.requests) == 5
@@ -189,8 +191,14 @@ def test_open_llm_builds_the_openai_backend(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("TEST_KEY", "sk-env")
     with ChatServer() as server:
         settings = Settings(llm=LLMSettings(backend="openai", model="served", base_url=server.url,
-                                            api_key_env="TEST_KEY", server="vllm"))
+                                            api_key_env="TEST_KEY", server="vllm",
+                                            resilience={"retries": 1, "breaker_failures": 2}))
         llm = open_llm(settings)
+        assert isinstance(llm, OpenAILLM)
+        policy = llm.endpoint.policy
+        # the section's own settings, over the model server's defaults (a 30-s cap, also on Retry-After)
+        assert (policy.retries, policy.breaker_failures) == (1, 2)
+        assert policy.max_backoff_s == policy.max_retry_after_s == 30
         (done,) = llm.generate([ask("q", grammar=GRAMMAR)])
     assert done.ok and llm.identity == "openai/vllm:served"
     assert server.headers[0]["authorization"] == "Bearer sk-env"
@@ -205,7 +213,8 @@ def test_open_llm_needs_a_base_url() -> None:
 def test_a_dead_server_opens_the_circuit_and_requests_fail_fast() -> None:
     with ChatServer() as server:
         server.persistent = Fault(503)
-        llm = client(server, max_retries=2, breaker_failures=4, breaker_cooldown_s=0.5, max_concurrency=2)
+        llm = client(server, max_concurrency=2,
+                     resilience={"retries": 2, "breaker_failures": 4, "breaker_cooldown_s": 0.5})
         start = time.perf_counter()
         results = llm.generate([ask(f"q{i}") for i in range(6)])
         elapsed = time.perf_counter() - start
@@ -221,7 +230,7 @@ def test_a_dead_server_opens_the_circuit_and_requests_fail_fast() -> None:
 def test_retry_after_holds_every_request_to_the_server() -> None:
     with ChatServer(delay_s=0.05) as server:
         server.fail(Fault(429, headers={"Retry-After": "1"}))
-        llm = client(server, max_backoff_s=5.0, max_concurrency=1)
+        llm = client(server, resilience={"max_backoff_s": 5.0}, max_concurrency=1)
         start = time.perf_counter()
         results = llm.generate([ask("a"), ask("b"), ask("c")])
     assert all(r.ok for r in results)

@@ -22,8 +22,9 @@ def corpus(tmp_path: Path):
 
 
 @pytest.mark.parametrize("change", [
-    {"kb": {"breaker_failures": 3, "breaker_cooldown_s": 1.0, "backoff_s": 0.1, "truncated_retries": 0}},
-    {"llm": {"breaker_failures": 2, "max_backoff_s": 1.0, "max_retries": 0, "cache_mode": "off"}},
+    {"kb": {"resilience": {"breaker_failures": 3, "breaker_cooldown_s": 1.0, "backoff_s": 0.1},
+            "truncated_retries": 0}},
+    {"llm": {"resilience": {"breaker_failures": 2, "max_backoff_s": 1.0, "retries": 0}, "cache_mode": "off"}},
     {"batch": {"max_outage_s": 5.0, "kb_actors": 4, "question_timeout_s": 10.0}},
     {"cache_dir": "/tmp/elsewhere"},
 ], ids=["kb-breaker", "llm-breaker", "batch-actors", "cache-dir"])
