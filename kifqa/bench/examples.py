@@ -107,7 +107,7 @@ async def run_mode(settings: Settings, mode: str, dataset: str, start: int, limi
     from kifqa.kb.spec import open_kb
     from kifqa.llm import open_llm
 
-    settings = settings.model_copy(update={"examples": settings.examples.model_copy(update={"mode": mode})})
+    settings = settings.override(examples={"mode": mode})
     questions = load_gold(dataset, settings.data_dir, limit=limit, start=start)
     meter = Meter()
     kb = open_kb(settings.kb.spec, settings)

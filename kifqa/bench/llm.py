@@ -38,7 +38,7 @@ def draft_requests(settings: Settings, questions: Sequence[str]) -> list[ChatReq
     """The draft requests the pipeline sends for ``questions`` with the configured examples, in the
     order it would send them (questions sharing a few-shot block one after another)."""
     from kifqa.pipeline import draft
-    from kifqa.pipeline.examples import open_examples
+    from kifqa.pipeline import open_examples
 
     examples = open_examples(settings)
     order = sorted(range(len(questions)), key=lambda i: (examples.prefix_key(questions[i]) or "", i))
@@ -135,7 +135,7 @@ def llm(model: str | None, count: int, threads: int | None, examples: str | None
     with prefix caching."""
     settings = Settings.load()
     if examples:
-        settings = settings.model_copy(update={"examples": settings.examples.model_copy(update={"mode": examples})})
+        settings = settings.override(examples={"mode": examples})
     model = model or settings.llm.model
     threads = threads or settings.llm.threads
     requests = draft_requests(settings, QUESTIONS[:count])

@@ -16,8 +16,21 @@ from kifqa.kb.base import KnowledgeBase
 from kifqa.llm.base import LLM
 from kifqa.types import Question, Result, Trace
 from kifqa.pipeline import answers, draft, entities, relations
-from kifqa.pipeline.examples import ExampleSource, FixedExamples, open_examples
+from kifqa.pipeline.clustered import ClusteredExamples
+from kifqa.pipeline.examples import ExampleSource, FixedExamples, RetrievedExamples, sqwd_pool
 from kifqa.pipeline.recorder import CountingKB, Recorder
+
+
+def open_examples(settings: Settings) -> ExampleSource:
+    """The example source ``settings.examples`` names."""
+    ex = settings.examples
+    if ex.mode == "fixed":
+        return FixedExamples()
+    pool = sqwd_pool(settings.data_dir, limit=ex.pool_limit)
+    cache_dir = settings.cache_dir / "examples"
+    if ex.mode == "retrieved":
+        return RetrievedExamples(pool, k=ex.k, cache_dir=cache_dir)
+    return ClusteredExamples(pool, clusters=ex.clusters, block=ex.block, nearest=ex.nearest, cache_dir=cache_dir)
 
 
 class StepError(Exception):

@@ -1,4 +1,5 @@
-"""Few-shot examples for the draft step: a fixed set, or the k most similar questions of a pool."""
+"""Few-shot examples for the draft step: a fixed set, or the k most similar questions of a pool
+(the clustered blocks are in :mod:`kifqa.pipeline.clustered`; :func:`kifqa.pipeline.open_examples` picks one)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,11 @@ import json
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from kifqa.data.sqwd import read_sqwd
 from kifqa.data.wikidata import read_item_names, read_property_entries
 from kifqa.pipeline.embeddings import EmbeddedPool
 from kifqa.types import UNKNOWN
-
-if TYPE_CHECKING:
-    from kifqa.config import Settings
 
 
 @dataclass(frozen=True)
@@ -112,17 +109,3 @@ class RetrievedExamples(ExampleSource):
 
     def select(self, question: str) -> list[Example]:
         return self.pool.nearest(question, self.k)[::-1]
-
-
-def open_examples(settings: Settings) -> ExampleSource:
-    """The example source the settings name."""
-    from kifqa.pipeline.clustered import ClusteredExamples
-
-    ex = settings.examples
-    if ex.mode == "fixed":
-        return FixedExamples()
-    pool = sqwd_pool(settings.data_dir, limit=ex.pool_limit)
-    cache_dir = settings.cache_dir / "examples"
-    if ex.mode == "retrieved":
-        return RetrievedExamples(pool, k=ex.k, cache_dir=cache_dir)
-    return ClusteredExamples(pool, clusters=ex.clusters, block=ex.block, nearest=ex.nearest, cache_dir=cache_dir)
