@@ -4,6 +4,7 @@ is retried or reported, a cut result is never taken as complete, a dead endpoint
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -89,7 +90,8 @@ def test_a_dead_endpoint_trips_the_circuit_then_a_probe_closes_it(proxied) -> No
     errors = asyncio.run(many())
     assert time.monotonic() - start < 5, "40 calls end in bounded time"
     assert all(isinstance(e, KBError) for e in errors)
-    assert any("circuit open after 5 consecutive failures" in str(e) for e in errors)
+    # Two calls are in flight: the one that fails after the circuit opened counts too.
+    assert any(re.search(r"circuit open after [56] consecutive failures", str(e)) for e in errors)
     assert proxy.counts["reset"] <= 6, "the endpoint is not hammered once the circuit is open"
     assert "last error: ReadError" in str(errors[-1]) or "last error: RemoteProtocolError" in str(errors[-1])
 
