@@ -55,8 +55,9 @@ def test_search_filter_and_properties(run: Callable[..., Result]) -> None:
     assert "owl#Thing" in found.output
     uses = run("properties", SASHA, "--json")
     assert uses.exit_code == 0, uses.output
-    assert [(u["property"]["id"], u["direction"], u["count"]) for u in json.loads(uses.output)] == [
-        (BIRTH, "forward", 1)]
+    found_uses = json.loads(uses.output)
+    assert [(u["property"]["id"], u["direction"]) for u in found_uses["uses"]] == [(BIRTH, "forward")]
+    assert found_uses["truncated"] is False
     info = run("info", "--json")
     assert json.loads(info.output)["endpoints"]["store"] == "kifqa-virtuoso"
 
