@@ -1,7 +1,7 @@
 """The oracle-draft diagnostic: the pipeline given each question's gold draft, and where the loss is.
 
 The gold draft is the gold triple written as the example pool writes it
-(:func:`kifqa.pipeline.examples.gold_draft`). Answering the same questions with the model's drafts
+(:func:`kifqa.data.pool.gold_draft`). Answering the same questions with the model's drafts
 and with the gold ones splits the loss of macro F1 (1 − F1) by step: ``draft`` is what the gold
 draft gains (oracle F1 − normal F1); the rest is the oracle run's own shortfall by failure class:
 ``entity``, ``relation``, ``answers`` (``empty`` and ``partial``) and ``other`` (``error``, and
@@ -14,7 +14,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from kifqa.eval.datasets import GoldExtender, GoldQuestion
-from kifqa.pipeline.examples import gold_draft
+from kifqa.data.pool import gold_draft
 
 if TYPE_CHECKING:
     from kifqa.eval.run import Evaluation

@@ -2,7 +2,7 @@
 
 It stands in for a model that costs nothing, so that benchmarks and large-corpus tests measure kifqa,
 Ray and the knowledge base alone. The draft of a train or valid question is its gold triple written as
-the examples write it (:func:`~kifqa.pipeline.examples.sqwd_pool`); a relation choice is the shown
+the examples write it (:func:`~kifqa.data.pool.sqwd_pool`); a relation choice is the shown
 option whose property label and direction are those of the gold draft (the first option when none
 is). A question without a gold draft gets an error completion. Grammars are not applied: the answers
 are what a perfect model would say.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from kifqa.llm.base import LLM, ChatRequest, Completion, Usage
 from kifqa.data.text import normalize
-from kifqa.pipeline.examples import sqwd_pool
+from kifqa.data.pool import sqwd_pool
 from kifqa.types import UNKNOWN
 
 #: The splits whose gold drafts are known.

@@ -17,7 +17,8 @@ from kifqa.llm.base import LLM
 from kifqa.types import Question, Result, Trace
 from kifqa.pipeline import answers, draft, entities, relations
 from kifqa.pipeline.clustered import ClusteredExamples
-from kifqa.pipeline.examples import ExampleSource, FixedExamples, RetrievedExamples, sqwd_pool
+from kifqa.data.pool import sqwd_pool
+from kifqa.pipeline.examples import ExampleSource, FixedExamples, RetrievedExamples
 from kifqa.pipeline.recorder import CountingKB, Recorder
 
 

@@ -17,7 +17,8 @@ import numpy as np
 
 from kifqa.types import UNKNOWN
 from kifqa.pipeline.embeddings import EmbeddedPool
-from kifqa.pipeline.examples import Example, ExampleSource
+from kifqa.data.pool import Example
+from kifqa.pipeline.examples import ExampleSource
 
 
 class ClusteredExamples(ExampleSource):

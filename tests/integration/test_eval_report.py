@@ -88,7 +88,7 @@ def evaluation(data_dir: Path, local_kb) -> Evaluation:
 @pytest.fixture(scope="module")
 def written(evaluation: Evaluation, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("eval")
-    evaluation.write(out)
+    write_evaluation(evaluation, out)
     return out
 
 

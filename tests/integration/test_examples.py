@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections import Counter
 
 from kifqa.pipeline.clustered import ClusteredExamples, relation_of
-from kifqa.pipeline.examples import RetrievedExamples, sqwd_pool
+from kifqa.data.pool import sqwd_pool
+from kifqa.pipeline.examples import RetrievedExamples
 
 
 def test_pool_verbalises_both_directions_as_the_question_writes_them(data_dir) -> None:
