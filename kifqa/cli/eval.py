@@ -69,9 +69,11 @@ def eval_(dataset: str, limit: int | None, start: int, concurrency: int, out: Pa
         raise fail(err) from err
     target = out or run_dir
     if target is not None:
-        evaluation.write(target, report=report)
+        from kifqa.report.sources import write_evaluation
+
+        write_evaluation(evaluation, target, report=report)
         if oracle is not None:
-            oracle.write(target / "oracle-drafts", report=False)
+            oracle.write(target / "oracle-drafts")
     click.echo(json.dumps(evaluation.metrics(), indent=2, ensure_ascii=False))
 
 

@@ -357,9 +357,9 @@ class Evaluation:
             **self.extra,
         }
 
-    def write(self, out: Path, *, report: bool = True) -> None:
-        """``metrics.json`` and ``questions.jsonl``; with ``report``, also ``report.md`` and its plots,
-        and the HTML page ``report.html``."""
+    def write(self, out: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """``metrics.json`` and ``questions.jsonl``; returns the metrics and the rows written (the
+        reports are :func:`kifqa.report.sources.write_evaluation`'s)."""
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         metrics = self.metrics()
@@ -368,12 +368,7 @@ class Evaluation:
         with (out / "questions.jsonl").open("w") as f:
             for row in rows:
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
-        if report:
-            from kifqa.eval.report import write_report
-            from kifqa.report.sources import PAGE, write_eval_report
-
-            write_report(self, out, metrics)
-            write_eval_report(out / PAGE, metrics=metrics, rows=rows)
+        return metrics, rows
 
 
 def _detail_kind(detail: str | None) -> str:

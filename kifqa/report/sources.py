@@ -19,6 +19,8 @@ from typing import Any
 
 from kifqa.errors import DataError
 from kifqa.eval import traces as tr
+from kifqa.eval.report import write_report
+from kifqa.eval.run import Evaluation
 from kifqa.runs.results import Prediction
 from kifqa.types import Trace
 from kifqa.report.data import compare_table, prediction_row, question_table
@@ -47,6 +49,16 @@ def write_rows(path: str | Path, *, rows: list[Mapping[str, Any]], summary: Mapp
     columns, records = question_table(rows)
     return write_page(path, title=_title(summary, kind), about=about, summary=dict(summary), columns=columns,
                       records=records)
+
+
+def write_evaluation(evaluation: Evaluation, out: str | Path, *, report: bool = True) -> None:
+    """``evaluation``'s ``metrics.json`` and ``questions.jsonl`` in ``out``; with ``report``, also
+    ``report.md`` with its plots and the HTML page :data:`PAGE`."""
+    out = Path(out)
+    metrics, rows = evaluation.write(out)
+    if report:
+        write_report(evaluation, out, metrics)
+        write_eval_report(out / PAGE, metrics=metrics, rows=rows)
 
 
 def write_eval_report(path: str | Path, *, metrics: Mapping[str, Any], rows: Iterable[Mapping[str, Any]]) -> Path:

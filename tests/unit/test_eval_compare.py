@@ -21,7 +21,7 @@ def scored_folder(path: Path, answers: dict[str, list[str]]) -> Path:
              for qid, ans in answers.items()}
     evaluation = evaluate_predictions(QUESTIONS, preds, None)
     evaluation.extra = {"dataset": "hand-made"}
-    evaluation.write(path, report=False)
+    evaluation.write(path)
     return path
 
 
