@@ -16,6 +16,9 @@ from kif_lib.model import Entity, ValueSnak
 from kif_lib.store.mixer import MixerStore
 from kif_lib.store.sparql.sparql_core import _CoreSPARQL_Store
 
+#: What a compiled query selects (whole statements, or one of their parts).
+Projection = SPARQL_FilterCompiler.Projection
+
 
 def sparql_store(store: Store) -> _CoreSPARQL_Store | None:
     """The SPARQL store doing the work of ``store`` (itself, or the single source of a mixer), if any."""
@@ -30,12 +33,20 @@ def compile_filter(store: Store, filter: Filter, *, limit: int) -> str:
     core = sparql_store(store)
     if core is None:
         return ""
-    compiler = SPARQL_FilterCompiler(filter, core.mapping)
+    _, queries = compile_queries(core, filter, projection=Projection.ALL, limit=limit, distinct=True)
+    return "\n\n".join(queries)
+
+
+def compile_queries(store: _CoreSPARQL_Store, filter: Filter, *, projection: Projection, limit: int,
+                    distinct: bool) -> tuple[SPARQL_FilterCompiler, tuple[str, ...]]:
+    """KIF's compiler of ``filter`` for ``store``'s mapping and the SPARQL text of each of its queries."""
+    if projection != Projection.ALL:  # as KIF's store does: projected values are value snaks
+        filter = filter.replace(snak_mask=Filter.VALUE_SNAK)
+    compiler = SPARQL_FilterCompiler(filter, store.mapping)
     compiler.compile()
-    return "\n\n".join(
-        str(compiler.build_query(query=q, projection=compiler.Projection.ALL, distinct=True, limit=limit, offset=0))
-        for q in compiler.query_stack
-    )
+    return compiler, tuple(
+        str(compiler.build_query(query=q, projection=projection, distinct=distinct, limit=limit, offset=0))
+        for q in compiler.query_stack)
 
 
 #: Characters an IRI may not contain inside SPARQL's ``<...>`` (SPARQL 1.1, IRIREF).
@@ -45,7 +56,6 @@ _NOT_IN_IRIREF = re.compile(r'[\x00-\x20<>"{}|^`\\]')
 #: mappings that check ids accept it).
 _STAND_IN = "999999999937"
 
-Projection = SPARQL_FilterCompiler.Projection
 
 
 @dataclass(frozen=True)
@@ -138,13 +148,7 @@ class ShapeCompiler:
     def _compile_queries(self, f: Filter, projection: Projection, limit: int,
                          distinct: bool) -> tuple[SPARQL_FilterCompiler, tuple[str, ...]]:
         self.compiled += 1
-        if projection != Projection.ALL:  # as KIF's store does: projected values are value snaks
-            f = f.replace(snak_mask=Filter.VALUE_SNAK)
-        compiler = SPARQL_FilterCompiler(f, self.store.mapping)
-        compiler.compile()
-        return compiler, tuple(
-            str(compiler.build_query(query=q, projection=projection, distinct=distinct, limit=limit, offset=0))
-            for q in compiler.query_stack)
+        return compile_queries(self.store, f, projection=projection, limit=limit, distinct=distinct)
 
 
 def _stand_in(entity: Entity) -> Entity:
