@@ -89,8 +89,8 @@ class LLMSettings(BaseModel):
     cache_mode: Literal["record", "replay", "off"] = Field(default="record", json_schema_extra=RUNTIME)
     threads: int = Field(default=1, json_schema_extra=RUNTIME)
     context: int = 4096
-    #: ``local``: llama.cpp slots decoded together (each keeps its own prompt cache).
-    parallel: int = Field(default=1, json_schema_extra=RUNTIME)
+    #: ``local``: llama.cpp slots decoded together (each keeps its own prompt cache; see docs/llm.md).
+    parallel: int = Field(default=4, ge=1, json_schema_extra=RUNTIME)
     #: ``openai``: how the server takes a grammar: ``llamacpp`` (``grammar``), ``vllm``
     #: (``structured_outputs``, vLLM >= 0.10.2), ``vllm-legacy`` (``guided_grammar``, vLLM < 0.12)
     #: or ``openai`` (hosted APIs: no grammar).
@@ -101,6 +101,11 @@ class LLMSettings(BaseModel):
     #: body fields (``openai``) or ``vllm.AsyncEngineArgs`` fields (``vllm``).
     extra: dict[str, Any] = Field(default_factory=dict)
 
+
+    @property
+    def in_flight(self) -> int:
+        """Requests the backend serves at once: how many questions an in-process run keeps going."""
+        return self.max_concurrency if self.backend in ("openai", "vllm") else self.parallel
 
     @field_validator("cache", mode="before")
     @classmethod

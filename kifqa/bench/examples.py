@@ -1,19 +1,23 @@
 """``kifqa bench examples``: the example modes side by side on the same gold questions, in one run.
 
-For each mode the whole pipeline answers the questions in-process (one question at a time, in the
-mode's prefix order, on a freshly opened model) and is scored as ``kifqa eval`` scores it. Printed per
+For each mode the whole pipeline answers the questions in-process (as many at a time as the model
+has slots, in the mode's prefix order, on a freshly opened model) and is scored as ``kifqa eval``
+scores it; with ``--jobs 2`` two modes run at once, each in its own process (one core each). Printed per
 mode: macro F1, seconds per question, prompt tokens the model evaluated per question, and the share
 of prompt tokens its prefix cache served. With an LLM record cache (``llm.cache``) answers recorded
 by an earlier run are replayed: their model time and prefix-cache tokens are then the recorded ones
-(the cache keeps them), and the table says how many calls were replayed.
+(the cache keeps them, and they are added as if run one after another), and the table says how
+many calls were replayed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import os
 import time
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 import click
@@ -115,13 +119,20 @@ async def run_mode(settings: Settings, mode: str, dataset: str, start: int, limi
     try:
         async with open_pipeline(settings=settings, kb=kb, llm=llm) as pipeline:
             wall, cpu = time.perf_counter(), time.process_time()
-            evaluation = await evaluate(pipeline, questions, GoldExtender(settings.data_dir))
+            evaluation = await evaluate(pipeline, questions, GoldExtender(settings.data_dir),
+                                        concurrency=settings.llm.in_flight)
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     finally:
         await llm.aclose()
         await kb.aclose()
     f1 = evaluation.metrics()["all"]["macro_f1"]
     return ModeRun(mode, len(questions), f1, wall, cpu, meter)
+
+
+def run_mode_sync(settings: Settings, mode: str, dataset: str, start: int, limit: int | None) -> ModeRun:
+    """:func:`run_mode` on a loop of its own (for a worker process)."""
+    click.echo(f"{mode}: answering {limit} questions of {dataset} from {start} ...", err=True)
+    return asyncio.run(run_mode(settings, mode, dataset, start, limit))
 
 
 @click.command("examples")
@@ -132,25 +143,29 @@ async def run_mode(settings: Settings, mode: str, dataset: str, start: int, limi
 @click.option("--modes", default=",".join(MODES), show_default=True, help="Comma-separated example modes.")
 @click.option("--config", type=click.Path(exists=True, dir_okay=False), help="A settings file (YAML).")
 @click.option("--model", default=None, help="Model name or .gguf path (default: the configured one).")
-def examples(dataset: str, start: int, limit: int, modes: str, config: str | None, model: str | None) -> None:
+@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Modes run at once, each in its own process (2 on two cores: the modes then share the machine).")
+def examples(dataset: str, start: int, limit: int, modes: str, config: str | None, model: str | None,
+             jobs: int) -> None:
     """Macro F1, seconds and prompt tokens per question and prefix-cache hits of each example mode."""
     settings = Settings.load(config, **({"llm": {"model": model}} if model else {}))
     chosen = [m.strip() for m in modes.split(",") if m.strip()]
     unknown = sorted(set(chosen) - set(MODES))
     if unknown:
         raise click.UsageError(f"unknown modes {unknown}; choose among {', '.join(MODES)}")
-    runs = []
-    for mode in chosen:
-        click.echo(f"{mode}: answering {limit} questions of {dataset} from {start} ...", err=True)
-        runs.append(asyncio.run(run_mode(settings, mode, dataset, start, limit)))
-    click.echo(render(runs, settings))
+    if jobs == 1:
+        runs = [run_mode_sync(settings, mode, dataset, start, limit) for mode in chosen]
+    else:
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            runs = list(pool.map(run_mode_sync, *zip(*((settings, m, dataset, start, limit) for m in chosen))))
+    click.echo(render(runs, settings, jobs=jobs))
 
 
-def render(runs: list[ModeRun], settings: Settings) -> str:
+def render(runs: list[ModeRun], settings: Settings, *, jobs: int = 1) -> str:
     """The side-by-side table and how it was measured."""
     lines = [f"model {settings.llm.model} ({settings.llm.backend}, {settings.llm.threads} thread(s), "
-             f"{settings.llm.parallel} slot(s)), kb {settings.kb.spec}, one question at a time; "
-             f"load average at the end {os.getloadavg()[0]:.1f}",
+             f"{settings.llm.parallel} slot(s)), kb {settings.kb.spec}, {settings.llm.in_flight} question(s) "
+             f"in flight, {jobs} mode(s) at once; load average at the end {os.getloadavg()[0]:.1f}",
              f"{'mode':12}{'n':>6}{'macro F1':>10}{'s/question':>12}{'CPU s/q':>9}{'evaluated tok/q':>17}"
              f"{'prefix hits':>13}{'calls/q':>9}{'replayed':>10}"]
     for r in runs:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from kifqa.cli.options import fail, load_settings, settings_options
+from kifqa.cli.options import concurrency_option, fail, load_settings, settings_options
 from kifqa.config import Settings
 from kifqa.data.dbpedia_map import DBpediaLinks
 from kifqa.errors import KifqaError
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 @click.option("--limit", type=int, help="Only the first N questions (from --start).")
 @click.option("--start", type=click.IntRange(min=0), default=0, show_default=True,
               help="Skip the dataset's first N questions (ids keep their position: --start 200 begins at sqwd-valid-200).")
-@click.option("--concurrency", type=int, default=1, show_default=True, help="Questions in flight at once (in-process).")
+@concurrency_option
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Write metrics.json, questions.jsonl, report.md and plots here (with --batch: the run folder).")
 @click.option("--batch", is_flag=True, help="Answer with the Ray batch job (kifqa run) into --out, then score it.")
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
                    "oracle run goes to OUT/oracle-drafts.")
 @click.option("--report/--no-report", default=True, show_default=True, help="Write report.md and plots with --out.")
 @settings_options
-def eval_(dataset: str, limit: int | None, start: int, concurrency: int, out: Path | None, batch: bool, run_dir: Path | None,
+def eval_(dataset: str, limit: int | None, start: int, concurrency: int | None, out: Path | None, batch: bool, run_dir: Path | None,
           compare: tuple[Path, Path] | None, show: int, extend_gold: bool, oracle_drafts: bool, report: bool, config: Path | None,
           kb: str | None, model: str | None, examples: str | None) -> None:
     """Answer DATASET (or read a run) and print precision, recall, F1, linking accuracy, failure classes and costs."""
@@ -59,6 +59,7 @@ def eval_(dataset: str, limit: int | None, start: int, concurrency: int, out: Pa
     if oracle_drafts and (batch or run_dir or compare):
         raise click.UsageError("--oracle-drafts answers in-process: not with --batch, --run or --compare")
     settings = load_settings(config, kb, model, examples)
+    concurrency = concurrency or settings.llm.in_flight
     try:
         if compare:
             _compare(settings, dataset, compare, out, show, extend_gold)

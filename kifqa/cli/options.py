@@ -27,6 +27,13 @@ def settings_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
+def concurrency_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``--concurrency``: questions in flight in-process (default: :attr:`LLMSettings.in_flight`)."""
+    return click.option("--concurrency", type=click.IntRange(min=1), default=None,
+                        help="Questions in flight at once (in-process); default: the model's slots "
+                             "(llm.parallel), or llm.max_concurrency for a served model.")(func)
+
+
 def load_settings(config: Path | None, kb: str | None = None, model: str | None = None,
                   examples: str | None = None) -> Settings:
     """Settings from the file and environment, with the command-line choices on top."""

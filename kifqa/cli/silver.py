@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from kifqa.cli.options import fail, load_settings, settings_options
+from kifqa.cli.options import concurrency_option, fail, load_settings, settings_options
 from kifqa.errors import KifqaError
 
 
@@ -17,7 +17,7 @@ from kifqa.errors import KifqaError
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Write silver.parquet, silver.jsonl and silver-summary.json here (with --batch: also the run).")
 @click.option("--limit", type=int, help="Only the first N questions of CORPUS.")
-@click.option("--concurrency", type=int, default=1, show_default=True, help="Questions in flight at once (in-process).")
+@concurrency_option
 @click.option("--batch", is_flag=True, help="Answer with the Ray batch job (kifqa run) into --out.")
 @click.option("--run", "run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Build the silver data from an existing batch run folder instead of answering CORPUS.")
@@ -28,7 +28,7 @@ from kifqa.errors import KifqaError
 @click.option("--calibration", "calibration_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="A kifqa eval folder on gold data (its metrics.json calibration curve) for --target-precision.")
 @settings_options
-def silver(corpus: Path | None, out: Path, limit: int | None, concurrency: int, batch: bool, run_dir: Path | None,
+def silver(corpus: Path | None, out: Path, limit: int | None, concurrency: int | None, batch: bool, run_dir: Path | None,
            min_confidence: float, target_precision: float | None, calibration_dir: Path | None,
            config: Path | None, kb: str | None, model: str | None,
            examples: str | None) -> None:
@@ -45,6 +45,7 @@ def silver(corpus: Path | None, out: Path, limit: int | None, concurrency: int, 
     if (target_precision is None) != (calibration_dir is None):
         raise click.UsageError("--target-precision and --calibration go together")
     settings = load_settings(config, kb, model, examples)
+    concurrency = concurrency or settings.llm.in_flight
     try:
         calibration = None
         if calibration_dir is not None:

@@ -396,17 +396,32 @@ def evaluate_predictions(questions: list[GoldQuestion], predictions: Mapping[str
 
 async def answer_all(pipeline: Pipeline, questions: list[Question], *, concurrency: int = 1,
                      progress: Callable[[Result], None] | None = None) -> list[Result]:
-    """Answers ``questions`` in-process, ``concurrency`` at a time, in input order."""
-    gate = asyncio.Semaphore(max(1, concurrency))
+    """Answers ``questions`` in-process on ``concurrency`` lanes and returns the results in input order.
 
-    async def one(q: Question) -> Result:
-        async with gate:
-            result = await pipeline.answer(q)
-        if progress is not None:
-            progress(result)
-        return result
+    Each lane answers one share of a few-shot block's questions after another
+    (:func:`block_shares`), so the questions in flight at once mostly use different blocks: llama.cpp
+    gives each lane's next prompt the slot that holds its block, and a block is evaluated once per
+    share instead of once per slot."""
+    shares = block_shares(pipeline.prefix_groups(questions), lanes=max(1, concurrency))
+    done: dict[int, Result] = {}
 
-    return list(await asyncio.gather(*(one(q) for q in questions)))
+    async def lane() -> None:
+        while shares:
+            for q in shares.pop(0):
+                done[id(q)] = result = await pipeline.answer(q)
+                if progress is not None:
+                    progress(result)
+
+    await asyncio.gather(*(lane() for _ in range(min(max(1, concurrency), len(shares)))))
+    return [done[id(q)] for q in questions]
+
+
+def block_shares(groups: list[list[Question]], *, lanes: int) -> list[list[Question]]:
+    """The groups cut into shares of at most half a lane's fair part (so that the lanes finish
+    together), biggest first."""
+    size = max(1, -(-sum(map(len, groups)) // (2 * lanes)))
+    shares = [g[i:i + size] for g in groups for i in range(0, len(g), size)]
+    return sorted(shares, key=len, reverse=True)
 
 
 async def evaluate(pipeline: Pipeline, questions: list[GoldQuestion], extender: GoldExtender, *,
@@ -420,8 +435,8 @@ async def evaluate(pipeline: Pipeline, questions: list[GoldQuestion], extender: 
             progress(score_prediction(q, Prediction.from_result(result), extender, result=result))
 
     start = time.perf_counter()
-    asked = pipeline.in_prefix_order([Question(q.id, q.text) for q in questions])
-    results = await answer_all(pipeline, asked, concurrency=concurrency, progress=scored_progress)
+    results = await answer_all(pipeline, [Question(q.id, q.text) for q in questions], concurrency=concurrency,
+                               progress=scored_progress)
     wall = time.perf_counter() - start
     return evaluate_predictions(questions, {r.question.id: Prediction.from_result(r) for r in results}, extender,
                                 wall_s=wall, results={r.question.id: r for r in results})

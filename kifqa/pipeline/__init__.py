@@ -68,16 +68,19 @@ class Pipeline:
         unless given)."""
         return cls(kb=kb, llm=llm, examples=examples or open_examples(settings), settings=settings.pipeline)
 
-    def in_prefix_order(self, questions: list[Question]) -> list[Question]:
-        """``questions`` reordered so that those sharing a few-shot block follow one another (each
-        block in the place of its first question; the others keep their order): answered in this
-        order on one model instance, a block is evaluated once and then served by the prefix cache."""
-        first: dict[object, int] = {}
-        rank = []
+    def prefix_groups(self, questions: list[Question]) -> list[list[Question]]:
+        """``questions`` grouped by few-shot block (each group in the place of its first question,
+        input order within it; a question without a shared block is a group of its own)."""
+        groups: dict[object, list[Question]] = {}
         for i, q in enumerate(questions):
-            key = self.examples.prefix_key(q.text) or (None, i)
-            rank.append((first.setdefault(key, i), i))
-        return [questions[i] for _, i in sorted(rank)]
+            groups.setdefault(self.examples.prefix_key(q.text) or (None, i), []).append(q)
+        return list(groups.values())
+
+    def in_prefix_order(self, questions: list[Question]) -> list[Question]:
+        """``questions`` reordered so that those sharing a few-shot block follow one another: answered
+        in this order on one model instance, a block is evaluated once and then served by the prefix
+        cache."""
+        return [q for group in self.prefix_groups(questions) for q in group]
 
     async def answer(self, question: Question | str) -> Result:
         """The answers and trace of ``question``; never raises (errors land in the trace)."""

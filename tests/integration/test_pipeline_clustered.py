@@ -64,3 +64,46 @@ def test_a_cluster_shares_its_block_and_the_prefix_cache_serves_it(settings: Set
     assert a.prefix_key == b.prefix_key == keys[first]
     assert a.messages[:-1] == b.messages[:-1] and len(a.messages) == 1 + 2 * 4 + 1  # system, block, question
     assert done.ok and done.usage.cached_prompt_tokens >= 0.8 * done.usage.prompt_tokens  # the block was served
+
+
+class Slow(LLM):
+    """The gold model, answering after a pause, recording which draft requests were in flight together."""
+
+    def __init__(self, llm: LLM) -> None:
+        self.llm = llm
+        self.identity = llm.identity
+        self.running: list[str] = []
+        self.together: list[tuple[str, ...]] = []
+
+    async def agenerate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
+        drafts = [r.messages[-1].content for r in requests if r.prefix_key is not None]
+        self.running += drafts
+        self.together.append(tuple(self.running))
+        await asyncio.sleep(0.02)
+        for d in drafts:
+            self.running.remove(d)
+        return await self.llm.agenerate(requests)
+
+    async def aclose(self) -> None:
+        await self.llm.aclose()
+
+
+def test_lanes_answer_each_share_of_a_block_in_turn_and_keep_the_input_order(settings: Settings, local_kb) -> None:
+    from kifqa.eval.datasets import load_gold
+    from kifqa.eval.run import answer_all, block_shares
+
+    s = settings.override(examples={"mode": "clustered", "clusters": 4, "block": 4, "pool_limit": 300},
+                          llm={"backend": "gold"})
+    llm = Slow(open_llm(s))
+    pipeline = Pipeline.from_settings(kb=local_kb, llm=llm, settings=s)
+    asked = [Question(q.id, q.text) for q in load_gold("sqwd:valid", s.data_dir, start=200, limit=16)]
+    shares = block_shares(pipeline.prefix_groups(asked), lanes=3)
+    share_of = {q.text: n for n, share in enumerate(shares) for q in share}
+    assert len(shares) > 3 and all(len({pipeline.examples.prefix_key(q.text) for q in sh}) == 1 for sh in shares)
+
+    results = asyncio.run(answer_all(pipeline, asked, concurrency=3))
+    assert [r.question.id for r in results] == [q.id for q in asked]
+    assert all(r.trace.error is None for r in results)
+    assert max(map(len, llm.together)) == 3  # three lanes busy at once ...
+    for together in llm.together:  # ... each on a share of its own
+        assert len({share_of[text] for text in together}) == len(together)
