@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
@@ -49,6 +50,10 @@ class Question:
     error: str | None = None
 
 
+#: A pattern line as the drafts write it.
+_PATTERN_LINE = re.compile(r"^\((.+?) \| (.+?) \| (.+?)\)$")
+
+
 @dataclass(frozen=True)
 class Pattern:
     """A triple pattern in words; exactly one of subject and object is :data:`UNKNOWN`."""
@@ -69,6 +74,13 @@ class Pattern:
 
     def __str__(self) -> str:
         return f"({self.subject} | {self.predicate} | {self.object})"
+
+    @classmethod
+    def parse(cls, line: str) -> Pattern | None:
+        """The pattern a line ``(subject | predicate | object)`` writes (as :meth:`__str__` writes
+        it), or ``None`` when the line is not one."""
+        match = _PATTERN_LINE.match(line.strip())
+        return None if match is None else cls(*(part.strip() for part in match.groups()))
 
 
 @dataclass(frozen=True)

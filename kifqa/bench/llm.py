@@ -4,7 +4,9 @@ Several questions are drafted with the prompts the pipeline sends (the configure
 grammar), in the pipeline's order (questions sharing a few-shot block together), by the local
 backend, once with ``cache_prompt`` off and once on. Requests run one at a time after one warm-up
 request, so the figures are per-request speeds of one single-threaded instance. Wall-clock speeds
-drop when other processes share the cores, so CPU seconds per question are printed too.
+drop when other processes share the cores, so CPU seconds per question are printed too. With
+``--slots 1,4,8`` it then sends all the questions at once to an instance with each number of
+llama.cpp slots (each slot first given the shared prefix) and prints seconds per request.
 """
 
 from __future__ import annotations
@@ -124,13 +126,35 @@ async def _bench(settings: Settings, model: str, requests: Sequence[ChatRequest]
     return runs
 
 
+async def per_slots(settings: Settings, model: str, requests: Sequence[ChatRequest], threads: int,
+                    slots: Sequence[int]) -> dict[int, float]:
+    """Wall seconds per request with each number of slots, all ``requests`` sent at once after
+    every slot has answered a warm-up request (so each holds the shared prefix)."""
+    warm_up, *measured = requests
+    out = {}
+    for n in slots:
+        llm = LocalLLM(model=model, cache_dir=settings.cache_dir, threads=threads, parallel=n)
+        try:
+            await asyncio.to_thread(llm.load)
+            await llm.agenerate([warm_up] * n)
+            start = time.perf_counter()
+            done = await llm.agenerate(measured)
+            out[n] = (time.perf_counter() - start) / len(measured)
+        finally:
+            await llm.aclose()
+        if failed := [c.error for c in done if not c.ok]:
+            raise click.ClickException(f"{n} slots: {failed[0]}")
+    return out
+
+
 @click.command("llm")
 @click.option("--model", default=None, help="Model name or .gguf path (default: the configured one).")
 @click.option("--questions", "count", default=6, show_default=True, type=click.IntRange(1, len(QUESTIONS)))
 @click.option("--threads", default=None, type=click.IntRange(1), help="CPU threads (default: llm.threads).")
 @click.option("--examples", type=click.Choice(["clustered", "retrieved", "fixed"]),
               help="Few-shot examples of the draft prompt (default: examples.mode).")
-def llm(model: str | None, count: int, threads: int | None, examples: str | None) -> None:
+@click.option("--slots", default=None, help="Also compare these slot counts (e.g. 1,4,8), all questions at once.")
+def llm(model: str | None, count: int, threads: int | None, examples: str | None, slots: str | None) -> None:
     """Prompt and generation tokens/s of the local backend on the pipeline's draft prompts, without and
     with prefix caching."""
     settings = Settings.load()
@@ -157,3 +181,10 @@ def llm(model: str | None, count: int, threads: int | None, examples: str | None
                f"{off.seconds_per_question / on.seconds_per_question:11.1f}x"
                f"{off.cpu_seconds_per_question / on.cpu_seconds_per_question:15.1f}x")
     click.echo("(wall-clock speeds drop when other processes share the cores; CPU s/question does not)")
+    if slots:
+        counts = [int(n) for n in slots.split(",")]
+        measured = [*draft_requests(settings, [WARM_UP]), *draft_requests(settings, QUESTIONS)]
+        by_slots = asyncio.run(per_slots(settings, model, measured, threads, counts))
+        click.echo(f"{len(QUESTIONS)} draft requests at once, every slot warm:")
+        for n, seconds in by_slots.items():
+            click.echo(f"{n:3d} slot(s) {seconds:8.2f} s/request {by_slots[counts[0]] / seconds:6.2f}x")

@@ -17,7 +17,7 @@ from pathlib import Path
 from kifqa.llm.base import LLM, ChatRequest, Completion, Usage
 from kifqa.data.text import normalize
 from kifqa.data.pool import sqwd_pool
-from kifqa.types import UNKNOWN
+from kifqa.types import Pattern
 
 #: The splits whose gold drafts are known.
 SPLITS = ("train", "valid")
@@ -58,10 +58,10 @@ class GoldLLM(LLM):
 
 def _choose(draft: str, options: str) -> str:
     """The number of the option that states the gold draft's property in its direction ("1" if none)."""
-    subject, predicate, _ = draft.strip("()").split(" | ", 2)
-    wanted = f"(?x | {predicate} | " if subject == UNKNOWN else f" | {predicate} | {UNKNOWN})"
+    gold = Pattern.parse(draft.splitlines()[0])
     for line in options.splitlines():
-        if (option := _OPTION.match(line)) and (option.group("triple").startswith(wanted)
-                                                if subject == UNKNOWN else wanted in option.group("triple")):
+        option = _OPTION.match(line)
+        shown = option and Pattern.parse(option.group("triple"))
+        if gold and shown and (shown.predicate, shown.direction) == (gold.predicate, gold.direction):
             return option.group("number")
     return "1"

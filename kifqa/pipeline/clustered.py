@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kifqa.types import UNKNOWN
+from kifqa.types import UNKNOWN, Pattern
 from kifqa.pipeline.embeddings import EmbeddedPool
 from kifqa.data.pool import Example
 from kifqa.pipeline.examples import ExampleSource
@@ -57,9 +57,9 @@ class ClusteredExamples(ExampleSource):
 
 def relation_of(example: Example) -> tuple[str, bool]:
     """The predicate of an example's main pattern and whether the unknown is its subject."""
-    first = example.draft.splitlines()[0].strip("()")
-    parts = [p.strip() for p in first.split(" | ")]
-    return (parts[1] if len(parts) == 3 else first), parts[0] == UNKNOWN
+    first = example.draft.splitlines()[0]
+    pattern = Pattern.parse(first)
+    return (first, False) if pattern is None else (pattern.predicate, pattern.subject == UNKNOWN)
 
 
 def block_of(matrix: np.ndarray, members: np.ndarray, centroid: np.ndarray, pool: list[Example], *,

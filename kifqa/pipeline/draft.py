@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from importlib import resources
 
 from kifqa.llm.base import ChatRequest, Message
@@ -11,7 +10,6 @@ from kifqa.types import UNKNOWN, Pattern
 from kifqa.data.pool import Example
 from kifqa.pipeline.text import ngrams
 
-_LINE = re.compile(r"^\((.+?) \| (.+?) \| (.+?)\)$")
 #: Characters a predicate may use (the grammar and the parser agree on them).
 _PREDICATE = r"[^|()\n?]{1,48}"
 _SYSTEM = resources.files("kifqa.pipeline").joinpath("prompts/draft_system.txt").read_text().strip()
@@ -73,10 +71,10 @@ def parse(text: str) -> list[Pattern]:
         raise DraftError("the draft is empty")
     patterns = []
     for line in lines:
-        match = _LINE.match(line)
-        if match is None:
+        pattern = Pattern.parse(line)
+        if pattern is None:
             raise DraftError(f"not a pattern '(subject | predicate | object)': {line[:200]!r}")
-        patterns.append(Pattern(*(part.strip() for part in match.groups())))
+        patterns.append(pattern)
     main, constraints = patterns[0], patterns[1:]
     unknowns = [main.subject, main.predicate, main.object].count(UNKNOWN)
     if unknowns != 1 or main.predicate == UNKNOWN:

@@ -14,7 +14,8 @@ pytest.importorskip("xllamacpp")
 
 @pytest.mark.slow
 def test_the_prefix_cache_pays_off_on_the_pipelines_draft_prompt() -> None:
-    result = CliRunner().invoke(llm, ["--model", "qwen2.5-coder-0.5b", "--questions", "2", "--examples", "fixed"])
+    result = CliRunner().invoke(llm, ["--model", "qwen2.5-coder-0.5b", "--questions", "2", "--examples", "fixed",
+                                       "--slots", "1,2"])
     assert result.exit_code == 0, result.output
     assert "draft prompts with fixed examples" in result.output
     tokens = int(re.search(r"examples, ~(\d+) tokens", result.output).group(1))
@@ -25,3 +26,5 @@ def test_the_prefix_cache_pays_off_on_the_pipelines_draft_prompt() -> None:
     ratios = result.output.split("ratio (on/off)")[1].splitlines()[0]
     cpu = float(re.findall(r"([\d.]+)x", ratios)[-1])
     assert cpu > 2  # CPU time per question: the cache's saving, whatever else runs on the machine
+    slots = re.findall(r"^ +(\d) slot\(s\) +([\d.]+) s/request", result.output, re.M)
+    assert [n for n, _ in slots] == ["1", "2"] and all(float(s) > 0 for _, s in slots)
