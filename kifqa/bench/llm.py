@@ -117,7 +117,8 @@ async def _bench(settings: Settings, model: str, requests: Sequence[ChatRequest]
     """Both passes, each on a freshly loaded model: ``False`` (no prefix cache), then ``True``."""
     runs = {}
     for cache_prompt in (False, True):
-        llm = LocalLLM(model=model, cache_dir=settings.cache_dir, threads=threads, cache_prompt=cache_prompt)
+        llm = LocalLLM(model=model, cache_dir=settings.cache_dir, threads=threads, parallel=1,
+                       cache_prompt=cache_prompt)
         try:
             await asyncio.to_thread(llm.load)
             runs[cache_prompt] = await measure(llm, requests)

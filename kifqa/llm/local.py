@@ -41,7 +41,7 @@ class LocalLLM(LLM):
         model: str = weights.DEFAULT_MODEL,
         cache_dir: Path,
         context: int = 4096,
-        parallel: int = 1,
+        parallel: int = 4,
         threads: int = 1,
         timeout_s: float = 120.0,
         cache_prompt: bool = True,
