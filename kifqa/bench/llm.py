@@ -5,8 +5,9 @@ grammar), in the pipeline's order (questions sharing a few-shot block together),
 backend, once with ``cache_prompt`` off and once on. Requests run one at a time after one warm-up
 request, so the figures are per-request speeds of one single-threaded instance. Wall-clock speeds
 drop when other processes share the cores, so CPU seconds per question are printed too. With
-``--slots 1,4,8`` it then sends all the questions at once to an instance with each number of
-llama.cpp slots (each slot first given the shared prefix) and prints seconds per request.
+``--slots 1,4,8`` it then sends ``--slot-requests`` draft requests at once (SimpleQuestions-Wikidata
+valid questions 100 on, tuning questions) to an instance with each number of llama.cpp slots (each
+slot first given a warm-up request, so it holds the shared prefix) and prints seconds per request.
 """
 
 from __future__ import annotations
@@ -154,8 +155,11 @@ async def per_slots(settings: Settings, model: str, requests: Sequence[ChatReque
 @click.option("--threads", default=None, type=click.IntRange(1), help="CPU threads (default: llm.threads).")
 @click.option("--examples", type=click.Choice(["clustered", "retrieved", "fixed"]),
               help="Few-shot examples of the draft prompt (default: examples.mode).")
-@click.option("--slots", default=None, help="Also compare these slot counts (e.g. 1,4,8), all questions at once.")
-def llm(model: str | None, count: int, threads: int | None, examples: str | None, slots: str | None) -> None:
+@click.option("--slots", default=None, help="Also compare these slot counts (e.g. 1,4,8), all requests at once.")
+@click.option("--slot-requests", default=24, show_default=True, type=click.IntRange(1, 100),
+              help="Draft requests sent at once for --slots.")
+def llm(model: str | None, count: int, threads: int | None, examples: str | None, slots: str | None,
+        slot_requests: int) -> None:
     """Prompt and generation tokens/s of the local backend on the pipeline's draft prompts, without and
     with prefix caching."""
     settings = Settings.load()
@@ -184,8 +188,11 @@ def llm(model: str | None, count: int, threads: int | None, examples: str | None
     click.echo("(wall-clock speeds drop when other processes share the cores; CPU s/question does not)")
     if slots:
         counts = [int(n) for n in slots.split(",")]
-        measured = [*draft_requests(settings, [WARM_UP]), *draft_requests(settings, QUESTIONS)]
+        from kifqa.eval.datasets import load_gold
+
+        asked = [q.text for q in load_gold("sqwd:valid", settings.data_dir, limit=slot_requests, start=100)]
+        measured = [*draft_requests(settings, [WARM_UP]), *draft_requests(settings, asked)]
         by_slots = asyncio.run(per_slots(settings, model, measured, threads, counts))
-        click.echo(f"{len(QUESTIONS)} draft requests at once, every slot warm:")
+        click.echo(f"{len(asked)} draft requests at once (valid questions 100-{99 + len(asked)}), every slot warm:")
         for n, seconds in by_slots.items():
             click.echo(f"{n:3d} slot(s) {seconds:8.2f} s/request {by_slots[counts[0]] / seconds:6.2f}x")
