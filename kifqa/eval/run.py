@@ -402,7 +402,8 @@ async def answer_all(pipeline: Pipeline, questions: list[Question], *, concurren
     (:func:`block_shares`), so the questions in flight at once mostly use different blocks: llama.cpp
     gives each lane's next prompt the slot that holds its block, and a block is evaluated once per
     share instead of once per slot."""
-    shares = block_shares(pipeline.prefix_groups(questions), lanes=max(1, concurrency))
+    lanes = max(1, concurrency)
+    shares = block_shares(pipeline.prefix_groups(questions), lanes=lanes)
     done: dict[int, Result] = {}
 
     async def lane() -> None:
@@ -412,7 +413,7 @@ async def answer_all(pipeline: Pipeline, questions: list[Question], *, concurren
                 if progress is not None:
                     progress(result)
 
-    await asyncio.gather(*(lane() for _ in range(min(max(1, concurrency), len(shares)))))
+    await asyncio.gather(*(lane() for _ in range(min(lanes, len(shares)))))
     return [done[id(q)] for q in questions]
 
 
