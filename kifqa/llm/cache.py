@@ -75,16 +75,21 @@ class CachedLLM(LLM):
         self.identity = llm.identity
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
+        #: Whether the file's table has the ``usage`` column (files recorded before it lack it).
+        self._usage = False
         if mode != "off":
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = self._open()
 
     @retry_busy
     def _open(self) -> sqlite3.Connection:
-        """Connects in WAL mode, creating the table, or adding the ``usage`` column to an older file."""
+        """Connects in WAL mode, creating the table; recording into an older file adds its ``usage``
+        column, while replaying leaves the file's table as it is (its answers then have no recorded cost)."""
         db = connect_wal(self.path, _SCHEMA)
-        if "usage" not in {row[1] for row in db.execute("PRAGMA table_info(completions)")}:
+        self._usage = "usage" in {row[1] for row in db.execute("PRAGMA table_info(completions)")}
+        if not self._usage and self.mode == "record":
             db.execute("ALTER TABLE completions ADD COLUMN usage TEXT")
+            self._usage = True
         return db
 
     async def agenerate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
@@ -119,7 +124,8 @@ class CachedLLM(LLM):
         with self._lock:
             for key, text, prompt_tokens, completion_tokens, cost in select_in(
                 self._db,
-                "SELECT key, text, prompt_tokens, completion_tokens, usage FROM completions WHERE key IN ({marks})",
+                f"SELECT key, text, prompt_tokens, completion_tokens, {'usage' if self._usage else 'NULL'} "
+                "FROM completions WHERE key IN ({marks})",
                 keys,
             ):
                 counts = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}

@@ -11,6 +11,7 @@ import pytest
 
 from kifqa.config import LLMSettings, Settings
 from kifqa.llm import LLM, CachedLLM, ChatRequest, Completion, LocalLLM, Message, Usage, open_llm
+from kifqa.llm.cache import request_key
 
 
 class Scripted(LLM):
@@ -70,17 +71,39 @@ def test_record_then_replay_gives_the_same_texts_without_the_model(tmp_path: Pat
     assert replayer.identity == "scripted:v1"
 
 
-def test_a_file_without_recorded_costs_still_replays_and_gains_them(tmp_path: Path) -> None:
-    path = tmp_path / "old.sqlite"
-    with sqlite3.connect(path) as db:  # the layout before recorded costs were kept
+def old_layout(path: Path) -> Path:
+    """An empty cache file in the layout before recorded costs were kept (no ``usage`` column)."""
+    with sqlite3.connect(path) as db:
         db.execute("CREATE TABLE completions (key TEXT PRIMARY KEY, model TEXT NOT NULL, request TEXT NOT NULL,"
                    " text TEXT NOT NULL, prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL,"
                    " created REAL NOT NULL)")
+    return path
+
+
+def columns(path: Path) -> list[str]:
+    with sqlite3.connect(path) as db:
+        return [row[1] for row in db.execute("PRAGMA table_info(completions)")]
+
+
+def test_a_file_without_recorded_costs_still_replays_and_gains_them(tmp_path: Path) -> None:
+    path = old_layout(tmp_path / "old.sqlite")
     cache = CachedLLM(Scripted(), path=path, mode="record")
     [first] = cache.generate([ask("a")])
     [again] = cache.generate([ask("a")])
     assert again.usage.cache_hit and again.text == first.text
     assert again.usage.recorded is not None and again.usage.recorded.latency_s == 0.5
+    assert "usage" in columns(path)
+
+
+def test_replaying_a_file_without_recorded_costs_leaves_its_table_as_it_is(tmp_path: Path) -> None:
+    path = old_layout(tmp_path / "old.sqlite")
+    with sqlite3.connect(path) as db:
+        db.execute("INSERT INTO completions VALUES (?, 'scripted:v1', '{}', 'x', 3, 1, 0)",
+                   (request_key("scripted:v1", ask("a"))[0],))
+    silent = Scripted()
+    [hit] = CachedLLM(silent, path=path, mode="replay").generate([ask("a")])
+    assert hit.ok and hit.text == "x" and hit.usage.cache_hit and hit.usage.recorded is None
+    assert silent.calls == [] and "usage" not in columns(path)  # a replaying run writes no new column
 
 
 def test_replay_miss_is_a_per_request_error(tmp_path: Path) -> None:
