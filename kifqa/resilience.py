@@ -22,8 +22,11 @@ its whole retry budget, and the endpoint is not hammered while it recovers.
 
 With ``max_outage_s`` (batch jobs) an open circuit makes calls wait instead: they wait for the probe,
 and a failed attempt while the circuit is open does not use up their retries, so an outage shorter
-than ``max_outage_s`` only delays them. Once the circuit has been open longer than that, calls fail
-at once with a message that says so, and a job ends quickly with every question's error stating it.
+than ``max_outage_s`` only delays them. Nor do a call's failures use up its retries while the
+endpoint has answered nothing since the first of them: those may be the start of an outage whose
+circuit has not opened yet (each further failure brings it nearer). Once the circuit has been open
+longer than ``max_outage_s``, calls fail at once with a message that says so, and a job ends quickly
+with every question's error stating it.
 """
 
 from __future__ import annotations
@@ -135,6 +138,8 @@ class Endpoint:
         self._last = ""
         #: When the circuit opened, in this run of consecutive failures (0: it is closed).
         self._outage_since = 0.0
+        #: Attempts the endpoint has answered (a call's failures since then may be an outage's start).
+        self._answered = 0
 
     async def run(self, attempt: Callable[[], Awaitable[T]], classify: Callable[[BaseException], Failure | None],
                   *, slot: Callable[[], AbstractAsyncContextManager[object]] | None = None) -> T:
@@ -144,15 +149,17 @@ class Endpoint:
         when retrying ends."""
         failures: list[Failure] = []
         causes: list[BaseException] = []
+        answered_before = 0  # the endpoint's answers when this call first failed
 
         async def once() -> T:
             async with (slot() if slot else nullcontext()):
                 await self._wait_hold()
-                while refused := self._enter():
-                    if not self._outage_waits():
-                        raise GaveUp(refused, Failure("unavailable", refused), len(failures)) from (
+                while (refused := self._enter()) is not None:
+                    message, wait = refused
+                    if wait is None:
+                        raise GaveUp(message, Failure("unavailable", message), len(failures)) from (
                             causes[-1] if causes else None)
-                    await asyncio.sleep(self._until_probe())
+                    await asyncio.sleep(wait)
                 try:
                     async with asyncio.timeout(self.policy.timeout_s):
                         result = await attempt()
@@ -160,6 +167,8 @@ class Endpoint:
                     if (failure := classify(err)) is None:
                         self._alive()
                         raise
+                    nonlocal answered_before
+                    answered_before = answered_before if failures else self._answered
                     self._failed(failure)
                     failures.append(failure)
                     causes.append(err)
@@ -177,7 +186,7 @@ class Endpoint:
 
         def exhausted(state: RetryCallState) -> bool:
             p = self.policy
-            if failures[-1].kind in UNHEALTHY and self._outage_waits():
+            if failures[-1].kind in UNHEALTHY and self._outage_waits(answered_before):
                 return False
             return same_kind() > (p.truncated_retries if failures[-1].kind == "truncated" else p.retries)
 
@@ -209,8 +218,9 @@ class Endpoint:
 
     # -- the circuit -----------------------------------------------------------
 
-    def _enter(self) -> str | None:
-        """Lets an attempt through (``None``), or says why not when the circuit is open."""
+    def _enter(self) -> tuple[str, float | None] | None:
+        """Lets an attempt through (``None``), or says why not when the circuit is open, with the
+        seconds to wait before asking again (``None``: fail now, the outage is too long to wait out)."""
         with self._lock:
             if not self._open_until:
                 return None
@@ -220,25 +230,30 @@ class Endpoint:
                 self._probing = True  # this attempt is the half-open probe
                 return None
             limit = self.policy.max_outage_s
-            outage = (f"; down for {now - self._outage_since:.0f} s, longer than the {limit:g} s an outage "
-                      "may last (rerun to retry)") if limit and now - self._outage_since >= limit else ""
-            return (f"{self.name} unavailable: circuit open after {self._failures} consecutive failures "
-                    f"(next probe in {max(left, 0):.0f} s){outage}; last error: {self._last}")
+            waits = bool(limit) and now - self._outage_since < limit
+            outage = "" if waits or not limit else (
+                f"; down for {now - self._outage_since:.0f} s, longer than the {limit:g} s an outage "
+                "may last (rerun to retry)")
+            message = (f"{self.name} unavailable: circuit open after {self._failures} consecutive failures "
+                       f"(next probe in {max(left, 0):.0f} s){outage}; last error: {self._last}")
+            return message, min(max(left, 0.05), 1.0) if waits else None
 
-    def _outage_waits(self) -> bool:
-        """Whether calls wait out the open circuit (it has been open less than ``max_outage_s``)."""
+    def _outage_waits(self, answered_before: int) -> bool:
+        """Whether a call whose first failure came after ``answered_before`` answers waits on: in batch
+        mode, while the circuit has been open less than ``max_outage_s``, or while the endpoint has
+        answered nothing since that failure (the circuit may be about to open)."""
+        limit = self.policy.max_outage_s
         with self._lock:
-            return bool(self.policy.max_outage_s and self._outage_since
-                        and time.monotonic() - self._outage_since < self.policy.max_outage_s)
-
-    def _until_probe(self) -> float:
-        """Seconds until the open circuit lets its next probe through (a short poll while one is out)."""
-        with self._lock:
-            return min(max(self._open_until - time.monotonic(), 0.05), 1.0)
+            if not limit:
+                return False
+            if self._outage_since:
+                return time.monotonic() - self._outage_since < limit
+            return bool(self.policy.breaker_failures) and self._answered == answered_before
 
     def _alive(self) -> None:
         with self._lock:
             self._failures, self._open_until, self._probing, self._outage_since = 0, 0.0, False, 0.0
+            self._answered += 1
 
     def _abandon(self) -> None:
         with self._lock:

@@ -171,6 +171,36 @@ def test_calls_wait_out_an_outage_shorter_than_max_outage() -> None:
     assert len(failed) > 30 and any("circuit open" in str(r) for r in failed)
 
 
+def test_a_lone_call_at_an_outage_start_waits_for_the_circuit_instead_of_using_up_its_retries() -> None:
+    """Batch semantics: the first call of an outage fails more often than its retries allow before the
+    circuit opens (5 failures); it waits on, since the endpoint has answered nothing since. Without
+    batch semantics, or once the endpoint answers other calls, its retries count as usual."""
+    def lone(max_outage_s: float) -> object:
+        ep = endpoint(retries=2, breaker_failures=5, breaker_cooldown_s=0.1, max_outage_s=max_outage_s)
+        try:
+            return asyncio.run(ep.run(outage(0.5), classify))
+        except GaveUp as err:
+            return err
+
+    assert lone(5.0) == "up"
+    assert isinstance(gave_up := lone(0.0), GaveUp) and gave_up.attempts == 3
+
+    async def poisoned() -> object:
+        ep = endpoint(retries=2, breaker_failures=5, max_outage_s=5.0)
+        tries = []
+
+        async def poison() -> str:  # another call is answered before each of its failures
+            tries.append(await ep.run(script("fine")[0], classify))
+            raise Boom(DOWN)
+
+        try:
+            return await ep.run(poison, classify)
+        except GaveUp as err:
+            return err
+
+    assert isinstance(result := asyncio.run(poisoned()), GaveUp) and result.attempts == 3
+
+
 def test_an_outage_longer_than_max_outage_fails_every_call_saying_so() -> None:
     async def calls() -> tuple[list[object], float]:
         ep = endpoint(retries=2, breaker_failures=3, breaker_cooldown_s=0.2, max_backoff_s=0.1, max_outage_s=0.5)
