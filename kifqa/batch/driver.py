@@ -147,7 +147,7 @@ def _run_shards(settings: Settings, output: RunFolder, todo: list[Shard], pools:
     task = ray.remote(run_shard).options(num_cpus=0, max_retries=b.task_max_retries)
     busy, kb = pools.llm_busy_seconds(), pools.kb_stats()
     start = time.perf_counter()
-    total = sum(len(s.questions) if s.redo is None else len(s.redo) for s in todo)
+    total = sum(len(s.rows) if s.redo is None else len(s.redo) for s in todo)
     with tqdm(total=total, unit="q", desc="questions", disable=not progress, smoothing=0.05) as bar:
         queue, pending = deque(todo), {}
         while queue or pending:
@@ -182,5 +182,4 @@ def _reason(err: RayError) -> str:
 
 
 def _shards(corpus: Corpus, size: int) -> list[Shard]:
-    qs = corpus.questions
-    return [Shard(i, qs[start:start + size]) for i, start in enumerate(range(0, len(qs), size))]
+    return [Shard(i, rows) for i, rows in enumerate(corpus.rows(size))]

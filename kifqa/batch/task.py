@@ -16,6 +16,7 @@ from kifqa.batch.llmpool import ActorLLM
 from kifqa.config import Settings
 from kifqa.kb.base import KnowledgeBase
 from kifqa.llm.base import LLM
+from kifqa.runs.corpus import Rows
 from kifqa.runs.folder import RunFolder
 from kifqa.runs.schema import ANSWER_SCHEMA, TRACE_SCHEMA
 from kifqa.types import Question, Result, Trace
@@ -40,10 +41,11 @@ def default_pipeline(*, kb: KnowledgeBase, llm: LLM, settings: Settings) -> Answ
 
 @dataclass(frozen=True)
 class Shard:
-    """A slice of the corpus; ``redo`` names the only questions to rerun in a finished shard."""
+    """A slice of the corpus (the task reads its questions); ``redo`` names the only questions to rerun
+    in a finished shard."""
 
     index: int
-    questions: list[Question]
+    rows: Rows
     redo: frozenset[str] | None = None
 
 
@@ -71,13 +73,14 @@ class ShardRun:
 def run_shard(shard: Shard, ctx: TaskContext) -> ShardRun:
     """Answers the shard's questions and writes its files atomically (the body of the Ray task)."""
     cpu = time.process_time()
-    questions = shard.questions if shard.redo is None else [q for q in shard.questions if q.id in shard.redo]
+    shard_questions = shard.rows.questions()
+    questions = shard_questions if shard.redo is None else [q for q in shard_questions if q.id in shard.redo]
     results = asyncio.run(_answer_all(questions, ctx))
     answers = pa.Table.from_pylist([row for r in results for row in r.answer_rows()], schema=ANSWER_SCHEMA)
     traces = pa.Table.from_pylist([r.trace.to_row() for r in results], schema=TRACE_SCHEMA)
     output = RunFolder(ctx.out)
     if shard.redo is not None:
-        answers, traces = _merge(output, shard, answers, traces)
+        answers, traces = _merge(output, shard, shard_questions, answers, traces)
     output.write_shard(shard.index, answers, traces)
     return ShardRun(len(results), time.process_time() - cpu)
 
@@ -153,11 +156,12 @@ def _pipeline(ctx: TaskContext) -> Answerer:
     return _PIPELINE[1]
 
 
-def _merge(output: RunFolder, shard: Shard, answers: pa.Table, traces: pa.Table) -> tuple[pa.Table, pa.Table]:
+def _merge(output: RunFolder, shard: Shard, questions: list[Question], answers: pa.Table,
+           traces: pa.Table) -> tuple[pa.Table, pa.Table]:
     """The finished shard's rows with those of the rerun questions replaced, in corpus order."""
     old_answers, old_traces = output.read_shard(shard.index)
     redo = pa.array(sorted(shard.redo or ()), pa.string())
-    position = {q.id: i for i, q in enumerate(shard.questions)}
+    position = {q.id: i for i, q in enumerate(questions)}
 
     def merge(old: pa.Table, new: pa.Table) -> pa.Table:
         kept = old.filter(pc.invert(pc.is_in(old["question_id"], value_set=redo)))

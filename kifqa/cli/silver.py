@@ -60,7 +60,7 @@ def silver(corpus: Path | None, out: Path, limit: int | None, concurrency: int |
 
             b = settings.batch
             questions = read_corpus(corpus, id_column=b.id_column, question_column=b.question_column,
-                                    max_chars=settings.pipeline.max_question_chars).questions
+                                    max_chars=settings.pipeline.max_question_chars).questions()
             questions = questions[:limit] if limit else questions
             if batch:
                 from kifqa.batch import run_job

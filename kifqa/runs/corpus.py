@@ -1,9 +1,14 @@
-"""Reads a corpus of questions (JSONL, CSV or Parquet) into :class:`Question` objects.
+"""Reads a corpus of questions (JSONL, CSV or Parquet) into :class:`Question` objects, one slice at a time.
 
 Every input row becomes exactly one question. A row that cannot be used (broken JSON, a missing or
 duplicate id, a question that is empty, too long or not a string) becomes a question whose ``error``
 says why; it keeps a unique id (``#row12``, ``q7#row12`` for a duplicate of ``q7``) so that its
 error trace can be found.
+
+:func:`read_corpus` scans the file once and keeps no question: per row only where it starts in the
+file (8 bytes; 16 in JSONL, whose row numbers are line numbers) and, while scanning, a 16-byte hash
+of its id to find the duplicates. A :class:`Rows` slice then reads its own questions from the file,
+so a batch job's driver does not hold the corpus and each shard task reads only its shard.
 """
 
 from __future__ import annotations
@@ -12,80 +17,178 @@ import csv
 import hashlib
 import json
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass
+from array import array
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Iterator
+from itertools import islice
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
+import numpy as np
 import pyarrow.parquet as pq
 
 from kifqa.errors import ConfigError
 from kifqa.types import Question
 
-#: One input row: its 1-based number and its fields, or why it could not be read.
-_Row = tuple[int, dict[str, Any] | str]
+#: One input row: its 1-based number, where it starts (a byte offset; the row index in Parquet) and its
+#: fields, or why it could not be read.
+_Row = tuple[int, int, dict[str, Any] | str]
 
 #: Lone UTF-16 surrogates: JSON escapes may make them, UTF-8 (Parquet, Arrow) cannot hold them.
 _SURROGATE = re.compile("[\ud800-\udfff]")
+#: Where a line ends inside a chunk split at ``\n``: after a ``\r`` not followed by ``\n``.
+_LONE_CR = re.compile(rb"(?<=\r)(?=[^\n])")
 
 _FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "tsv",
             ".parquet": "parquet", ".pq": "parquet"}
 
 
 @dataclass(frozen=True)
+class Reading:
+    """How a corpus's rows become questions: its id and question columns, the longest question."""
+
+    id_column: str = "id"
+    question_column: str = "question"
+    max_chars: int = 1000
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Rows ``[start, stop)`` of a corpus file (blank JSONL lines are not rows), with what it takes to
+    read them into questions without reading the rest of the file."""
+
+    path: Path
+    fmt: str
+    reading: Reading
+    #: Whether any row of the corpus has an id (otherwise ids are made from row numbers).
+    has_ids: bool
+    start: int
+    stop: int
+    #: Where row ``start`` begins: a byte offset (JSONL, CSV), unused in Parquet.
+    offset: int
+    #: Row ``start``'s 1-based number (its line number in JSONL).
+    number: int
+    #: The CSV header's field names.
+    header: tuple[str, ...] | None = None
+    #: Row number -> the number of the first row with the same id, for the duplicates in this slice.
+    duplicates: dict[int, int] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+    def questions(self) -> list[Question]:
+        """The slice's questions, in file order."""
+        rows = _read(self.path, self.fmt, self.reading, start=self.start, offset=self.offset,
+                     number=self.number, header=self.header)
+        return [_question(number, fields, self.reading, self.has_ids, self.duplicates.get(number))
+                for number, _, fields in islice(rows, len(self))]
+
+
+@dataclass(frozen=True, eq=False)
 class Corpus:
-    """The questions of one corpus file, in input order, and the file's fingerprint."""
+    """A scanned corpus file: its fingerprint, size and input errors, and where each row starts."""
 
     path: Path
     sha256: str
-    questions: list[Question]
+    fmt: str
+    reading: Reading
+    has_ids: bool
+    header: tuple[str, ...] | None
+    #: Rows with an error (unreadable, bad id, duplicate id, bad question).
+    n_errors: int
+    #: Row number -> the number of the first row with the same id, for every duplicate.
+    duplicates: dict[int, int]
+    _offsets: array
+    _numbers: array
 
-    @property
-    def n_errors(self) -> int:
-        return sum(q.error is not None for q in self.questions)
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    def rows(self, size: int) -> list[Rows]:
+        """The corpus in slices of ``size`` rows."""
+        numbers = list(self.duplicates)  # in row order
+        return [self._slice(start, min(start + size, len(self)), numbers) for start in range(0, len(self), size)]
+
+    def questions(self) -> list[Question]:
+        """Every question of the corpus (read again from the file)."""
+        return self._slice(0, len(self), list(self.duplicates)).questions() if len(self) else []
+
+    def _slice(self, start: int, stop: int, duplicate_numbers: list[int]) -> Rows:
+        number = self._numbers[start] if self._numbers else start + 1
+        last = self._numbers[stop - 1] if self._numbers else stop
+        inside = duplicate_numbers[bisect_left(duplicate_numbers, number):bisect_right(duplicate_numbers, last)]
+        return Rows(self.path, self.fmt, self.reading, self.has_ids, start, stop, offset=self._offsets[start],
+                    number=number, header=self.header, duplicates={n: self.duplicates[n] for n in inside})
 
 
 def read_corpus(path: str | Path, *, id_column: str = "id", question_column: str = "question",
                 max_chars: int = 1000) -> Corpus:
-    """The questions of ``path``; ids are ``q000001``... (the row number) when no row has an id."""
+    """Scans ``path`` (see the module doc); ids are ``q000001``... (the row number) when no row has an id."""
     path = Path(path).absolute()
     fmt = _FORMATS.get(path.suffix.lower())
     if fmt is None:
         raise ConfigError(f"{path}: unknown corpus format (use .jsonl, .csv, .tsv or .parquet)")
     if not path.is_file():
         raise ConfigError(f"{path}: no such corpus file")
-    if fmt == "jsonl":
-        rows = list(_jsonl_rows(path))
-    elif fmt == "parquet":
-        rows = list(_parquet_rows(path))
-    else:
-        rows = list(_csv_rows(path, delimiter="\t" if fmt == "tsv" else ","))
-    has_ids = any(isinstance(fields, dict) and id_column in fields for _, fields in rows)
-    questions = _questions(rows, id_column, question_column, max_chars, has_ids)
-    return Corpus(path=path, sha256=_sha256(path), questions=questions)
-
-
-def _questions(rows: list[_Row], id_column: str, question_column: str, max_chars: int,
-               has_ids: bool) -> list[Question]:
-    seen: dict[str, int] = {}
-    questions = []
-    for number, fields in rows:
+    reading = Reading(id_column, question_column, max_chars)
+    digest = hashlib.sha256()
+    header = _csv_header(path, fmt)
+    offsets, numbers = array("q"), array("q")
+    flags = bytearray()  # per row: 1 unusable or a bad question, 2 a bad id
+    id_rows, id_hashes = array("q"), bytearray()
+    has_ids = False
+    for number, offset, fields in _read(path, fmt, reading, digest=digest, header=header):
+        offsets.append(offset)
+        if fmt == "jsonl":
+            numbers.append(number)
         if isinstance(fields, str):
-            questions.append(Question(f"#row{number}", "", error=fields))
+            flags.append(1)
             continue
-        qid, id_error = _question_id(_utf8(fields.get(id_column)), has_ids, number)
-        text = _utf8(fields.get(question_column))
-        error = id_error or _text_error(text, question_column, max_chars)
-        if qid is None:
-            qid = f"#row{number}"
-        elif qid in seen:
-            error = error or f"duplicate id {qid!r} (first at row {seen[qid]})"
-            qid = f"{qid}#row{number}"
-        else:
-            seen[qid] = number
-        shown = text[:max_chars] if isinstance(text, str) else ""
-        questions.append(Question(qid, shown if error else text, error=error))
-    return questions
+        has_ids = has_ids or id_column in fields
+        qid, id_error = _question_id(_utf8(fields.get(id_column)), True, number)
+        flags.append((_text_error(_utf8(fields.get(question_column)), question_column, max_chars) is not None)
+                     | (id_error is not None) << 1)
+        if qid is not None:
+            id_rows.append(len(offsets) - 1)
+            id_hashes += hashlib.blake2b(qid.encode(), digest_size=16).digest()
+    if fmt == "parquet":
+        _hash_file(path, digest)
+    duplicates = _duplicates(id_rows, id_hashes) if has_ids else []
+    number_of = (lambda i: numbers[i]) if numbers else (lambda i: i + 1)
+    bad = np.frombuffer(bytes(flags), dtype=np.uint8) & (3 if has_ids else 1) > 0
+    bad[[row for row, _ in duplicates]] = True
+    return Corpus(path, digest.hexdigest(), fmt, reading, has_ids, header, int(bad.sum()),
+                  {number_of(row): number_of(first) for row, first in duplicates}, offsets, numbers)
+
+
+def _duplicates(rows: array, hashes: bytearray) -> list[tuple[int, int]]:
+    """(row, first row with the same id hash) for every row whose id an earlier row has."""
+    if not rows:
+        return []
+    keys = np.frombuffer(bytes(hashes), dtype=np.uint64).reshape(-1, 2)
+    _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    first_of = first[inverse.reshape(-1)]
+    again = np.nonzero(first_of != np.arange(len(rows)))[0]
+    return [(rows[i], rows[first_of[i]]) for i in again.tolist()]
+
+
+def _question(number: int, fields: dict[str, Any] | str, reading: Reading, has_ids: bool,
+              first: int | None) -> Question:
+    """Row ``number`` as a question; ``first`` is the number of the first row with its id, if it is a
+    duplicate."""
+    if isinstance(fields, str):
+        return Question(f"#row{number}", "", error=fields)
+    qid, id_error = _question_id(_utf8(fields.get(reading.id_column)), has_ids, number)
+    text = _utf8(fields.get(reading.question_column))
+    error = id_error or _text_error(text, reading.question_column, reading.max_chars)
+    if qid is None:
+        qid = f"#row{number}"
+    elif first is not None:
+        error = error or f"duplicate id {qid!r} (first at row {first})"
+        qid = f"{qid}#row{number}"
+    shown = text[:reading.max_chars] if isinstance(text, str) else ""
+    return Question(qid, shown if error else text, error=error)
 
 
 def _utf8(value: Any) -> Any:
@@ -118,45 +221,106 @@ def _text_error(text: Any, column: str, max_chars: int) -> str | None:
     return None
 
 
-def _jsonl_rows(path: Path) -> Iterator[_Row]:
-    with path.open(encoding="utf-8", errors="replace") as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                fields = json.loads(line)
-            except json.JSONDecodeError as err:
-                yield number, f"broken JSON: {err}"
-                continue
-            if isinstance(fields, dict):
-                yield number, fields
+# -- reading rows ----------------------------------------------------------------
+
+
+def _read(path: Path, fmt: str, reading: Reading, *, start: int = 0, offset: int = 0, number: int = 1,
+          header: tuple[str, ...] | None = None, digest: Any = None) -> Iterator[_Row]:
+    """The rows of ``path`` from row ``start`` (which begins at byte ``offset`` and is numbered
+    ``number``); ``digest`` (text formats, from the file's start) is fed every byte read."""
+    if fmt == "parquet":
+        names = pq.read_schema(path).names
+        wanted = [c for c in (reading.id_column, reading.question_column) if c in names]
+        yield from _parquet_rows(path, start, wanted or None)  # a question needs no other column
+        return
+    with path.open("rb") as data:
+        data.seek(offset)
+        lines = _lines(data, offset, digest)
+        if fmt == "jsonl":
+            yield from _jsonl_rows(lines, number)
+        else:
+            yield from _csv_rows(lines, number, header or (), delimiter="\t" if fmt == "tsv" else ",",
+                                 at_start=offset == 0)
+
+
+def _lines(data: BinaryIO, offset: int, digest: Any) -> Iterator[tuple[int, int, str]]:
+    """(byte offset, byte length, text) of each line from ``offset``, split at ``\\n``, ``\\r\\n`` and
+    ``\\r`` (as Python's text files read them), with the line ends kept and bad UTF-8 replaced."""
+    for chunk in data:
+        if digest is not None:
+            digest.update(chunk)
+        for line in _LONE_CR.split(chunk) if b"\r" in chunk else (chunk,):
+            yield offset, len(line), line.decode("utf-8", errors="replace")
+            offset += len(line)
+
+
+def _jsonl_rows(lines: Iterable[tuple[int, int, str]], number: int) -> Iterator[_Row]:
+    for number, (offset, _, line) in enumerate(lines, start=number):
+        if not line.strip():
+            continue
+        try:
+            fields = json.loads(line)
+        except json.JSONDecodeError as err:
+            yield number, offset, f"broken JSON: {err}"
+            continue
+        if isinstance(fields, dict):
+            yield number, offset, fields
+        else:
+            yield number, offset, f"row is a JSON {type(fields).__name__}, not an object"
+
+
+def _csv_header(path: Path, fmt: str) -> tuple[str, ...] | None:
+    if fmt not in ("csv", "tsv"):
+        return None
+    with path.open(encoding="utf-8", errors="replace", newline="") as text:
+        return tuple(next(csv.reader(text, delimiter="\t" if fmt == "tsv" else ","), ()))
+
+
+def _csv_rows(lines: Iterable[tuple[int, int, str]], number: int, header: tuple[str, ...], *,
+              delimiter: str, at_start: bool) -> Iterator[_Row]:
+    """The records numbered from ``number`` (after the header, skipped ``at_start`` of the file), blank
+    lines skipped as :class:`csv.DictReader` skips them; a record may span lines (quoted newlines),
+    so each starts where the previous one's lines end."""
+    end = [0]
+
+    def text() -> Iterator[str]:
+        for offset, size, line in lines:
+            end[0] = offset + size
+            yield line
+
+    records = csv.reader(text(), delimiter=delimiter)
+    if at_start:
+        next(records, None)
+    start = end[0]
+    for values in records:
+        if values:
+            if len(values) > len(header):
+                yield number, start, "row has more fields than the header"
+            elif len(values) < len(header):
+                yield number, start, "row has fewer fields than the header"
             else:
-                yield number, f"row is a JSON {type(fields).__name__}, not an object"
-
-
-def _csv_rows(path: Path, *, delimiter: str) -> Iterator[_Row]:
-    with path.open(encoding="utf-8", errors="replace", newline="") as lines:
-        reader = csv.DictReader(lines, delimiter=delimiter)
-        for number, fields in enumerate(reader, start=1):
-            if None in fields:
-                yield number, "row has more fields than the header"
-            elif None in fields.values():
-                yield number, "row has fewer fields than the header"
-            else:
-                yield number, fields
-
-
-def _parquet_rows(path: Path) -> Iterator[_Row]:
-    number = 0
-    for batch in pq.ParquetFile(path).iter_batches():
-        for fields in batch.to_pylist():
+                yield number, start, dict(zip(header, values))
             number += 1
-            yield number, fields
+        start = end[0]
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
+def _parquet_rows(path: Path, start: int, columns: list[str] | None) -> Iterator[_Row]:
+    """The rows from row ``start`` (only ``columns``, when given), from the row group that holds it on."""
+    data = pq.ParquetFile(path)
+    first_row = 0
+    for group in range(data.num_row_groups):
+        size = data.metadata.row_group(group).num_rows
+        if first_row + size > start:
+            skip = max(start - first_row, 0)
+            table = data.read_row_group(group, columns=columns).slice(skip)
+            for batch in table.to_batches(max_chunksize=1024):
+                for i, fields in enumerate(batch.to_pylist(), start=first_row + skip):
+                    yield i + 1, i, fields
+                skip += batch.num_rows
+        first_row += size
+
+
+def _hash_file(path: Path, digest: Any) -> None:
     with path.open("rb") as data:
         for chunk in iter(lambda: data.read(1 << 20), b""):
             digest.update(chunk)
-    return digest.hexdigest()

@@ -121,4 +121,4 @@ def run_corpus_ids(folder: str | Path) -> set[str] | None:
         return None
     if corpus.get("sha256") and read.sha256 != corpus["sha256"]:
         return None
-    return {q.id for q in read.questions}
+    return {q.id for q in read.questions()}

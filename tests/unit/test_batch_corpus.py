@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -29,9 +30,9 @@ def test_jsonl_bad_rows_each_become_one_error_question(tmp_path):
     path = tmp_path / "c.jsonl"
     path.write_text("\n".join(lines) + "\n")
     corpus = read_corpus(path, max_chars=1000)
-    got = {q.id: (q.text, q.error) for q in corpus.questions}
+    got = {q.id: (q.text, q.error) for q in corpus.questions()}
 
-    assert len(corpus.questions) == 10  # the blank line is not a row
+    assert len(corpus) == len(corpus.questions()) == 10  # the blank line is not a row
     assert len(got) == 10, "ids stay unique"
     assert got["a"] == ("where was sasha vujacic born", None)
     assert got["9"] == ("what is the capital of france", None)
@@ -51,14 +52,14 @@ def test_jsonl_bad_rows_each_become_one_error_question(tmp_path):
 def test_ids_are_generated_when_no_row_has_one(tmp_path):
     path = tmp_path / "c.jsonl"
     path.write_text('{"question": "one"}\n{"question": "two"}\n')
-    assert [(q.id, q.text, q.error) for q in read_corpus(path).questions] == [
+    assert [(q.id, q.text, q.error) for q in read_corpus(path).questions()] == [
         ("q000001", "one", None), ("q000002", "two", None)]
 
 
 def test_csv_and_tsv_with_custom_columns(tmp_path):
     csv_path = tmp_path / "c.csv"
     csv_path.write_text('qid,text\nx1,"who wrote, the book"\nx2\nx3,a,b\n,no id\n')
-    questions = read_corpus(csv_path, id_column="qid", question_column="text").questions
+    questions = read_corpus(csv_path, id_column="qid", question_column="text").questions()
     assert [(q.id, q.error) for q in questions] == [
         ("x1", None), ("#row2", "row has fewer fields than the header"),
         ("#row3", "row has more fields than the header"), ("#row4", "missing id")]
@@ -66,13 +67,13 @@ def test_csv_and_tsv_with_custom_columns(tmp_path):
 
     tsv_path = tmp_path / "c.tsv"
     tsv_path.write_text("question\nwhat is it\n")
-    assert [(q.id, q.text) for q in read_corpus(tsv_path).questions] == [("q000001", "what is it")]
+    assert [(q.id, q.text) for q in read_corpus(tsv_path).questions()] == [("q000001", "what is it")]
 
 
 def test_parquet_with_wrong_types(tmp_path):
     path = tmp_path / "c.parquet"
     pq.write_table(pa.table({"id": [1, 2, None], "question": ["who is he", None, "who is she"]}), path)
-    assert [(q.id, q.error) for q in read_corpus(path).questions] == [
+    assert [(q.id, q.error) for q in read_corpus(path).questions()] == [
         ("1", None), ("2", "missing 'question'"), ("#row3", "missing id")]
 
 
@@ -81,3 +82,40 @@ def test_unknown_format_and_missing_file(tmp_path):
         read_corpus(tmp_path / "c.xml")
     with pytest.raises(ConfigError, match="no such corpus file"):
         read_corpus(tmp_path / "c.jsonl")
+
+
+def _written(tmp_path, fmt: str):
+    """A corpus in ``fmt`` with what makes slicing hard: blank lines, CRLF and lone CR line ends, quoted
+    newlines (CSV), bad UTF-8, several row groups (Parquet), duplicates far from their first row."""
+    ids = ["a", "b", "a", "", "c", "d", "b", "e", "f", "a", "g", "h"]
+    texts = ["where was x born", "who wrote y\nz" if fmt == "csv" else "who wrote y", "dup", "no id",
+             "   ", "what is é", "dup again", "q8", "q9", "third a", "q11", "q12"]
+    path = tmp_path / f"c.{fmt}"
+    if fmt == "parquet":
+        pq.write_table(pa.table({"id": ids, "question": texts, "other": list(range(12))}), path, row_group_size=5)
+    elif fmt == "csv":
+        body = "".join(f'{i},"{t}"\r\n' if k % 2 else f'{i},"{t}"\n' for k, (i, t) in enumerate(zip(ids, texts)))
+        path.write_bytes(("id,question\n" + body).replace('"q9"\n', '"q9"\n\n').encode())
+    else:
+        lines = [json.dumps({"id": i, "question": t}) for i, t in zip(ids, texts)]
+        lines.insert(4, "")
+        data = "\n".join(lines[:6]).encode() + b"\r" + "\r\n".join(lines[6:]).encode() + b"\n"
+        path.write_bytes(data.replace(b'"q8"', b'"q8 \xff"'))
+    return path
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
+def test_every_slicing_reads_the_same_questions_as_the_whole_file(fmt, tmp_path):
+    corpus = read_corpus(_written(tmp_path, fmt))
+    whole = corpus.questions()
+    assert len(corpus) == len(whole) == 12
+    ids = [q.id for q in whole]
+    assert len(set(ids)) == 12 and ids[0] == "a" and ids[2].startswith("a#row") and ids[9].startswith("a#row")
+    assert whole[9].error == f"duplicate id 'a' (first at row 1)"
+    assert whole[3].error == "missing id" and whole[4].error == "empty question"
+    assert corpus.n_errors == sum(q.error is not None for q in whole) == 5
+    for size in range(1, 13):
+        slices = corpus.rows(size)
+        assert [q for rows in slices for q in rows.questions()] == whole, size
+    shard = pickle.dumps(corpus.rows(4)[2])
+    assert len(shard) < 1000 and b"third a" not in shard, "a slice carries where its rows are, not the rows"
