@@ -129,7 +129,7 @@ def _todo(shards: list[Shard], output: RunFolder, *, retry_failed: bool) -> list
 
 def _summary(output: RunFolder, run: _Run, *, n_shards: int, n_todo: int, llm_actors: int) -> Summary:
     return Summary(
-        out=str(output.root), **trace_counts(output.read_traces(COLUMNS)),
+        out=str(output.root), **trace_counts(output.trace_shards(COLUMNS)),
         answers=output.count_answers(), ran=run.questions, shards=n_shards,
         shards_skipped=n_shards - n_todo, shards_failed=run.failed, startup_s=round(run.startup_s, 3),
         seconds=round(run.seconds, 3), task_cpu_s=round(run.task_cpu_s, 3), questions_per_s=run.questions / run.seconds if run.seconds else 0.0,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel
@@ -60,27 +62,29 @@ class Summary(BaseModel):
         return "\n".join(lines)
 
 
-def trace_counts(traces: pa.Table) -> dict[str, float]:
-    """Question counts and per-question means over trace rows with :data:`COLUMNS`."""
-    n = traces.num_rows
-    failed = pc.is_valid(traces["error"])
-    ok = pc.invert(failed)
-    has_answers = pc.greater(traces["n_answers"], 0)
+def trace_counts(shards: Iterable[pa.Table]) -> dict[str, float]:
+    """Question counts and per-question means over trace rows with :data:`COLUMNS`, one shard's table at
+    a time (the driver of a large job holds no more than one)."""
+    sums = dict.fromkeys(("questions", "answered", "empty", "errors", "input_errors", *_MEANS), 0)
+    for traces in shards:
+        failed = pc.is_valid(traces["error"])
+        ok = pc.invert(failed)
+        has_answers = pc.greater(traces["n_answers"], 0)
+        sums["questions"] += traces.num_rows
+        sums["answered"] += _count(pc.and_(ok, has_answers))
+        sums["empty"] += _count(pc.and_(ok, pc.invert(has_answers)))
+        sums["errors"] += _count(failed)
+        sums["input_errors"] += _count(pc.fill_null(pc.equal(traces["error_step"], "input"), False))
+        for column in _MEANS:
+            sums[column] += pc.sum(traces[column]).as_py() or 0
+    n = sums["questions"]
+    return {k: v for k, v in sums.items() if k not in _MEANS} | {
+        f"{column}_per_question": sums[column] / n if n else 0.0 for column in _MEANS}
 
-    def count(mask: pa.ChunkedArray) -> int:
-        return int(pc.sum(pc.cast(mask, pa.int64())).as_py() or 0)
 
-    def mean(column: str) -> float:
-        return float(pc.sum(traces[column]).as_py() or 0) / n if n else 0.0
+#: The trace columns the summary gives per-question means of.
+_MEANS = ("llm_calls", "prompt_tokens", "completion_tokens", "kb_calls")
 
-    return {
-        "questions": n,
-        "answered": count(pc.and_(ok, has_answers)),
-        "empty": count(pc.and_(ok, pc.invert(has_answers))),
-        "errors": count(failed),
-        "input_errors": count(pc.fill_null(pc.equal(traces["error_step"], "input"), False)),
-        "llm_calls_per_question": mean("llm_calls"),
-        "prompt_tokens_per_question": mean("prompt_tokens"),
-        "completion_tokens_per_question": mean("completion_tokens"),
-        "kb_calls_per_question": mean("kb_calls"),
-    }
+
+def _count(mask: pa.ChunkedArray) -> int:
+    return int(pc.sum(pc.cast(mask, pa.int64())).as_py() or 0)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -70,9 +71,14 @@ class RunFolder:
         a large job's driver stays small)."""
         return sum(pq.read_metadata(self.answers / self.shard_file(i)).num_rows for i in self.finished())
 
+    def trace_shards(self, columns: list[str] | None = None) -> Iterator[pa.Table]:
+        """Each finished shard's trace rows, one shard at a time."""
+        schema = _columns(TRACE_SCHEMA, columns)
+        for i in sorted(self.finished()):
+            yield pq.read_table(self.traces / self.shard_file(i), columns=columns, schema=schema)
+
     def _read(self, folder: Path, schema: pa.Schema, columns: list[str] | None) -> pa.Table:
-        if columns is not None:
-            schema = pa.schema([schema.field(c) for c in columns])
+        schema = _columns(schema, columns)
         tables = [pq.read_table(folder / self.shard_file(i), columns=columns, schema=schema)
                   for i in sorted(self.finished())]
         return pa.concat_tables(tables) if tables else schema.empty_table()
@@ -115,6 +121,11 @@ class RunFolder:
         tmp = self.root / f"{_TMP}{uuid.uuid4().hex}-manifest.json"
         tmp.write_text(json.dumps(manifest, indent=2, ensure_ascii=False, default=str) + "\n")
         os.replace(tmp, self.manifest)
+
+
+def _columns(schema: pa.Schema, columns: list[str] | None) -> pa.Schema:
+    """``schema`` cut to ``columns`` (all of it for ``None``)."""
+    return schema if columns is None else pa.schema([schema.field(c) for c in columns])
 
 
 def _write_atomic(table: pa.Table, path: Path) -> None:

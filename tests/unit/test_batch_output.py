@@ -39,7 +39,7 @@ def test_shards_are_finished_when_their_traces_exist(tmp_path):
     out.remove_temporaries()
     assert not list(out.traces.glob(".tmp-*"))
 
-    counts = trace_counts(out.read_traces(COLUMNS))
+    counts = trace_counts(out.trace_shards(COLUMNS))
     assert counts | {"kb_calls_per_question": 3.0} == counts
     assert (counts["questions"], counts["answered"], counts["empty"], counts["errors"], counts["input_errors"]) == (
         4, 1, 1, 2, 1)
