@@ -72,6 +72,7 @@ class Pipeline:
         """``questions`` grouped by few-shot block (each group in the place of its first question,
         input order within it; a question without a shared block is a group of its own)."""
         groups: dict[object, list[Question]] = {}
+        self.examples.prepare([q.text for q in questions])
         for i, q in enumerate(questions):
             groups.setdefault(self.examples.prefix_key(q.text) or (None, i), []).append(q)
         return list(groups.values())

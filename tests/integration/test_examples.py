@@ -79,3 +79,19 @@ def test_clustered_examples_never_show_the_question_itself_and_add_its_nearest(d
     assert len(shown) == 4 + 2  # the block without the question, then its two nearest examples
     assert shown[:4] == [pool[i] for i in examples.blocks[c][1:]]
     assert all(e not in shown[:4] for e in shown[4:])
+
+
+def test_prepared_questions_are_embedded_in_one_batch_and_select_as_embedded_one_by_one(data_dir, tmp_path) -> None:
+    """A shard's questions are embedded in one encoder call (``prepare``, as ``prefix_groups`` does), and
+    choosing their examples afterwards encodes nothing more and chooses what one-by-one embedding does."""
+    pool = sqwd_pool(data_dir, limit=300)
+    questions = [e.question + " ?" for e in pool[:40]]
+    one_by_one = ClusteredExamples(pool, clusters=6, block=4, cache_dir=tmp_path)
+    expected = [one_by_one.select(q) for q in questions]
+    examples = ClusteredExamples(pool, clusters=6, block=4, cache_dir=tmp_path)
+    calls: list[int] = []
+    encode = examples.pool.encode
+    examples.pool.encode = lambda texts: calls.append(len(texts)) or encode(texts)  # type: ignore[method-assign]
+    examples.prepare(questions + questions[:5])
+    assert calls == [40]
+    assert [examples.select(q) for q in questions] == expected and calls == [40]
