@@ -73,12 +73,17 @@ class Rows:
     header: tuple[str, ...] | None = None
     #: Row number -> the number of the first row with the same id, for the duplicates in this slice.
     duplicates: dict[int, int] = field(default_factory=dict)
+    #: The file's size and modification time when it was scanned.
+    stamp: tuple[int, int] = (0, 0)
 
     def __len__(self) -> int:
         return self.stop - self.start
 
     def questions(self) -> list[Question]:
-        """The slice's questions, in file order."""
+        """The slice's questions, in file order; raises :class:`ConfigError` if the file changed since
+        it was scanned (its rows may have moved)."""
+        if _stamp(self.path) != self.stamp:
+            raise ConfigError(f"{self.path} changed since the job read it: rerun the job on the new file")
         rows = _read(self.path, self.fmt, self.reading, start=self.start, offset=self.offset,
                      number=self.number, header=self.header)
         return [_question(number, fields, self.reading, self.has_ids, self.duplicates.get(number))
@@ -99,6 +104,7 @@ class Corpus:
     n_errors: int
     #: Row number -> the number of the first row with the same id, for every duplicate.
     duplicates: dict[int, int]
+    stamp: tuple[int, int]
     _offsets: array
     _numbers: array
 
@@ -119,7 +125,8 @@ class Corpus:
         last = self._numbers[stop - 1] if self._numbers else stop
         inside = duplicate_numbers[bisect_left(duplicate_numbers, number):bisect_right(duplicate_numbers, last)]
         return Rows(self.path, self.fmt, self.reading, self.has_ids, start, stop, offset=self._offsets[start],
-                    number=number, header=self.header, duplicates={n: self.duplicates[n] for n in inside})
+                    number=number, header=self.header, duplicates={n: self.duplicates[n] for n in inside},
+                    stamp=self.stamp)
 
 
 def read_corpus(path: str | Path, *, id_column: str = "id", question_column: str = "question",
@@ -132,6 +139,7 @@ def read_corpus(path: str | Path, *, id_column: str = "id", question_column: str
     if not path.is_file():
         raise ConfigError(f"{path}: no such corpus file")
     reading = Reading(id_column, question_column, max_chars)
+    stamp = _stamp(path)
     digest = hashlib.sha256()
     header = _csv_header(path, fmt)
     offsets, numbers = array("q"), array("q")
@@ -159,7 +167,7 @@ def read_corpus(path: str | Path, *, id_column: str = "id", question_column: str
     bad = np.frombuffer(bytes(flags), dtype=np.uint8) & (3 if has_ids else 1) > 0
     bad[[row for row, _ in duplicates]] = True
     return Corpus(path, digest.hexdigest(), fmt, reading, has_ids, header, int(bad.sum()),
-                  {number_of(row): number_of(first) for row, first in duplicates}, offsets, numbers)
+                  {number_of(row): number_of(first) for row, first in duplicates}, stamp, offsets, numbers)
 
 
 def _duplicates(rows: array, hashes: bytearray) -> list[tuple[int, int]]:
@@ -318,6 +326,11 @@ def _parquet_rows(path: Path, start: int, columns: list[str] | None) -> Iterator
                     yield i + 1, i, fields
                 skip += batch.num_rows
         first_row += size
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    info = path.stat()
+    return info.st_size, info.st_mtime_ns
 
 
 def _hash_file(path: Path, digest: Any) -> None:

@@ -119,3 +119,12 @@ def test_every_slicing_reads_the_same_questions_as_the_whole_file(fmt, tmp_path)
         assert [q for rows in slices for q in rows.questions()] == whole, size
     shard = pickle.dumps(corpus.rows(4)[2])
     assert len(shard) < 1000 and b"third a" not in shard, "a slice carries where its rows are, not the rows"
+
+
+def test_a_slice_of_a_file_changed_since_the_scan_says_so(tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"id": "a", "question": "who is a"}\n{"id": "b", "question": "who is b"}\n')
+    rows = read_corpus(path).rows(1)
+    path.write_text('{"id": "x", "question": "a longer first row moves the second"}\n{"id": "b", "question": "who is b"}\n')
+    with pytest.raises(ConfigError, match="changed since the job read it"):
+        rows[1].questions()
