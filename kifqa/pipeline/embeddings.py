@@ -65,7 +65,7 @@ class EmbeddedPool:
 
     def embed_many(self, questions: list[str]) -> list[np.ndarray]:
         """The embeddings of ``questions``; those of the last :data:`KEPT` questions are kept, and the
-        others are encoded in one batch (one question at a time costs the encoder ~10× more)."""
+        others are encoded in one batch (one at a time costs the encoder 3-4× the CPU)."""
         kept = self._embedded
         missing = list(dict.fromkeys(q for q in questions if q not in kept))
         if missing:
