@@ -16,8 +16,9 @@ a seeded draw picks a fault for it, with the per-request probabilities of :class
 =============  ==================================================================================
 
 ``down = True`` resets every connection (an endpoint that is gone). The proxy counts requests, faults
-by kind and the highest number of requests in flight (a hung request stops counting when its client
-disconnects), and logs the time of each request and of each 429, so tests can check that no request
+by kind and the highest number of requests in flight (a request stops counting just before its answer
+or reset is written, since its client may send the next one as soon as it has read it; a hung request
+when its client disconnects), and logs the time of each request and of each 429, so tests can check that no request
 arrived while a ``Retry-After`` was running (:meth:`FaultProxy.retry_after_violations`).
 """
 
@@ -30,8 +31,8 @@ import socket
 import struct
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, fields
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -127,12 +128,14 @@ class FaultProxy(LoopbackServer):
             return "ok"
 
     @contextmanager
-    def _track(self, arrived: float, method: str, path: str, fault: str) -> Iterator[None]:
+    def _track(self, arrived: float, method: str, path: str, fault: str) -> Iterator[Callable[[], None]]:
+        """Logs the request and counts it in flight until the block ends or calls the function it gets."""
         with self._lock:
             self.requests.append(Request(arrived, method, path, fault))
             self.counts[fault] += 1
-        with self.in_flight_request():
-            yield
+        with ExitStack() as counted:
+            counted.enter_context(self.in_flight_request())
+            yield counted.close
 
     def _forward(self, method: str, path: str, headers: dict[str, str], body: bytes) -> httpx.Response:
         sent = {k: v for k, v in headers.items() if k.lower() in _FORWARDED}
@@ -157,7 +160,7 @@ class FaultProxy(LoopbackServer):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 fault = proxy._draw()
                 arrived = proxy._httpd.accepted.pop(self.request, time.monotonic())
-                with proxy._track(arrived, self.command, self.path, fault):
+                with proxy._track(arrived, self.command, self.path, fault) as self.answered:
                     if fault == "reset":
                         self._reset()
                     elif fault == "hang":
@@ -191,6 +194,7 @@ class FaultProxy(LoopbackServer):
 
             def _send(self, status: int, data: bytes, headers: dict[str, str] | None = None) -> None:
                 headers = {"Content-Type": "application/json", **(headers or {})}
+                self.answered()
                 try:
                     self.send_response(status)
                     for name, value in headers.items():
@@ -204,6 +208,7 @@ class FaultProxy(LoopbackServer):
                 self.close_connection = True
 
             def _reset(self) -> None:
+                self.answered()
                 self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                 self.connection.close()
                 self.close_connection = True

@@ -10,13 +10,13 @@ import sys
 from collections import Counter
 from collections.abc import Iterator, Sequence
 
-import pyarrow.parquet as pq
 import pytest
 import ray
 from hypothesis import HealthCheck, example, given, settings as hsettings, strategies as st
 
 from kifqa.batch import actor_pools, run_job
 from kifqa.config import Settings
+from kifqa.runs import RunFolder
 from kifqa.llm.base import LLM, ChatRequest, Completion
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -70,6 +70,7 @@ def pools(settings: Settings, built_kb) -> Iterator[tuple[Settings, object]]:
 
 
 @given(lines=LINES)
+@example(lines=["", "   "])  # no row at all: no shard, no trace
 @example(lines=[json.dumps({"id": "s\ud800", "question": "who is \udc00 born"}),  # lone surrogates
                 json.dumps({"id": "c", "question": "\x00\x1b[2J where was \x7f born"}), "",
                 json.dumps({"id": "c", "question": "duplicate"}), json.dumps({"id": 2.5, "question": "float id"}),
@@ -86,10 +87,11 @@ def test_a_fuzzed_corpus_gives_one_trace_per_row(lines: list[str], pools, tmp_pa
 
     summary = run_job(job, corpus, tmp / "out", pools=running, progress=False)
 
-    traces = pq.read_table(tmp / "out" / "traces").to_pylist()
+    out = RunFolder(tmp / "out")
+    traces = out.read_traces().to_pylist()
     assert summary.ok and summary.questions == rows == len(traces)
     assert len({t["question_id"] for t in traces}) == rows, "every row keeps a unique id"
-    answers = Counter(pq.read_table(tmp / "out" / "answers", columns=["question_id"])["question_id"].to_pylist())
+    answers = Counter(out.read_answers(["question_id"])["question_id"].to_pylist())
     for t in traces:
         assert json.loads(t["trace"])["question_id"] == t["question_id"]
         assert answers[t["question_id"]] == t["n_answers"], "the answer rows are the trace's answers"
