@@ -54,13 +54,29 @@ class Reading:
 
 
 @dataclass(frozen=True)
-class Rows:
-    """Rows ``[start, stop)`` of a corpus file (blank JSONL lines are not rows), with what it takes to
-    read them into questions without reading the rest of the file."""
+class CorpusFile:
+    """A corpus file as scanned: where it is, its format and how its rows become questions, its CSV
+    header, and its size and modification time then."""
 
     path: Path
     fmt: str
     reading: Reading
+    #: The CSV header's field names.
+    header: tuple[str, ...] | None
+    stamp: tuple[int, int]
+
+    def check(self) -> None:
+        """Raises :class:`ConfigError` if the file changed since it was scanned (its rows may have moved)."""
+        if _stamp(self.path) != self.stamp:
+            raise ConfigError(f"{self.path} changed since the job read it: rerun the job on the new file")
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Rows ``[start, stop)`` of a corpus file (blank JSONL lines are not rows), with what it takes to
+    read them into questions without reading the rest of the file."""
+
+    file: CorpusFile
     #: Whether any row of the corpus has an id (otherwise ids are made from row numbers).
     has_ids: bool
     start: int
@@ -69,24 +85,18 @@ class Rows:
     offset: int
     #: Row ``start``'s 1-based number (its line number in JSONL).
     number: int
-    #: The CSV header's field names.
-    header: tuple[str, ...] | None = None
     #: Row number -> the number of the first row with the same id, for the duplicates in this slice.
     duplicates: dict[int, int] = field(default_factory=dict)
-    #: The file's size and modification time when it was scanned.
-    stamp: tuple[int, int] = (0, 0)
 
     def __len__(self) -> int:
         return self.stop - self.start
 
     def questions(self) -> list[Question]:
         """The slice's questions, in file order; raises :class:`ConfigError` if the file changed since
-        it was scanned (its rows may have moved)."""
-        if _stamp(self.path) != self.stamp:
-            raise ConfigError(f"{self.path} changed since the job read it: rerun the job on the new file")
-        rows = _read(self.path, self.fmt, self.reading, start=self.start, offset=self.offset,
-                     number=self.number, header=self.header)
-        return [_question(number, fields, self.reading, self.has_ids, self.duplicates.get(number))
+        it was scanned."""
+        self.file.check()
+        rows = _read(self.file, start=self.start, offset=self.offset, number=self.number)
+        return [_question(number, fields, self.file.reading, self.has_ids, self.duplicates.get(number))
                 for number, _, fields in islice(rows, len(self))]
 
 
@@ -94,19 +104,19 @@ class Rows:
 class Corpus:
     """A scanned corpus file: its fingerprint, size and input errors, and where each row starts."""
 
-    path: Path
+    file: CorpusFile
     sha256: str
-    fmt: str
-    reading: Reading
     has_ids: bool
-    header: tuple[str, ...] | None
     #: Rows with an error (unreadable, bad id, duplicate id, bad question).
     n_errors: int
     #: Row number -> the number of the first row with the same id, for every duplicate.
     duplicates: dict[int, int]
-    stamp: tuple[int, int]
     _offsets: array
     _numbers: array
+
+    @property
+    def path(self) -> Path:
+        return self.file.path
 
     def __len__(self) -> int:
         return len(self._offsets)
@@ -124,9 +134,8 @@ class Corpus:
         number = self._numbers[start] if self._numbers else start + 1
         last = self._numbers[stop - 1] if self._numbers else stop
         inside = duplicate_numbers[bisect_left(duplicate_numbers, number):bisect_right(duplicate_numbers, last)]
-        return Rows(self.path, self.fmt, self.reading, self.has_ids, start, stop, offset=self._offsets[start],
-                    number=number, header=self.header, duplicates={n: self.duplicates[n] for n in inside},
-                    stamp=self.stamp)
+        return Rows(self.file, self.has_ids, start, stop, offset=self._offsets[start], number=number,
+                    duplicates={n: self.duplicates[n] for n in inside})
 
 
 def read_corpus(path: str | Path, *, id_column: str = "id", question_column: str = "question",
@@ -138,15 +147,14 @@ def read_corpus(path: str | Path, *, id_column: str = "id", question_column: str
         raise ConfigError(f"{path}: unknown corpus format (use .jsonl, .csv, .tsv or .parquet)")
     if not path.is_file():
         raise ConfigError(f"{path}: no such corpus file")
-    reading = Reading(id_column, question_column, max_chars)
-    stamp = _stamp(path)
+    file = CorpusFile(path, fmt, Reading(id_column, question_column, max_chars), _csv_header(path, fmt),
+                      _stamp(path))
     digest = hashlib.sha256()
-    header = _csv_header(path, fmt)
     offsets, numbers = array("q"), array("q")
     flags = bytearray()  # per row: 1 unusable or a bad question, 2 a bad id
     id_rows, id_hashes = array("q"), bytearray()
     has_ids = False
-    for number, offset, fields in _read(path, fmt, reading, digest=digest, header=header):
+    for number, offset, fields in _read(file, digest=digest):
         offsets.append(offset)
         if fmt == "jsonl":
             numbers.append(number)
@@ -166,8 +174,8 @@ def read_corpus(path: str | Path, *, id_column: str = "id", question_column: str
     number_of = (lambda i: numbers[i]) if numbers else (lambda i: i + 1)
     bad = np.frombuffer(bytes(flags), dtype=np.uint8) & (3 if has_ids else 1) > 0
     bad[[row for row, _ in duplicates]] = True
-    return Corpus(path, digest.hexdigest(), fmt, reading, has_ids, header, int(bad.sum()),
-                  {number_of(row): number_of(first) for row, first in duplicates}, stamp, offsets, numbers)
+    return Corpus(file, digest.hexdigest(), has_ids, int(bad.sum()),
+                  {number_of(row): number_of(first) for row, first in duplicates}, offsets, numbers)
 
 
 def _duplicates(rows: array, hashes: bytearray) -> list[tuple[int, int]]:
@@ -232,22 +240,22 @@ def _text_error(text: Any, column: str, max_chars: int) -> str | None:
 # -- reading rows ----------------------------------------------------------------
 
 
-def _read(path: Path, fmt: str, reading: Reading, *, start: int = 0, offset: int = 0, number: int = 1,
-          header: tuple[str, ...] | None = None, digest: Any = None) -> Iterator[_Row]:
-    """The rows of ``path`` from row ``start`` (which begins at byte ``offset`` and is numbered
+def _read(file: CorpusFile, *, start: int = 0, offset: int = 0, number: int = 1,
+          digest: Any = None) -> Iterator[_Row]:
+    """The rows of ``file`` from row ``start`` (which begins at byte ``offset`` and is numbered
     ``number``); ``digest`` (text formats, from the file's start) is fed every byte read."""
-    if fmt == "parquet":
-        names = pq.read_schema(path).names
-        wanted = [c for c in (reading.id_column, reading.question_column) if c in names]
-        yield from _parquet_rows(path, start, wanted or None)  # a question needs no other column
+    if file.fmt == "parquet":
+        names = pq.read_schema(file.path).names
+        wanted = [c for c in (file.reading.id_column, file.reading.question_column) if c in names]
+        yield from _parquet_rows(file.path, start, wanted or None)  # a question needs no other column
         return
-    with path.open("rb") as data:
+    with file.path.open("rb") as data:
         data.seek(offset)
         lines = _lines(data, offset, digest)
-        if fmt == "jsonl":
+        if file.fmt == "jsonl":
             yield from _jsonl_rows(lines, number)
         else:
-            yield from _csv_rows(lines, number, header or (), delimiter="\t" if fmt == "tsv" else ",",
+            yield from _csv_rows(lines, number, file.header or (), delimiter="\t" if file.fmt == "tsv" else ",",
                                  at_start=offset == 0)
 
 
