@@ -73,15 +73,16 @@ class RunFolder:
 
     def trace_shards(self, columns: list[str] | None = None) -> Iterator[pa.Table]:
         """Each finished shard's trace rows, one shard at a time."""
-        schema = _columns(TRACE_SCHEMA, columns)
-        for i in sorted(self.finished()):
-            yield pq.read_table(self.traces / self.shard_file(i), columns=columns, schema=schema)
+        return self._shards(self.traces, _columns(TRACE_SCHEMA, columns), columns)
 
     def _read(self, folder: Path, schema: pa.Schema, columns: list[str] | None) -> pa.Table:
         schema = _columns(schema, columns)
-        tables = [pq.read_table(folder / self.shard_file(i), columns=columns, schema=schema)
-                  for i in sorted(self.finished())]
+        tables = list(self._shards(folder, schema, columns))
         return pa.concat_tables(tables) if tables else schema.empty_table()
+
+    def _shards(self, folder: Path, schema: pa.Schema, columns: list[str] | None) -> Iterator[pa.Table]:
+        for i in sorted(self.finished()):
+            yield pq.read_table(folder / self.shard_file(i), columns=columns, schema=schema)
 
     def failed(self, index: int) -> set[str]:
         """Ids of the questions of a finished shard whose trace has an error other than bad input."""
