@@ -33,6 +33,8 @@ class ClusteredExamples(ExampleSource):
         seed: Seed of the k-means initialisation (the blocks are deterministic).
     """
 
+    pool: EmbeddedPool
+
     def __init__(self, pool: list[Example], *, clusters: int = 32, block: int = 8, nearest: int = 0,
                  cache_dir: Path | None = None, seed: int = 0) -> None:
         self.pool = EmbeddedPool(pool, cache_dir=cache_dir)
@@ -44,9 +46,6 @@ class ClusteredExamples(ExampleSource):
     def cluster(self, question: str) -> int:
         """The cluster whose centroid is closest to ``question``."""
         return int(np.argmax(self.centroids @ self.pool.embed(question)))
-
-    def prepare(self, questions: list[str]) -> None:
-        self.pool.embed_many(questions)
 
     def prefix_key(self, question: str) -> str | None:
         return f"cluster-{self.cluster(question)}"

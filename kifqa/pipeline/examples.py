@@ -20,9 +20,14 @@ class ExampleSource(abc.ABC):
     def select(self, question: str) -> list[Example]:
         """The examples for ``question``, least similar first (the closest sits next to it)."""
 
+    #: The embedded example pool, for the sources that choose by sentence embeddings.
+    pool: EmbeddedPool | None = None
+
     def prepare(self, questions: list[str]) -> None:
-        """Computes at once what selecting examples for ``questions`` needs (their embeddings), before
-        they are answered one by one."""
+        """Computes at once what selecting examples for ``questions`` needs (their embeddings, in one
+        encoder batch), before they are answered one by one."""
+        if self.pool is not None:
+            self.pool.embed_many(questions)
 
     def prefix_key(self, question: str) -> str | None:
         """Names the few-shot block ``question`` gets: questions with the same key send prompts that
@@ -55,12 +60,11 @@ class RetrievedExamples(ExampleSource):
     A pool example whose question is the question itself is never shown (see :class:`EmbeddedPool`).
     """
 
+    pool: EmbeddedPool
+
     def __init__(self, pool: list[Example], *, k: int = 5, cache_dir: Path | None = None) -> None:
         self.pool = EmbeddedPool(pool, cache_dir=cache_dir)
         self.k = k
-
-    def prepare(self, questions: list[str]) -> None:
-        self.pool.embed_many(questions)
 
     def select(self, question: str) -> list[Example]:
         return self.pool.nearest(question, self.k)[::-1]
