@@ -1,4 +1,5 @@
-# kifqa: `make demo` sets everything up and answers a sample corpus; `make test` sets up and runs the tests.
+# kifqa: `make demo` sets everything up and answers a sample corpus; `make test` sets up and runs the tests;
+# `make lint` checks style (ruff) and types (mypy).
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -6,7 +7,7 @@ KIFQA_DATA_DIR ?= $(abspath ../shared/data)
 export KIFQA_DATA_DIR
 DEMO_N ?= 20
 
-.PHONY: setup system test test-slow demo bench image clean
+.PHONY: setup system test test-slow lint demo bench image clean
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 setup: system $(VENV)/.installed
@@ -35,6 +36,11 @@ test: setup
 test-slow: setup
 	$(BIN)/python -m pytest -m slow
 
+# ruff on kifqa/ and tests/, mypy on kifqa/ (both configured in pyproject.toml).
+lint: setup
+	$(BIN)/ruff check kifqa tests
+	$(BIN)/mypy
+
 runs/demo-questions.jsonl: $(KIFQA_DATA_DIR)/simplequestions-wikidata/valid_answerable.txt
 	mkdir -p runs
 	head -n $(DEMO_N) $< | $(BIN)/python -c 'import json,sys; [print(json.dumps({"id": f"valid-{i}", "question": l.rstrip("\n").split("\t")[3]})) for i, l in enumerate(sys.stdin)]' > $@
@@ -58,4 +64,4 @@ image:
 	docker build -f cluster/Dockerfile -t $(IMAGE) .
 
 clean:
-	rm -rf runs .cache .pytest_cache
+	rm -rf runs .cache .pytest_cache .mypy_cache .ruff_cache
