@@ -10,9 +10,9 @@ from typing import Any
 from kifqa.config import Settings
 from kifqa.kb.base import KnowledgeBase
 from kifqa.llm.base import LLM
-from kifqa.types import Question, Result
 from kifqa.pipeline import Pipeline
 from kifqa.pipeline.examples import ExampleSource
+from kifqa.types import Question, Result
 
 
 @asynccontextmanager

@@ -15,7 +15,6 @@ from kifqa.kb.kifkb import KifKnowledgeBase
 from kifqa.kb.spec import open_kb
 from kifqa.kb.virtuoso import VirtuosoServer
 
-
 #: Marks a test that starts Virtuoso itself.
 needs_virtuoso = pytest.mark.skipif(shutil.which("virtuoso-t") is None,
                                     reason="Virtuoso is not installed (apt-get install virtuoso-opensource-7)")

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from kifqa.kb.base import EntityProperties, FilterResult, PropertyUse
-from kifqa.types import Candidate, Fact
 from kifqa.sqlite import connect_wal, private_dir, retry_busy
+from kifqa.types import Candidate, Fact
 
 _logger = logging.getLogger(__name__)
 

@@ -27,8 +27,8 @@ from kifqa.batch.routing import LeastLoaded
 from kifqa.config import Settings
 from kifqa.errors import KBError
 from kifqa.kb.base import EntityProperties, FilterResult, KBStats, KnowledgeBase
-from kifqa.types import Candidate, Direction
 from kifqa.kb.guard import retry_after
+from kifqa.types import Candidate, Direction
 
 #: Opens the knowledge base a spec names (:func:`kifqa.kb.spec.open_kb`).
 KBFactory = Callable[[str, Settings], KnowledgeBase]

@@ -23,8 +23,8 @@ import click
 from kifqa.batch import Pools, actor_pools, run_job
 from kifqa.cli.options import load_settings
 from kifqa.config import Settings
-from kifqa.llm.gold import SPLITS
 from kifqa.data.pool import sqwd_pool
+from kifqa.llm.gold import SPLITS
 
 #: Targets on the 2-core machine (issue 14, docs/batch.md).
 TARGETS = {"questions_per_s": 40.0, "driver_peak_rss_mib": 1024.0, "trace_bytes_per_question": 4096.0,

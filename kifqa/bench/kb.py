@@ -23,9 +23,9 @@ import click
 from kif_lib import Filter, Item, LabelProperty, Search, Store, Text
 
 from kifqa.cli.options import fail, load_settings
-from kifqa.errors import KifqaError
 from kifqa.data import wikidata
 from kifqa.data.ids import WD
+from kifqa.errors import KifqaError
 from kifqa.kb.build import build
 from kifqa.kb.index import LabelIndex
 from kifqa.kb.kifkb import masks, typed_property

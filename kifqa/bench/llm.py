@@ -40,8 +40,7 @@ QUESTIONS = (
 def draft_requests(settings: Settings, questions: Sequence[str]) -> list[ChatRequest]:
     """The draft requests the pipeline sends for ``questions`` with the configured examples, in the
     order it would send them (questions sharing a few-shot block one after another)."""
-    from kifqa.pipeline import draft
-    from kifqa.pipeline import open_examples
+    from kifqa.pipeline import draft, open_examples
 
     examples = open_examples(settings)
     order = sorted(range(len(questions)), key=lambda i: (examples.prefix_key(questions[i]) or "", i))

@@ -5,9 +5,7 @@ from __future__ import annotations
 import click
 
 from kifqa.bench import bench
-from kifqa.cli import ask, eval, kb, model
-from kifqa.cli import report, run
-from kifqa.cli import silver
+from kifqa.cli import ask, eval, kb, model, report, run, silver
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -9,8 +9,7 @@ import click
 
 from kifqa.cli.options import fail, load_settings
 from kifqa.errors import KifqaError
-from kifqa.llm import ChatRequest, Message, open_llm
-from kifqa.llm import weights
+from kifqa.llm import ChatRequest, Message, open_llm, weights
 
 _config = click.option(
     "--config", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="A YAML settings file."

@@ -35,8 +35,8 @@ def silver(corpus: Path | None, out: Path, limit: int | None, concurrency: int |
     """Answer the unlabelled questions of CORPUS (JSONL, CSV or Parquet with id and question columns)
     and write each answered one with its logical form, answers and a confidence."""
     from kifqa.eval.silver import build_silver, write_silver
-    from kifqa.runs import Prediction, read_run
     from kifqa.report.sources import PAGE, write_silver_report
+    from kifqa.runs import Prediction, read_run
 
     if (corpus is None) == (run_dir is None):
         raise click.UsageError("give either CORPUS or --run DIR")

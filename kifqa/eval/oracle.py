@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from kifqa.eval.datasets import GoldExtender, GoldQuestion
 from kifqa.data.pool import gold_draft
+from kifqa.eval.datasets import GoldExtender, GoldQuestion
 
 if TYPE_CHECKING:
     from kifqa.eval.run import Evaluation

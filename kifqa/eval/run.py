@@ -19,18 +19,18 @@ from pathlib import Path
 from typing import Any
 
 from kifqa.data.ids import same_id
-from kifqa.eval.calibration import calibrate
+from kifqa.data.text import normalize
 from kifqa.errors import KifqaError
+from kifqa.eval import traces as tr
+from kifqa.eval.calibration import calibrate
 from kifqa.eval.datasets import GoldExtender, GoldQuestion
 from kifqa.eval.metrics import Score, score, summarize
 from kifqa.eval.silver import confidence
 from kifqa.eval.traces import STEPS, known_label, patterns, relations
-from kifqa.runs.results import Prediction, read_run, run_corpus_ids, run_corpus_size, run_seconds
-from kifqa.eval import traces as tr
-from kifqa.types import Question, Result
 from kifqa.pipeline import Pipeline
-from kifqa.data.text import normalize
 from kifqa.pipeline.text import tokens
+from kifqa.runs.results import Prediction, read_run, run_corpus_ids, run_corpus_size, run_seconds
+from kifqa.types import Question, Result
 
 #: Failure classes, in the order they are checked.
 FAILURES = ("error", "draft", "entity", "relation", "empty", "partial")

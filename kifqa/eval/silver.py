@@ -19,10 +19,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from kifqa.data.text import normalize
 from kifqa.eval.traces import known_label, pattern_text, patterns, relations
 from kifqa.runs import Prediction
 from kifqa.types import UNKNOWN
-from kifqa.data.text import normalize
 
 #: Entity factor when namesakes of the chosen entity were dropped by the relation evidence.
 NAMESAKES_DROPPED = 0.9

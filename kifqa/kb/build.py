@@ -12,15 +12,15 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pyoxigraph
 
 from kifqa.config import Settings
-from kifqa.errors import KBError
 from kifqa.data import paths, wikidata
+from kifqa.errors import KBError
 from kifqa.kb import index, rdf, swap
 
 #: The builder's version: part of the build hash, so bumping it rebuilds every base.
@@ -149,7 +149,7 @@ def _write(root: Path, data_dir: Path, digest: str) -> None:
         "hash": digest,
         "version": VERSION,
         "data_dir": str(data_dir),
-        "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "seconds": round(time.perf_counter() - started, 2),
         "counts": {"statements": len(dataset.triples), "rdf_triples": rdf_triples, **counts},
     }

@@ -17,7 +17,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -170,7 +170,7 @@ def _write(root: Path, data_dir: Path, digest: str) -> None:
         "encoding": "dbpedia",
         "data_dir": str(data_dir),
         "graph": GRAPH,
-        "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "seconds": round(time.perf_counter() - started, 2),
         "counts": {**conversion.counts, "rdf_triples": rdf_triples, "ontology_triples": len(conversion.ontology),
                    "indexed_items": index_counts["items"], "indexed_properties": index_counts["properties"]},

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import quote
 
-from kifqa.errors import KBError
 from kifqa.data.text import index_key
 from kifqa.data.wikidata import Dataset
+from kifqa.errors import KBError
 from kifqa.sqlite import select_in
 
 Kind = Literal["item", "property"]

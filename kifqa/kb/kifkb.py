@@ -40,12 +40,12 @@ from kifqa.errors import KBError
 from kifqa.kb import ids
 from kifqa.kb.base import EntityProperties, FilterResult, KBStats, KnowledgeBase, PropertyUse
 from kifqa.kb.build import build_hash
-from kifqa.types import Candidate, Direction, Fact
 from kifqa.kb.guard import Guard
 from kifqa.kb.http import check_results
 from kifqa.kb.index import LabelIndex
 from kifqa.kb.search import check_query
 from kifqa.kb.sparql import BoundQuery, Projection, ShapeCompiler, compile_filter, sparql_store
+from kifqa.types import Candidate, Direction, Fact
 
 T = TypeVar("T")
 

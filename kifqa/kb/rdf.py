@@ -18,10 +18,10 @@ import re
 from collections.abc import Iterable, Iterator
 from decimal import Decimal, InvalidOperation
 
-from kifqa.errors import DataError
 from kifqa.data.ids import WD
 from kifqa.data.paths import TRIPLES
 from kifqa.data.wikidata import WIKIBASE_TYPES, Dataset, Triple
+from kifqa.errors import DataError
 
 WIKIDATA = "http://www.wikidata.org/"
 WDS = WD + "statement/"

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kif_lib import Datatype, Item, Property, Search, Text
-from kif_lib.typing import Location
 from kif_lib.search.abc import SearchOptions
+from kif_lib.typing import Location
 
 from kifqa.errors import KBError
 from kifqa.kb import ids

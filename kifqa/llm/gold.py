@@ -14,9 +14,9 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from kifqa.llm.base import LLM, ChatRequest, Completion, Usage
-from kifqa.data.text import normalize
 from kifqa.data.pool import sqwd_pool
+from kifqa.data.text import normalize
+from kifqa.llm.base import LLM, ChatRequest, Completion, Usage
 from kifqa.types import Pattern
 
 #: The splits whose gold drafts are known.

@@ -11,15 +11,15 @@ import time
 from collections.abc import Mapping
 
 from kifqa.config import PipelineSettings, Settings
+from kifqa.data.pool import sqwd_pool
 from kifqa.data.text import words
 from kifqa.kb.base import KnowledgeBase
 from kifqa.llm.base import LLM
-from kifqa.types import Question, Result, Trace
 from kifqa.pipeline import answers, draft, entities, relations
 from kifqa.pipeline.clustered import ClusteredExamples
-from kifqa.data.pool import sqwd_pool
 from kifqa.pipeline.examples import ExampleSource, FixedExamples, RetrievedExamples
 from kifqa.pipeline.recorder import CountingKB, Recorder
+from kifqa.types import Question, Result, Trace
 
 
 def open_examples(settings: Settings) -> ExampleSource:

@@ -7,9 +7,9 @@ import asyncio
 import time
 
 from kifqa.kb.base import FilterResult, KnowledgeBase
-from kifqa.types import Answer, FilterRun, Pattern, Relation
 from kifqa.pipeline.entities import link
 from kifqa.pipeline.text import similarity
+from kifqa.types import Answer, FilterRun, Pattern, Relation
 
 #: How well a constraint's predicate must name a property to be applied without the model.
 CONSTRAINT_MIN_SIMILARITY = 0.5

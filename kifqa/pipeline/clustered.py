@@ -15,10 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
-from kifqa.types import UNKNOWN, Pattern
-from kifqa.pipeline.embeddings import EmbeddedPool
 from kifqa.data.pool import Example
+from kifqa.pipeline.embeddings import EmbeddedPool
 from kifqa.pipeline.examples import ExampleSource
+from kifqa.types import UNKNOWN, Pattern
 
 
 class ClusteredExamples(ExampleSource):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from importlib import resources
 
-from kifqa.llm.base import ChatRequest, Message
-from kifqa.types import UNKNOWN, Pattern
 from kifqa.data.pool import Example
+from kifqa.llm.base import ChatRequest, Message
 from kifqa.pipeline.text import ngrams
+from kifqa.types import UNKNOWN, Pattern
 
 #: Characters a predicate may use (the grammar and the parser agree on them).
 _PREDICATE = r"[^|()\n?]{1,48}"

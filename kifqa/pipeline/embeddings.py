@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kifqa.errors import ConfigError
 from kifqa.data.text import normalize
+from kifqa.errors import ConfigError
 
 if TYPE_CHECKING:
     from kifqa.data.pool import Example

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kifqa.kb.base import KnowledgeBase
-from kifqa.types import Candidate
 from kifqa.data.text import name_key
+from kifqa.kb.base import KnowledgeBase
 from kifqa.pipeline.text import relaxed
+from kifqa.types import Candidate
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ from pathlib import Path
 
 from kifqa.data.pool import Example
 from kifqa.pipeline.embeddings import EmbeddedPool
-from kifqa.types import UNKNOWN
 
 
 class ExampleSource(abc.ABC):

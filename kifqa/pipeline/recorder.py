@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from kifqa.kb.base import EntityProperties, FilterResult, KnowledgeBase
-from kifqa.types import Candidate, Direction, LLMCall, Trace
 from kifqa.llm.base import LLM, ChatRequest, Completion
+from kifqa.types import Candidate, Direction, LLMCall, Trace
 
 
 class Recorder:

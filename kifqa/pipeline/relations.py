@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from importlib import resources
 
 from kifqa.kb.base import KnowledgeBase, PropertyUse
-from kifqa.types import Candidate, Direction, Pattern, Relation, UNKNOWN
 from kifqa.llm.base import ChatRequest, Message
 from kifqa.pipeline.entities import Linking
 from kifqa.pipeline.text import ALIAS_MATCH, similarity
+from kifqa.types import UNKNOWN, Candidate, Direction, Pattern, Relation
 
 _SYSTEM = resources.files("kifqa.pipeline").joinpath("prompts/choose_system.txt").read_text().strip()
 

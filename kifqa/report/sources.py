@@ -21,10 +21,10 @@ from kifqa.errors import DataError
 from kifqa.eval import traces as tr
 from kifqa.eval.report import write_report
 from kifqa.eval.run import Evaluation
-from kifqa.runs.results import Prediction
-from kifqa.types import Trace
 from kifqa.report.data import compare_table, prediction_row, question_table
 from kifqa.report.page import write_page
+from kifqa.runs.results import Prediction
+from kifqa.types import Trace
 
 #: The page a folder gets (beside ``report.md``).
 PAGE = "report.html"

@@ -5,13 +5,14 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from kifqa.runs.corpus import Corpus
 from kifqa.config import Settings
+from kifqa.runs.corpus import Corpus
+
 
 def job_key(settings: Settings, corpus: Corpus) -> str:
     """A hash of what a job's output depends on: the corpus and the settings that shape answers (all but
@@ -53,4 +54,4 @@ def code_version() -> str:
 
 def now() -> str:
     """The current UTC time, ISO 8601."""
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")

@@ -23,15 +23,14 @@ import pytest
 import ray
 
 from kifqa.batch import actor_pools, run_job
-from kifqa.batch.kbpool import ActorKB
-from kifqa.runs import RunFolder
-from kifqa.batch.kbpool import start_kb_pool
+from kifqa.batch.kbpool import ActorKB, start_kb_pool
 from kifqa.batch.limiter import EndpointLimiter
 from kifqa.config import EndpointLimit, Settings
 from kifqa.errors import ConfigError, KBError
 from kifqa.kb.base import EntityProperties, FilterResult, KnowledgeBase
-from kifqa.types import Answer, Candidate, Fact, Question, Result, Trace
 from kifqa.llm.base import LLM, ChatRequest, Completion, Message, Usage
+from kifqa.runs import RunFolder
+from kifqa.types import Answer, Candidate, Fact, Question, Result, Trace
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 

@@ -25,9 +25,9 @@ import yaml
 
 from kifqa.api import open_pipeline
 from kifqa.batch import run_job
-from kifqa.runs import RunFolder
 from kifqa.config import Settings
 from kifqa.eval.datasets import load_sqwd
+from kifqa.runs import RunFolder
 from kifqa.types import Question
 from tests.cassette import CASSETTES
 

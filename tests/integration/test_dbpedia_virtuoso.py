@@ -18,15 +18,15 @@ import pytest
 from kif_lib import Filter, Item, Property
 from kif_lib.vocabulary import wd
 
+from kifqa.config import Settings
 from kifqa.data import paths
 from kifqa.kb import dbpedia
-from kifqa.config import Settings
 from kifqa.kb.kifkb import KifKnowledgeBase
 from kifqa.kb.spec import endpoint_info, open_kb
 from kifqa.kb.virtuoso import VirtuosoServer, VirtuosoStore
 from kifqa.llm.base import LLM, ChatRequest, Completion, Usage
-from kifqa.types import Question
 from kifqa.pipeline import Pipeline
+from kifqa.types import Question
 
 DBR, DBO = dbpedia.DBR, dbpedia.DBO
 SAMPLE = 12

@@ -20,10 +20,10 @@ from kifqa.eval.datasets import GoldExtender, load_sqwd
 from kifqa.eval.report import PLOTS
 from kifqa.eval.run import Evaluation, evaluate, evaluate_run
 from kifqa.llm.base import LLM, ChatRequest, Completion, Usage
+from kifqa.pipeline import Pipeline
 from kifqa.report.sources import write_evaluation
 from kifqa.runs import ANSWER_SCHEMA, TRACE_SCHEMA
 from kifqa.types import Result
-from kifqa.pipeline import Pipeline
 
 N = 14
 
@@ -240,8 +240,8 @@ def test_partial_run_counts_questions_without_trace_as_errors(evaluation: Evalua
 
 
 def test_gold_drafts_are_written_as_the_example_pool_writes_them(data_dir: Path) -> None:
-    from kifqa.eval.oracle import gold_drafts
     from kifqa.data.pool import sqwd_pool
+    from kifqa.eval.oracle import gold_drafts
 
     questions = load_sqwd(data_dir, "valid", limit=60)
     drafts = gold_drafts(questions, GoldExtender(data_dir))

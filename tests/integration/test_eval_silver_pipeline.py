@@ -19,9 +19,9 @@ from kifqa.cli import cli
 from kifqa.eval.datasets import load_sqwd
 from kifqa.eval.run import answer_all
 from kifqa.eval.silver import SILVER_SCHEMA, build_silver
+from kifqa.pipeline import Pipeline
 from kifqa.runs import Prediction
 from kifqa.types import Question, Result
-from kifqa.pipeline import Pipeline
 from tests.integration.test_eval_report import scripted, write_run
 
 #: sasha (exact, one option), carolsfeld (near match, model pick), french city (wrong unknown, many

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from kifqa.pipeline.clustered import ClusteredExamples, relation_of
 from kifqa.data.pool import sqwd_pool
+from kifqa.pipeline.clustered import ClusteredExamples, relation_of
 from kifqa.pipeline.examples import RetrievedExamples
 
 

@@ -16,13 +16,15 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, example, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, example, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from kifqa.cli.ask import render_answers, render_trace
 from kifqa.config import Settings
+from kifqa.data.text import words
 from kifqa.llm.base import LLM, ChatRequest, Completion
 from kifqa.pipeline import Pipeline, draft
-from kifqa.data.text import words
 from tests.cassette import CASSETTES
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,12 +12,14 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 import ray
-from hypothesis import HealthCheck, example, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, example, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from kifqa.batch import actor_pools, run_job
 from kifqa.config import Settings
-from kifqa.runs import RunFolder
 from kifqa.llm.base import LLM, ChatRequest, Completion
+from kifqa.runs import RunFolder
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from kifqa.config import Settings
-from kifqa.errors import KBError
 from kifqa.data import paths
+from kifqa.errors import KBError
 from kifqa.kb.build import VERSION, build, kb_dir, locate
 from kifqa.kb.kifkb import KifKnowledgeBase
 from kifqa.kb.spec import open_kb

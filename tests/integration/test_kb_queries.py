@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from kif_lib import Filter, Item, Property, Store
 
-from kifqa.errors import KBError
 from kifqa.config import Settings
 from kifqa.data import paths, wikidata
 from kifqa.data.text import index_key
+from kifqa.errors import KBError
 from kifqa.kb.base import EntityProperties
 from kifqa.kb.build import BuiltKB
 from kifqa.kb.kifkb import KifKnowledgeBase

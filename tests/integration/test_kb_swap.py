@@ -16,7 +16,6 @@ import pytest
 from kifqa.config import Settings
 from kifqa.data import paths
 from kifqa.kb.build import VERSION, kb_dir
-from kifqa.kb.server import OxigraphServer
 
 Maker = Callable[..., Settings]
 REPO = Path(__file__).resolve().parents[2]

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 import pytest
 
 from kifqa.llm.base import LLM, ChatRequest, Completion, Usage
-from kifqa.types import Pattern, Question
 from kifqa.pipeline import Pipeline, answers, entities, relations
+from kifqa.types import Pattern, Question
 from tests.cassette import cassette_llm
 
 

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from kifqa.config import ExamplesSettings, Settings
 from kifqa.llm import open_llm
 from kifqa.llm.base import LLM, ChatRequest, Completion
-from kifqa.types import Question
 from kifqa.pipeline import Pipeline
+from kifqa.types import Question
 
 QUESTIONS = ["where was james brown born", "what is a film directed by ridley scott",
              "where was the painter frida kahlo born", "where was the musician frank zappa born",

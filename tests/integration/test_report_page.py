@@ -22,13 +22,12 @@ import pytest
 from click.testing import CliRunner
 
 from kifqa.api import open_pipeline
-from kifqa.runs import RunFolder
 from kifqa.cli import cli
 from kifqa.config import Settings
 from kifqa.eval.datasets import load_sqwd
 from kifqa.eval.run import answer_all
 from kifqa.report.data import ANSWERS
-from kifqa.runs import ANSWER_SCHEMA, TRACE_SCHEMA
+from kifqa.runs import ANSWER_SCHEMA, TRACE_SCHEMA, RunFolder
 from kifqa.types import Question
 from tests.cassette import CASSETTES
 

@@ -17,8 +17,8 @@ from pydantic import BaseModel
 from ray.autoscaler._private.util import prepare_config, validate_config
 
 from kifqa.batch.limiter import endpoint_limit
-from kifqa.kb.spec import endpoint_host
 from kifqa.config import Settings
+from kifqa.kb.spec import endpoint_host
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = sorted((REPO / "jobs" / "configs").glob("*.yaml"))

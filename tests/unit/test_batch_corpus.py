@@ -9,8 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from kifqa.runs import read_corpus
 from kifqa.errors import ConfigError
+from kifqa.runs import read_corpus
 
 
 def test_jsonl_bad_rows_each_become_one_error_question(tmp_path):
@@ -111,7 +111,7 @@ def test_every_slicing_reads_the_same_questions_as_the_whole_file(fmt, tmp_path)
     assert len(corpus) == len(whole) == 12
     ids = [q.id for q in whole]
     assert len(set(ids)) == 12 and ids[0] == "a" and ids[2].startswith("a#row") and ids[9].startswith("a#row")
-    assert whole[9].error == f"duplicate id 'a' (first at row 1)"
+    assert whole[9].error == "duplicate id 'a' (first at row 1)"
     assert whole[3].error == "missing id" and whole[4].error == "empty question"
     assert corpus.n_errors == sum(q.error is not None for q in whole) == 5
     for size in range(1, 13):

@@ -9,11 +9,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from kifqa.errors import DataError
 from kifqa.data.dbpedia_map import DBpediaLinks
 from kifqa.data.ids import same_id
-from kifqa.eval.datasets import (GoldExtender, GoldRelation, load_gold, load_gold_file, load_simpledbpediaqa,
-                                 load_sqwd)
+from kifqa.errors import DataError
+from kifqa.eval.datasets import GoldExtender, GoldRelation, load_gold, load_gold_file, load_simpledbpediaqa, load_sqwd
 from kifqa.kb import dbpedia
 
 

@@ -14,9 +14,8 @@ from click.testing import CliRunner
 from kifqa.cli import cli
 from kifqa.config import Settings
 from kifqa.eval.datasets import load_simpledbpediaqa
-from kifqa.runs import read_run
 from kifqa.kb.dbpedia import DBpediaBuild
-from kifqa.runs import ANSWER_SCHEMA, TRACE_SCHEMA
+from kifqa.runs import ANSWER_SCHEMA, TRACE_SCHEMA, read_run
 from kifqa.types import Answer, Candidate, Fact, Pattern, Question, Relation, Result, Trace
 
 DBR, DBO = "http://dbpedia.org/resource/", "http://dbpedia.org/ontology/"

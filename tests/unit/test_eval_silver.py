@@ -9,8 +9,16 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from kifqa.eval.silver import (SILVER_SCHEMA, answer_factor, build_silver, confidence, constraint_factor,
-                               entity_factor, relation_factor, write_silver)
+from kifqa.eval.silver import (
+    SILVER_SCHEMA,
+    answer_factor,
+    build_silver,
+    confidence,
+    constraint_factor,
+    entity_factor,
+    relation_factor,
+    write_silver,
+)
 from kifqa.runs import Prediction
 
 

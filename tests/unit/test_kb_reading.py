@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from kifqa.errors import DataError
 from kifqa.data import paths, wikidata
 from kifqa.data.text import index_key
+from kifqa.errors import DataError
 from kifqa.kb import rdf
 
 DirMaker = Callable[..., Path]

@@ -13,7 +13,6 @@ from kifqa.config import KBSettings, Settings
 from kifqa.errors import ConfigError, KBError
 from kifqa.kb.spec import endpoint_info, open_kb, resolve, user_agent
 
-
 CONTACT = "https://github.com/kifqa-tester (kifqa-tester@users.noreply.github.com)"
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kifqa.config import ExamplesSettings, Settings
 from kifqa.bench.llm import draft_requests
+from kifqa.config import ExamplesSettings, Settings
 from kifqa.pipeline import draft
 from kifqa.pipeline.examples import FixedExamples
 

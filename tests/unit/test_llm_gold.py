@@ -9,10 +9,10 @@ import pytest
 from kifqa.config import Settings
 from kifqa.llm import open_llm
 from kifqa.llm.gold import GoldLLM
-from kifqa.types import Candidate, Pattern
 from kifqa.pipeline import draft, relations
 from kifqa.pipeline.examples import FixedExamples
 from kifqa.pipeline.relations import Option
+from kifqa.types import Candidate, Pattern
 
 
 @pytest.fixture(scope="module")

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from kifqa.types import Pattern
 from kifqa.pipeline import draft
 from kifqa.pipeline.examples import FixedExamples
+from kifqa.types import Pattern
 
 
 def test_parse_forward_and_backward() -> None:

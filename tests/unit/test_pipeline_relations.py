@@ -1,11 +1,11 @@
 from __future__ import annotations
 
+from kifqa.data.text import name_key, normalize
 from kifqa.kb.base import PropertyUse
-from kifqa.types import Candidate, Pattern
 from kifqa.pipeline import relations
 from kifqa.pipeline.entities import Linking
-from kifqa.data.text import name_key, normalize
 from kifqa.pipeline.text import ngrams, relaxed, similarity
+from kifqa.types import Candidate, Pattern
 
 BROWN_1 = Candidate(id="Q5950", label="James Brown", aliases=("Mr. Dynamite",), description="American musician", score=10.0)
 BROWN_2 = Candidate(id="Q6130343", label="James Brown", aliases=(), description="", score=10.0)

@@ -11,10 +11,10 @@ import re
 
 import pyarrow as pa
 
-from kifqa.runs import ANSWER_SCHEMA, TRACE_SCHEMA, Prediction, RunFolder
 from kifqa.report.data import ANSWERS, CANDIDATES, compare_table, prediction_row, question_table
 from kifqa.report.page import CHUNK, render_page
 from kifqa.report.sources import load_folder
+from kifqa.runs import ANSWER_SCHEMA, TRACE_SCHEMA, Prediction, RunFolder
 from kifqa.types import LLMCall, Trace
 
 
