@@ -132,7 +132,8 @@ def _summary(output: RunFolder, run: _Run, *, n_shards: int, n_todo: int, llm_ac
         out=str(output.root), **trace_counts(output.trace_shards(COLUMNS)),
         answers=output.count_answers(), ran=run.questions, shards=n_shards,
         shards_skipped=n_shards - n_todo, shards_failed=run.failed, startup_s=round(run.startup_s, 3),
-        seconds=round(run.seconds, 3), task_cpu_s=round(run.task_cpu_s, 3), questions_per_s=run.questions / run.seconds if run.seconds else 0.0,
+        seconds=round(run.seconds, 3), task_cpu_s=round(run.task_cpu_s, 3),
+        questions_per_s=run.questions / run.seconds if run.seconds else 0.0,
         kb_cache_hit_rate=run.kb_cache_hits / run.kb_calls if run.kb_calls else 0.0,
         llm_busy_share=run.llm_busy_s / (llm_actors * run.seconds) if run.seconds else 0.0)
 

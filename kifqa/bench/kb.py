@@ -85,7 +85,7 @@ def _measure(store: Store, op: str, filters: list[Filter]) -> tuple[list[float],
 def _child(store: Store, op: str, filters: list[Filter], out: Connection) -> None:
     call = _call(store, op)
     for f in filters:
-        out.send(_seconds(lambda: call(f)))
+        out.send(_seconds(lambda f=f: call(f)))
 
 
 def _measure_budgeted(store: Store, op: str, filters: list[Filter], budget_s: float) -> tuple[list[float], float]:

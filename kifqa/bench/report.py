@@ -40,7 +40,8 @@ def _load(browser: Any, path: Path, word: str) -> dict[str, float]:
         page.goto(path.as_uri(), wait_until="commit", timeout=120_000)
         page.wait_for_selector("html[data-state=ready]", timeout=120_000)
         wall = time.perf_counter() - start
-        marks = page.evaluate("Object.fromEntries(performance.getEntriesByType('mark').map(m => [m.name, m.startTime / 1000]))")
+        marks = page.evaluate("Object.fromEntries(performance.getEntriesByType('mark')"
+                              ".map(m => [m.name, m.startTime / 1000]))")
         before = page.inner_text("#shown")
         start = time.perf_counter()
         page.fill("#search", word)

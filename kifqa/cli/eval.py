@@ -30,7 +30,8 @@ if TYPE_CHECKING:
                    "(SimpleDBpediaQA), or a gold file (JSONL/CSV/TSV/Parquet with question and answers columns).")
 @click.option("--limit", type=int, help="Only the first N questions (from --start).")
 @click.option("--start", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Skip the dataset's first N questions (ids keep their position: --start 200 begins at sqwd-valid-200).")
+              help="Skip the dataset's first N questions (ids keep their position: --start 200 begins at "
+                   "sqwd-valid-200).")
 @concurrency_option
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Write metrics.json, questions.jsonl, report.md and plots here (with --batch: the run folder).")
@@ -48,9 +49,9 @@ if TYPE_CHECKING:
                    "oracle run goes to OUT/oracle-drafts.")
 @click.option("--report/--no-report", default=True, show_default=True, help="Write report.md and plots with --out.")
 @settings_options
-def eval_(dataset: str, limit: int | None, start: int, concurrency: int | None, out: Path | None, batch: bool, run_dir: Path | None,
-          compare: tuple[Path, Path] | None, show: int, extend_gold: bool, oracle_drafts: bool, report: bool, config: Path | None,
-          kb: str | None, model: str | None, examples: str | None) -> None:
+def eval_(dataset: str, limit: int | None, start: int, concurrency: int | None, out: Path | None, batch: bool,
+          run_dir: Path | None, compare: tuple[Path, Path] | None, show: int, extend_gold: bool, oracle_drafts: bool,
+          report: bool, config: Path | None, kb: str | None, model: str | None, examples: str | None) -> None:
     """Answer DATASET (or read a run) and print precision, recall, F1, linking accuracy, failure classes and costs."""
     if sum(bool(x) for x in (batch, run_dir, compare)) > 1:
         raise click.UsageError("use one of --batch, --run and --compare")
@@ -78,8 +79,8 @@ def eval_(dataset: str, limit: int | None, start: int, concurrency: int | None, 
     click.echo(json.dumps(evaluation.metrics(), indent=2, ensure_ascii=False))
 
 
-def _evaluate(settings: Settings, dataset: str, limit: int | None, start: int, concurrency: int, out: Path | None, batch: bool,
-              run_dir: Path | None, extend_gold: bool, oracle_drafts: bool) -> tuple[Any, Any]:
+def _evaluate(settings: Settings, dataset: str, limit: int | None, start: int, concurrency: int, out: Path | None,
+              batch: bool, run_dir: Path | None, extend_gold: bool, oracle_drafts: bool) -> tuple[Any, Any]:
     from kifqa.eval.datasets import is_example_pool, load_gold
     from kifqa.eval.oracle import gold_drafts, loss_by_step
     from kifqa.eval.run import Evaluation, Scored, evaluate, evaluate_batch, evaluate_run

@@ -82,7 +82,8 @@ def build(force: bool, encoding: str, config: Path | None) -> None:
         built_db, new = dbpedia.build(settings, force=force)
         c = built_db.manifest["counts"]
         click.echo(f"{'built' if new else 'up to date'}: {built_db.root}")
-        click.echo(f"  hash {built_db.digest}, {c['statements']:,} of {c['wikidata_statements']:,} statements converted "
+        click.echo(f"  hash {built_db.digest}, {c['statements']:,} of {c['wikidata_statements']:,} "
+                   "statements converted "
                    f"({c['statements_without_dbpedia_property']:,} without a DBpedia property, "
                    f"{c['statements_with_datatype_property_only']:,} with only a datatype property), "
                    f"{c['resources']:,} resources ({c['resources_with_sdbqa_iri']:,} SimpleDBpediaQA IRIs), "

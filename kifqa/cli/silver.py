@@ -28,8 +28,8 @@ from kifqa.errors import KifqaError
 @click.option("--calibration", "calibration_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="A kifqa eval folder on gold data (its metrics.json calibration curve) for --target-precision.")
 @settings_options
-def silver(corpus: Path | None, out: Path, limit: int | None, concurrency: int | None, batch: bool, run_dir: Path | None,
-           min_confidence: float, target_precision: float | None, calibration_dir: Path | None,
+def silver(corpus: Path | None, out: Path, limit: int | None, concurrency: int | None, batch: bool,
+           run_dir: Path | None, min_confidence: float, target_precision: float | None, calibration_dir: Path | None,
            config: Path | None, kb: str | None, model: str | None,
            examples: str | None) -> None:
     """Answer the unlabelled questions of CORPUS (JSONL, CSV or Parquet with id and question columns)

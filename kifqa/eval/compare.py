@@ -14,7 +14,8 @@ METRICS = [
     ("macro F1", ("all", "macro_f1")), ("macro precision", ("all", "macro_precision")),
     ("macro recall", ("all", "macro_recall")), ("micro F1", ("all", "micro_f1")),
     ("micro precision", ("all", "micro_precision")), ("micro recall", ("all", "micro_recall")),
-    ("single-answer macro F1", ("single_answer", "macro_f1")), ("single-answer micro F1", ("single_answer", "micro_f1")),
+    ("single-answer macro F1", ("single_answer", "macro_f1")),
+    ("single-answer micro F1", ("single_answer", "micro_f1")),
     ("entity linking", ("linking", "entity", "accuracy")), ("relation linking", ("linking", "relation", "accuracy")),
     ("LLM calls / question", ("llm_calls_per_question",)), ("seconds / question", ("seconds_per_question",)),
 ]
@@ -112,7 +113,8 @@ def render(c: dict[str, Any], *, show: int = 20) -> str:
     a, b = c["names"]
     q = c["questions"]
     lines = [f"# {a} vs {b}", "", f"A = `{a}`, B = `{b}`; {q['common']} questions in both "
-             f"({q['a']} in A, {q['b']} in B): {q['better']} better in B, {q['worse']} worse, {q['same']} the same.", "",
+             f"({q['a']} in A, {q['b']} in B): {q['better']} better in B, {q['worse']} worse, "
+             f"{q['same']} the same.", "",
              "| metric | A | B | B − A |", "| --- | ---: | ---: | ---: |"]
     for m in c["metrics"]:
         d = m["delta"]

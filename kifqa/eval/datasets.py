@@ -328,7 +328,8 @@ class GoldExtender:
     @cached_property
     def _dbpedia(self) -> DBpediaLinks:
         if self._dbpedia_links is None:
-            raise DataError("SimpleDBpediaQA gold needs the links of the DBpedia build (GoldExtender(dbpedia_links=...))")
+            raise DataError("SimpleDBpediaQA gold needs the links of the DBpedia build "
+                            "(GoldExtender(dbpedia_links=...))")
         return self._dbpedia_links()
 
     def gold(self, q: GoldQuestion) -> set[str]:

@@ -271,8 +271,8 @@ def render(m: dict[str, Any]) -> str:
     lines += ["", f"F1 = 1 on {m.get('correct', 0)} of {m['answers_scored']} questions.", ""]
 
     link = m.get("linking", {})
-    names = ({"entity": "subject IRI", "relation": "predicate (with direction)", "property": "predicate (any direction)",
-              "triple": "subject and predicate"} if sdbqa else
+    names = ({"entity": "subject IRI", "relation": "predicate (with direction)",
+              "property": "predicate (any direction)", "triple": "subject and predicate"} if sdbqa else
              {"entity": "entity (gold topic kept)", "relation": "relation (gold property and direction chosen)",
               "property": "property (either direction)", "triple": "triple (both in one relation)"})
     lines += ["## Linking", "", "| check | n | correct | accuracy |", "| --- | ---: | ---: | ---: |"]
@@ -306,7 +306,8 @@ def render(m: dict[str, Any]) -> str:
     lines.append("")
 
     lines += ["## Latency and cost", "", "![latency](latency.png)", "",
-              "| step | n | mean s | p50 s | p90 s | p99 s | max s |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+              "| step | n | mean s | p50 s | p90 s | p99 s | max s |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for step, st in (m.get("latency_s") or {}).items():
         if st.get("n"):
             lines.append(f"| {step} | {st['n']} | {st['mean']:.3f} | {st['p50']:.3f} | {st['p90']:.3f} | "
@@ -358,7 +359,8 @@ def _calibration_section(cal: dict[str, Any]) -> list[str]:
         check = held.get(target) or {}
         fit, measured = check.get("fit") or {}, check.get("check") or {}
         if point:
-            row = f"| {target} | {point['threshold']:.4f} | {point['precision']:.3f} | {point['coverage']:.3f} | {point['n']} |"
+            row = (f"| {target} | {point['threshold']:.4f} | {point['precision']:.3f} | {point['coverage']:.3f} "
+                   f"| {point['n']} |")
         else:
             row = f"| {target} | not reached | – | – | – |"
         if fit:

@@ -230,8 +230,9 @@ def _sdbqa_links(data_dir: Path, questions: list[dict[str, Any]]) -> dict[str, s
 def _resource_iris(wikidata: Dataset, links: dict[str, str], degree: Counter[str]) -> tuple[dict[str, str], int]:
     """Wikidata item -> unique ``dbr:`` IRI: SimpleDBpediaQA's first, then names from labels (the item in more
     statements first; a name already taken gets `` (Q…)``); and how many IRIs are SimpleDBpediaQA's."""
-    items = wikidata.items.keys() | {x for t in wikidata.triples for x in (t.subject, t.value)
-                                     if x.startswith("Q") and wikidata.properties[t.property].datatype == "wikibase-item"}
+    items = wikidata.items.keys() | {
+        x for t in wikidata.triples for x in (t.subject, t.value)
+        if x.startswith("Q") and wikidata.properties[t.property].datatype == "wikibase-item"}
     iris = {q: iri for q, iri in links.items() if q in items}
     taken = set(iris.values())
     for q in sorted(items - iris.keys(), key=lambda q: (-degree[q], int(q[1:]))):

@@ -151,8 +151,9 @@ class OpenAILLM(LLM):
             return Completion(error=f"{self.base_url}: HTTP {response.status_code}: {_describe(response)}")
         try:
             return response.json()
-        except ValueError:  # a cut or garbled body (a proxy's error page, a dropped stream): try again
-            raise _Failed(Failure("malformed", f"invalid response: the body is not JSON: {response.text[:200]!r}"))
+        except ValueError as err:  # a cut or garbled body (a proxy's error page, a dropped stream): try again
+            raise _Failed(Failure("malformed",
+                                  f"invalid response: the body is not JSON: {response.text[:200]!r}")) from err
 
     def _classify(self, error: BaseException) -> Failure | None:
         """What a failed attempt was, for the retry policy."""

@@ -34,7 +34,8 @@ class Recorder:
         u = completion.usage
         self.trace.llm_calls.append(LLMCall(
             step=self.current_step, prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens,
-            cached_prompt_tokens=u.cached_prompt_tokens, latency_s=u.latency_s, cache_hit=u.cache_hit, output=completion.text, error=completion.error))
+            cached_prompt_tokens=u.cached_prompt_tokens, latency_s=u.latency_s, cache_hit=u.cache_hit,
+            output=completion.text, error=completion.error))
         return completion
 
 

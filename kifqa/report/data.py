@@ -101,7 +101,8 @@ def _shown(trace: Mapping[str, Any]) -> dict[str, Any]:
 def _record(row: Mapping[str, Any]) -> dict[str, Any]:
     """What a question shows when opened, besides its table cells."""
     scored = bool(row.get("scored"))
-    return {"trace": _shown(row.get("trace") or {}), "more_answers": _answers(row)[ANSWERS:], "gold": row.get("gold") if scored else None,
+    return {"trace": _shown(row.get("trace") or {}), "more_answers": _answers(row)[ANSWERS:],
+            "gold": row.get("gold") if scored else None,
             "precision": row.get("precision") if scored else None, "recall": row.get("recall") if scored else None,
             "detail": row.get("failure_detail")}
 

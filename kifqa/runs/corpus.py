@@ -270,8 +270,8 @@ def _lines(data: BinaryIO, offset: int, digest: Any) -> Iterator[tuple[int, int,
             offset += len(line)
 
 
-def _jsonl_rows(lines: Iterable[tuple[int, int, str]], number: int) -> Iterator[_Row]:
-    for number, (offset, _, line) in enumerate(lines, start=number):
+def _jsonl_rows(lines: Iterable[tuple[int, int, str]], start: int) -> Iterator[_Row]:
+    for number, (offset, _, line) in enumerate(lines, start=start):
         if not line.strip():
             continue
         try:
