@@ -56,13 +56,13 @@ LABEL_BATCH = 50
 class KifKnowledgeBase(KnowledgeBase):
     """A knowledge base over a KIF ``store`` and ``search``.
 
-    Parameters:
-       store: KIF store answering filters.
-       search: KIF search finding entities and properties by name.
-       spec: The spec it was opened from (for messages).
-       settings: Timeouts, retries, concurrency and result limits.
-       index: The label index of a locally built base: labels and descriptions come from it; without
-          one they are asked from ``store`` through KIF (and cached).
+    Args:
+        store: KIF store answering filters.
+        search: KIF search finding entities and properties by name.
+        spec: The spec it was opened from (for messages).
+        settings: Timeouts, retries, concurrency and result limits.
+        index: The label index of a locally built base: labels and descriptions come from it; without
+            one they are asked from ``store`` through KIF (and cached).
     """
 
     def __init__(self, store: Store, search: Search, *, spec: str, settings: KBSettings,

@@ -42,10 +42,10 @@ def check_query(text: Any) -> str:
 class LocalSearch(Search, search_name="kifqa-local", search_description="Label/alias search over kifqa's label index"):
     """Search over a :class:`~kifqa.kb.index.LabelIndex` (given, or opened from its path).
 
-    Parameters:
-       search_name: Name of the search plugin to instantiate.
-       index: The label index, or the path of its file.
-       kwargs: Other search options (``limit``, ``page_size``...).
+    Args:
+        search_name: Name of the search plugin to instantiate.
+        index: The label index, or the path of its file.
+        kwargs: Other search options (``limit``, ``page_size``...).
     """
 
     def __init__(self, search_name: str, index: LabelIndex | str | Path, **kwargs: Any) -> None:

@@ -29,11 +29,11 @@ class OxigraphStore(
 ):
     """KIF store over the pyoxigraph database at ``path``.
 
-    Parameters:
-       store_name: Name of the store plugin to instantiate.
-       path: Folder of the Oxigraph database.
-       mapping: SPARQL mapping (default: KIF's Wikidata mapping).
-       kwargs: Other store options (``page_size``, ``limit``, ``timeout``...).
+    Args:
+        store_name: Name of the store plugin to instantiate.
+        path: Folder of the Oxigraph database.
+        mapping: SPARQL mapping (default: KIF's Wikidata mapping).
+        kwargs: Other store options (``page_size``, ``limit``, ``timeout``...).
     """
 
     class OxigraphBackend(_CoreSPARQL_Store.Backend):

@@ -262,10 +262,10 @@ class VirtuosoStore(HttpxSPARQL_Store, store_name="kifqa-virtuoso",
     ``application/sparql-query`` POST), with KIF's DBpedia mapping without its Wikidata-property matching
     (the base has no Wikidata properties: it would only repeat each property).
 
-    Parameters:
-       store_name: Name of the store plugin to instantiate.
-       iri: The SPARQL endpoint.
-       kwargs: Other options of KIF's ``sparql-httpx`` store (``headers``, ``mapping``, ``timeout``...).
+    Args:
+        store_name: Name of the store plugin to instantiate.
+        iri: The SPARQL endpoint.
+        kwargs: Other options of KIF's ``sparql-httpx`` store (``headers``, ``mapping``, ``timeout``...).
     """
 
     class HttpxBackend(HttpxSPARQL_Store.HttpxBackend):
