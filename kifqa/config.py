@@ -9,11 +9,12 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.config import JsonDict
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 
 #: The mark of a runtime-only setting (``Field(..., json_schema_extra=RUNTIME)``): it changes how a job runs
 #: but not what it writes, so a rerun may change it and resume the same job (see :meth:`Settings.shaping`).
-RUNTIME = {"runtime": True}
+RUNTIME: JsonDict = {"runtime": True}
 
 #: Where the shared development data lives relative to a checkout (see the README).
 DEFAULT_DATA_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
@@ -265,8 +266,10 @@ def _shaping(kind: type[BaseModel], data: dict[str, Any]) -> dict[str, Any]:
         if info.json_schema_extra == RUNTIME:
             continue
         section = info.annotation
-        nested = isinstance(section, type) and issubclass(section, BaseModel)
-        out[name] = _shaping(section, data[name]) if nested else data[name]
+        if isinstance(section, type) and issubclass(section, BaseModel):
+            out[name] = _shaping(section, data[name])
+        else:
+            out[name] = data[name]
     return out
 
 

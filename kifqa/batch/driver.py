@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import ray
+from ray import ObjectRef
 from ray.exceptions import RayError, RayTaskError
 from tqdm import tqdm
 
@@ -88,7 +89,7 @@ def run_job(settings: Settings, corpus: str | Path | None = None, out: str | Pat
         with actor_pools(settings, open_kb=open_kb, open_llm=open_llm) as own:
             run = _run_shards(settings, output, todo, own, pipeline, progress)
             run.startup_s = own.startup_s
-    elif todo:
+    elif todo and pools is not None:
         pools.check(settings)
         run = _run_shards(settings, output, todo, pools, pipeline, progress)
 
@@ -142,7 +143,7 @@ def _run_shards(settings: Settings, output: RunFolder, todo: list[Shard], pools:
                 pipeline: PipelineFactory, progress: bool) -> _Run:
     b = settings.batch
     run = _Run()
-    counter = Progress.remote()
+    counter = Progress.remote()  # type: ignore[attr-defined]  # mypy ignores the @ray.remote decorator
     ctx = TaskContext(job=uuid.uuid4().hex, settings=settings, out=str(output.root), kb=pools.kb, llm=pools.llm,
                       pipeline=pipeline, progress=counter)
     task = ray.remote(run_shard).options(num_cpus=0, max_retries=b.task_max_retries)
@@ -150,7 +151,8 @@ def _run_shards(settings: Settings, output: RunFolder, todo: list[Shard], pools:
     start = time.perf_counter()
     total = sum(len(s.rows) if s.redo is None else len(s.redo) for s in todo)
     with tqdm(total=total, unit="q", desc="questions", disable=not progress, smoothing=0.05) as bar:
-        queue, pending = deque(todo), {}
+        queue = deque(todo)
+        pending: dict[ObjectRef[Any], int] = {}
         while queue or pending:
             while queue and len(pending) < b.max_tasks:
                 shard = queue.popleft()

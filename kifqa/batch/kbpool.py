@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import ray
 from ray.actor import ActorHandle
@@ -165,4 +165,4 @@ def start_kb_pool(settings: Settings, open_kb: KBFactory, limiter: ActorHandle |
     b = settings.batch
     actor = ray.remote(KBActor).options(
         num_cpus=0, max_concurrency=b.kb_actor_concurrency, max_restarts=3, max_task_retries=2)
-    return [actor.remote(settings, open_kb, limiter) for _ in range(b.kb_actors)]
+    return [cast(ActorHandle, actor.remote(settings, open_kb, limiter)) for _ in range(b.kb_actors)]

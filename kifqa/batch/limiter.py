@@ -23,7 +23,7 @@ def endpoint_limit(settings: Settings) -> EndpointLimit | None:
     return settings.batch.limits.get(host) if host else None
 
 
-@ray.remote(num_cpus=0, max_concurrency=_MAX_WAITERS, max_restarts=-1)
+@ray.remote(num_cpus=0, max_concurrency=_MAX_WAITERS, max_restarts=-1)  # type: ignore[call-overload]  # Ray's overloads omit max_concurrency
 class EndpointLimiter:
     """Admits requests to one endpoint.
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
+from typing import cast
 
 import ray
+from ray import ObjectRef
 from ray.actor import ActorHandle
 from ray.exceptions import RayError
 
@@ -96,7 +98,7 @@ class ActorLLM(LLM):
 
     async def agenerate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
         with self._pool.pick(requests[0].prefix_key if requests else None) as actor:
-            call = actor.agenerate.remote(list(requests))
+            call: ObjectRef[list[Completion]] = actor.agenerate.remote(list(requests))
             try:
                 return await call
             except asyncio.CancelledError:
@@ -116,4 +118,4 @@ def start_llm_pool(settings: Settings, open_llm: LLMFactory) -> list[ActorHandle
     actor = ray.remote(LLMActor).options(
         num_cpus=b.llm_actor_cpus, num_gpus=b.llm_actor_gpus, max_concurrency=b.llm_actor_concurrency,
         max_restarts=2, max_task_retries=1)
-    return [actor.remote(settings, open_llm) for _ in range(b.llm_actors)]
+    return [cast(ActorHandle, actor.remote(settings, open_llm)) for _ in range(b.llm_actors)]

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import ray
+from ray import ObjectRef
 from ray.actor import ActorHandle
 from ray.exceptions import RayTaskError
 
@@ -62,7 +63,8 @@ class Pools:
     def kb_stats(self) -> KBStats:
         """The KB actors' calls and cache hits so far."""
         total = KBStats()
-        for stats in ray.get([a.stats.remote() for a in self.kb_actors]):
+        each: list[KBStats] = ray.get([a.stats.remote() for a in self.kb_actors])
+        for stats in each:
             total.calls += stats.calls
             total.cache_hits += stats.cache_hits
         return total
@@ -81,7 +83,7 @@ def actor_pools(settings: Settings, *, open_kb: KBFactory | None = None,
     llm_actors = start_llm_pool(settings, open_llm or _open_llm())
     try:
         try:
-            identities = ray.get([a.warm.remote() for a in llm_actors])
+            identities: list[str] = ray.get([a.warm.remote() for a in llm_actors])
             ray.get([a.start.remote() for a in kb_actors])
         except RayTaskError as err:  # a model or KB that cannot be opened: say why in one line
             raise err.cause if isinstance(err.cause, KifqaError) else err from None
@@ -112,13 +114,13 @@ def _job_env_vars() -> set[str]:
 def _limiter(settings: Settings) -> ActorHandle | None:
     """The shared limiter of the KB's endpoint, when the settings limit it."""
     limit = endpoint_limit(settings)
-    return EndpointLimiter.remote(limit) if limit else None
+    return EndpointLimiter.remote(limit) if limit else None  # type: ignore[attr-defined]  # mypy ignores the @ray.remote decorator
 
 
 def _stop(pools: list[ActorHandle], others: list[ActorHandle]) -> None:
     """Lets the pools' actors release their models and connections (a minute at most), then ends
     every actor."""
-    closing = [a.aclose.remote() for a in pools]
+    closing: list[ObjectRef[None]] = [a.aclose.remote() for a in pools]
     ray.wait(closing, num_returns=len(closing), timeout=60)
     for actor in pools + others:
         ray.kill(actor)

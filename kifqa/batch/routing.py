@@ -49,4 +49,4 @@ class LeastLoaded(Generic[T]):
         return {"members": self.members, "spill": self.spill}
 
     def __setstate__(self, state: dict[str, object]) -> None:
-        self.__init__(state["members"], spill=state["spill"])  # type: ignore[misc, arg-type]
+        self.__init__(state["members"], spill=state["spill"])  # type: ignore[misc]  # unpickling re-runs __init__

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -62,7 +63,7 @@ class Summary(BaseModel):
         return "\n".join(lines)
 
 
-def trace_counts(shards: Iterable[pa.Table]) -> dict[str, float]:
+def trace_counts(shards: Iterable[pa.Table]) -> dict[str, Any]:
     """Question counts and per-question means over trace rows with :data:`COLUMNS`, one shard's table at
     a time (the driver of a large job holds no more than one)."""
     sums = dict.fromkeys(("questions", "answered", "empty", "errors", "input_errors", *_MEANS), 0)

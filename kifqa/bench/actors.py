@@ -15,6 +15,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -99,11 +100,11 @@ def _figures(runs: dict[int, tuple[Summary, tuple[float, float]]], settings: Set
     }
 
 
-def _render(figures: dict[str, object]) -> str:
+def _render(figures: dict[str, Any]) -> str:
     lines = [f"batch job, {figures['model']}, {figures['cpus']} CPUs, one llama.cpp thread per LLM actor",
              f"{'actors':>6} {'questions':>9} {'seconds':>8} {'q/s':>7} {'outside model':>13} "
              f"{'LLM calls/q':>11} {'tokens/q':>8} {'KB calls/q':>10} {'load before/after':>17}"]
-    for r in figures["runs"]:  # type: ignore[attr-defined]
+    for r in figures["runs"]:
         lines.append(f"{r['llm_actors']:>6} {r['questions']:>9} {r['seconds']:>8.1f} {r['questions_per_s']:>7.3f} "
                      f"{r['outside_model_share']:>13.1%} {r['llm_calls_per_question']:>11.2f} "
                      f"{r['tokens_per_question']:>8.0f} {r['kb_calls_per_question']:>10.2f} "

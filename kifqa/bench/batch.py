@@ -17,6 +17,7 @@ import resource
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -129,7 +130,7 @@ def _tree_cpu(root: int) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def render(f: dict[str, object]) -> str:
+def render(f: dict[str, Any]) -> str:
     cpu = f["cpu_ms_per_question"]
     lines = [
         f"batch job on the zero-cost gold model, local KB (cache off), {f['cpus']} CPUs, "
@@ -137,8 +138,7 @@ def render(f: dict[str, object]) -> str:
         f"{f['max_tasks']} tasks x {f['task_concurrency']} questions in flight",
         f"questions        {f['questions']} ({f['answered']} answered, {f['errors']} errors) in {f['seconds']} s",
         f"questions/s      {f['questions_per_s']}  (target >= {TARGETS['questions_per_s']:g})",
-        "CPU ms/question  " + ", ".join(f"{k} {v}" for k, v in cpu.items())  # type: ignore[union-attr]
-        + f"; total {sum(cpu.values()):.1f}",  # type: ignore[union-attr]
+        "CPU ms/question  " + ", ".join(f"{k} {v}" for k, v in cpu.items()) + f"; total {sum(cpu.values()):.1f}",
         f"driver peak RSS  {f['driver_peak_rss_mib']} MiB  (target <= {TARGETS['driver_peak_rss_mib']:g})",
         f"output           {f['trace_bytes_per_question']} trace + {f['answer_bytes_per_question']} answer bytes "
         f"per question  (traces: target <= {TARGETS['trace_bytes_per_question']:g})",

@@ -15,6 +15,7 @@ import random
 import statistics
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -54,7 +55,7 @@ def _operations(index: LabelIndex, data_dir: Path, samples: int,
     labels = [dataset.items[t.subject].label for t in chosen
               if t.subject in dataset.items and dataset.items[t.subject].label]
     m = masks(index)
-    real = {"property_mask": Filter.PropertyMask.REAL, "snak_mask": Filter.VALUE_SNAK, **m}
+    real: dict[str, Any] = {"property_mask": Filter.PropertyMask.REAL, "snak_mask": Filter.VALUE_SNAK, **m}
     return {
         "filter_p(subject=)": [Filter(subject=Item(WD + t.subject), **real) for t in chosen],
         "filter(subject=, property=)": [
@@ -76,8 +77,8 @@ def _measure(store: Store, op: str, filters: list[Filter]) -> tuple[list[float],
     call, core = _call(store, op), sparql_store(store)
     assert core is not None
     call(filters[0])  # warm up: first compile, connections
-    kif = [_seconds(lambda f=f: call(f)) for f in filters]
-    engine = [_seconds(lambda q=q: core.backend.select(q))
+    kif = [_seconds(partial(call, f)) for f in filters]
+    engine = [_seconds(partial(core.backend.select, q))
               for f in filters for q in compile_filter(store, f, limit=PAGE_SIZE).split("\n\n")]
     return kif, engine
 
@@ -85,7 +86,7 @@ def _measure(store: Store, op: str, filters: list[Filter]) -> tuple[list[float],
 def _child(store: Store, op: str, filters: list[Filter], out: Connection) -> None:
     call = _call(store, op)
     for f in filters:
-        out.send(_seconds(lambda f=f: call(f)))
+        out.send(_seconds(partial(call, f)))
 
 
 def _measure_budgeted(store: Store, op: str, filters: list[Filter], budget_s: float) -> tuple[list[float], float]:
@@ -157,7 +158,11 @@ def kb(samples: int, seed: int, budget_s: float, rebuild: bool, config: Path | N
             for row in _rows(ops, stores, rdflib, budget_s):
                 click.echo(row)
         search = Search("kifqa-local", index)
-        search_ms = _ms([_seconds(lambda q=q: list(search.item(q, limit=10))) for q in labels])
+
+        def find(text: str) -> list[Any]:
+            return list(search.item(text, limit=10))
+
+        search_ms = _ms([_seconds(partial(find, q)) for q in labels])
         click.echo(f"\nlabel/alias search (kifqa-local, SQLite FTS5), same labels: {search_ms:.1f} ms median")
     except KifqaError as err:
         raise fail(err) from err

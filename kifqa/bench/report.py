@@ -15,14 +15,14 @@ import shutil
 import statistics
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 
 
-def synthetic(rows: list[Mapping[str, Any]], n: int, *, seed: int = 0) -> Iterator[dict[str, Any]]:
+def synthetic(rows: Sequence[Mapping[str, Any]], n: int, *, seed: int = 0) -> Iterator[dict[str, Any]]:
     """``n`` copies of ``rows`` (cycling, shuffled), each with its own id."""
     order = list(range(n))
     random.Random(seed).shuffle(order)

@@ -76,10 +76,11 @@ def render_trace(trace: Trace) -> str:
         lines.append(f"filter    {f.filter}  -> {f.n_statements} statements in {f.seconds * 1000:.0f} ms")
         if f.sparql:
             lines.extend("          " + line for line in f.sparql.splitlines())
-    for c in trace.llm_calls:
-        cached = " (cache hit)" if c.cache_hit else ""
-        lines.append(f"llm       {c.step}: {c.prompt_tokens} prompt ({c.cached_prompt_tokens} prefix-cached) + "
-                     f"{c.completion_tokens} tokens, {c.latency_s:.2f} s{cached} -> {c.output!r}")
+    for call in trace.llm_calls:
+        cached = " (cache hit)" if call.cache_hit else ""
+        lines.append(f"llm       {call.step}: {call.prompt_tokens} prompt ({call.cached_prompt_tokens} "
+                     f"prefix-cached) + {call.completion_tokens} tokens, {call.latency_s:.2f} s{cached} "
+                     f"-> {call.output!r}")
     lines.extend(f"note      {n}" for n in trace.notes)
     lines.append("timings   " + ", ".join(f"{k} {v:.3f} s" for k, v in trace.timings.items()))
     lines.append(f"kb calls  {trace.kb_calls}")

@@ -48,7 +48,7 @@ def silver(corpus: Path | None, out: Path, limit: int | None, concurrency: int |
     concurrency = concurrency or settings.llm.in_flight
     try:
         calibration = None
-        if calibration_dir is not None:
+        if calibration_dir is not None and target_precision is not None:  # given together (checked above)
             from kifqa.eval.calibration import run_threshold
 
             calibration = run_threshold(calibration_dir, target_precision)
@@ -58,6 +58,7 @@ def silver(corpus: Path | None, out: Path, limit: int | None, concurrency: int |
         else:
             from kifqa.runs import read_corpus
 
+            assert corpus is not None  # CORPUS or --run (checked above)
             b = settings.batch
             questions = read_corpus(corpus, id_column=b.id_column, question_column=b.question_column,
                                     max_chars=settings.pipeline.max_question_chars).questions()
@@ -71,10 +72,10 @@ def silver(corpus: Path | None, out: Path, limit: int | None, concurrency: int |
                     path = write_corpus([GoldQuestion(id=q.id, text=q.text, topic="", property="",
                                                       answer="") for q in questions if not q.error],
                                         out / "corpus.jsonl")
-                    summary = run_job(corpus_settings(settings), path, out)
+                    job = run_job(corpus_settings(settings), path, out)
                 else:
-                    summary = run_job(settings, corpus, out)
-                click.echo(summary.render(), err=True)
+                    job = run_job(settings, corpus, out)
+                click.echo(job.render(), err=True)
                 predictions = list(read_run(out).values())
             else:
                 from kifqa.api import open_pipeline

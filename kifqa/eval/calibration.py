@@ -43,7 +43,7 @@ def threshold_for(points: Sequence[dict[str, float]], target: float) -> dict[str
     return min(reached, key=lambda p: p["threshold"]) if reached else None
 
 
-def measured_at(points: Sequence[tuple[float, float]], total: int, threshold: float) -> dict[str, float]:
+def measured_at(points: Sequence[tuple[float, float]], total: int, threshold: float) -> dict[str, float | None]:
     """Precision and coverage of ``points`` kept at ``threshold``."""
     kept = [precision for conf, precision in points if conf >= threshold]
     return {"threshold": threshold, "n": len(kept), "coverage": round(len(kept) / total, 4) if total else 0.0,

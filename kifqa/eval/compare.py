@@ -65,7 +65,9 @@ def compare(a: tuple[dict[str, Any], dict[str, dict[str, Any]]], b: tuple[dict[s
         metrics.append({"metric": f"failures: {cls}", "a": va, "b": vb,
                         "delta": vb - va if va is not None and vb is not None else None})
     common = [qid for qid in ra if qid in rb]
-    better, worse, transitions = [], [], Counter()
+    better: list[dict[str, Any]] = []
+    worse: list[dict[str, Any]] = []
+    transitions: Counter[str] = Counter()
     for qid in common:
         x, y = ra[qid], rb[qid]
         if _state(x) != _state(y):

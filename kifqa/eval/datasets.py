@@ -14,6 +14,7 @@ Three sources, one record (:class:`GoldQuestion`):
 
 from __future__ import annotations
 
+import builtins
 import csv
 import json
 import re
@@ -67,24 +68,25 @@ class GoldQuestion:
     alternatives: tuple[GoldRelation, ...] = ()
     dataset: str = ""
 
-    @property
+    # ``property`` names a field in this class, so the decorator is spelt in full.
+    @builtins.property
     def pid(self) -> str:
         """``Pn`` for SimpleQuestions' ``Pn``/``Rn``; other properties as they are."""
         return "P" + self.property[1:] if self.sqwd_style else self.property
 
-    @property
+    @builtins.property
     def inverse(self) -> bool:
         """True when the question asks for the statement's subject."""
         if self.sqwd_style:
             return self.property.startswith("R")
         return bool(self.alternatives) and self.alternatives[0].direction == "backward"
 
-    @property
+    @builtins.property
     def sqwd_style(self) -> bool:
         """True when ``property`` is SimpleQuestions-Wikidata's ``Pn``/``Rn``."""
         return bool(_SQWD_PROPERTY.fullmatch(self.property))
 
-    @property
+    @builtins.property
     def relations(self) -> tuple[GoldRelation, ...]:
         """The acceptable (property, direction) pairs (empty when the dataset has none)."""
         if self.alternatives:
@@ -95,7 +97,7 @@ class GoldQuestion:
             return (GoldRelation(property=self.property, direction="forward"),)
         return ()
 
-    @property
+    @builtins.property
     def gold_answers(self) -> frozenset[str]:
         """The answers the dataset itself gives (not extended)."""
         return frozenset(a for a in (self.answer, *self.answers) if a)
@@ -141,7 +143,7 @@ def _direction(text: Any) -> Direction:
     d = str(text).strip().lower()
     if d not in ("forward", "backward"):
         raise ValueError(f"direction must be forward or backward, not {text!r}")
-    return d  # type: ignore[return-value]
+    return "forward" if d == "forward" else "backward"
 
 
 # --- any corpus with gold answers ------------------------------------------------------------------
@@ -179,7 +181,7 @@ def load_gold_file(path: str | Path, *, limit: int | None = None) -> list[GoldQu
     except (OSError, ValueError) as err:
         raise DataError(f"cannot read {path} ({err})") from err
     has_ids = any(isinstance(r, dict) and _first(r, ID_COLUMNS) not in (None, "") for r in rows)
-    out = []
+    out: list[GoldQuestion] = []
     for n, row in enumerate(rows, 1):
         if limit and len(out) >= limit:
             break

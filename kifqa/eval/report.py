@@ -81,8 +81,8 @@ def _scores_plot(plt: Any, m: dict[str, Any], path: Path) -> None:
     keys = [k for k in ("entity", "relation", "triple") if (link.get(k) or {}).get("n")]
     values = [link[k]["accuracy"] for k in keys]
     _bar_labels(ax, ax.bar(range(len(keys)), values, 0.6, color="#55A868"))
-    names = _LINK_NAMES_SDBQA if str(m.get("dataset", "")).startswith("sdbqa") else {}
-    ax.set_xticks(range(len(keys)), [f"{names.get(k, k)}\n(n={link[k]['n']})" for k in keys])
+    link_names = _LINK_NAMES_SDBQA if str(m.get("dataset", "")).startswith("sdbqa") else {}
+    ax.set_xticks(range(len(keys)), [f"{link_names.get(k, k)}\n(n={link[k]['n']})" for k in keys])
     ax.set_ylim(0, 1.12)
     ax.set_title("Linking accuracy")
     ax.grid(axis="y", alpha=0.3)

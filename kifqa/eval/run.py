@@ -78,11 +78,11 @@ class Scored:
 
     @property
     def trace(self) -> dict[str, Any]:
-        return self.prediction.trace  # type: ignore[union-attr]
+        return self.prediction.trace  # type: ignore[union-attr]  # set by __post_init__
 
     @property
     def predicted(self) -> set[str]:
-        return self.prediction.answer_set  # type: ignore[union-attr]
+        return self.prediction.answer_set  # type: ignore[union-attr]  # set by __post_init__
 
     @property
     def has_gold(self) -> bool:
@@ -91,8 +91,8 @@ class Scored:
 
     def row(self) -> dict[str, Any]:
         t = self.trace
-        record = self.prediction.record  # type: ignore[union-attr]
-        answers = self.prediction.answers  # type: ignore[union-attr]
+        record = self.prediction.record  # type: ignore[union-attr]  # set by __post_init__
+        answers = self.prediction.answers  # type: ignore[union-attr]  # set by __post_init__
         return {
             "id": self.gold.id, "question": self.gold.text, "topic": self.gold.topic,
             "property": self.gold.property, "gold": sorted(self.expected),
@@ -255,7 +255,7 @@ class Evaluation:
         for prop, items in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:top]:
             gold_items = [s.score for s in items if s.has_gold]
             summary = summarize(gold_items)
-            rel = [s.linking.get("relation") for s in items if s.linking.get("relation") is not None]
+            rel = [r for s in items if (r := s.linking.get("relation")) is not None]
             pid = items[0].gold.pid
             out.append({
                 "property": prop, "label": self.property_label(pid) + (" (inverse)" if items[0].gold.inverse and
@@ -276,10 +276,10 @@ class Evaluation:
             out[step] = _stats(values)
         return out
 
-    def linking_accuracy(self) -> dict[str, dict[str, float]]:
+    def linking_accuracy(self) -> dict[str, dict[str, float | None]]:
         out = {}
         for key in LINKING:
-            checks = [s.linking.get(key) for s in self.scored if s.linking.get(key) is not None]
+            checks = [c for s in self.scored if (c := s.linking.get(key)) is not None]
             out[key] = {"n": len(checks), "correct": sum(checks),
                         "accuracy": round(sum(checks) / len(checks), 4) if checks else None}
         return out
@@ -324,7 +324,7 @@ class Evaluation:
         n = len(self.scored) or 1
         answered = [s for s in self.scored if s.has_gold]
         single = [s.score for s in answered if len(s.expected) == 1]
-        traces = [s.prediction.record for s in self.scored]  # type: ignore[union-attr]
+        traces = [s.prediction.record for s in self.scored]  # type: ignore[union-attr]  # set by __post_init__
         failures = Counter(s.failure for s in self.scored if s.failure)
         details: dict[str, Counter[str]] = defaultdict(Counter)
         examples: dict[str, list[dict[str, Any]]] = defaultdict(list)

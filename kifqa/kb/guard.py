@@ -16,7 +16,7 @@ from kifqa.config import KBSettings
 from kifqa.errors import KBError, KifqaError
 from kifqa.kb.base import KBStats
 from kifqa.kb.http import ResultError
-from kifqa.resilience import Endpoint, Failure, GaveUp, RetryPolicy, retry_after_seconds
+from kifqa.resilience import Endpoint, Failure, FailureKind, GaveUp, RetryPolicy, retry_after_seconds
 
 T = TypeVar("T")
 
@@ -30,7 +30,7 @@ def classify(err: BaseException) -> Failure | None:
         return Failure(err.kind, str(err))
     if isinstance(err, httpx.HTTPStatusError):
         code = err.response.status_code
-        kind = "throttled" if code == 429 else "unavailable" if code >= 500 else None
+        kind: FailureKind | None = "throttled" if code == 429 else "unavailable" if code >= 500 else None
         return Failure(kind, describe(err), retry_after(err)) if kind else None
     if isinstance(err, (TimeoutError, httpx.TimeoutException)):
         return Failure("timeout", describe(err))

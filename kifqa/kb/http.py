@@ -24,7 +24,7 @@ class ResultError(Exception):
 
     def __init__(self, kind: Literal["truncated", "malformed"], message: str) -> None:
         super().__init__(message)
-        self.kind = kind
+        self.kind: Literal["truncated", "malformed"] = kind
 
 
 async def check_response(response: httpx.Response) -> None:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
+from typing import Any, TypedDict, TypeVar
 
 from kif_lib import (
     IRI,
@@ -53,6 +53,13 @@ T = TypeVar("T")
 LABEL_BATCH = 50
 
 
+class Masks(TypedDict, total=False):
+    """The datatype masks of :func:`masks`, as :class:`~kif_lib.Filter` arguments."""
+
+    subject_mask: Filter.DatatypeMask
+    value_mask: Filter.DatatypeMask
+
+
 class KifKnowledgeBase(KnowledgeBase):
     """A knowledge base over a KIF ``store`` and ``search``.
 
@@ -76,7 +83,7 @@ class KifKnowledgeBase(KnowledgeBase):
         check_results(_stores(store))  # a cut or malformed SPARQL answer is an error, never a result
         self.stats = KBStats()
         self._guard = Guard(spec, settings, self.stats)
-        self._masks = masks(index) if index is not None else {}
+        self._masks: Masks = masks(index) if index is not None else {}
         core = sparql_store(store)
         #: Each filter shape compiled once (``None``: the store does not speak SPARQL itself).
         self._shapes = ShapeCompiler(core) if core is not None else None
@@ -103,7 +110,7 @@ class KifKnowledgeBase(KnowledgeBase):
         if direction not in ("forward", "backward"):
             raise KBError(f"direction must be 'forward' or 'backward', not {direction!r}")
         e, p = ids.entity(entity), typed_property(property, self.index)
-        base = {"property": p, "snak_mask": Filter.VALUE_SNAK, **self._masks}
+        base: dict[str, Any] = {"property": p, "snak_mask": Filter.VALUE_SNAK, **self._masks}
         if direction == "forward":
             return await self._run(self._facts(lambda x: Filter(subject=x, **base), e))
         return await self._run(self._facts(lambda x: Filter(value=x, **base), e))
@@ -152,7 +159,8 @@ class KifKnowledgeBase(KnowledgeBase):
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._loop))
 
     async def _aclose_engines(self) -> None:
-        for engine in (*_stores(self.store), self.search):
+        engines: list[Store | Search] = [*_stores(self.store), self.search]
+        for engine in engines:
             await engine.aclose()
             engine.close()
 
@@ -175,11 +183,13 @@ class KifKnowledgeBase(KnowledgeBase):
 
     async def _properties_of(self, entity: str) -> EntityProperties:
         e = ids.entity(entity)
-        real = {"property_mask": Filter.PropertyMask.REAL, "snak_mask": Filter.VALUE_SNAK, **self._masks}
+        real: dict[str, Any] = {"property_mask": Filter.PropertyMask.REAL, "snak_mask": Filter.VALUE_SNAK,
+                                **self._masks}
         (forward, cut_forward), (backward, cut_backward) = await asyncio.gather(
             self._distinct_properties(lambda x: Filter(subject=x, **real), e),
             self._distinct_properties(lambda x: Filter(value=x, **real), e))
-        found = [(p, "forward") for p in forward] + [(p, "backward") for p in backward]
+        found: list[tuple[Property, Direction]] = [(p, "forward") for p in forward]
+        found += [(p, "backward") for p in backward]
         described = await self._describe(list(dict.fromkeys(p for p, _ in found)))
         uses = sorted((PropertyUse(property=described[ids.to_id(p)], direction=direction) for p, direction in found),
                       key=lambda u: (u.direction, _id_order(u.property.id)))
@@ -256,7 +266,7 @@ class KifKnowledgeBase(KnowledgeBase):
                      for id, t in texts.items()}
         return {id: known.get(id) or Candidate(id=id, label=id) for id in keys}
 
-    async def _kif_texts(self, entities: list[Entity], kinds: tuple[Property, ...]) -> dict[str, dict[str, Any]]:
+    async def _kif_texts(self, entities: Sequence[Entity], kinds: tuple[Property, ...]) -> dict[str, dict[str, Any]]:
         """English label, aliases and description of ``entities``, asked from the store."""
         batches = [entities[i:i + LABEL_BATCH] for i in range(0, len(entities), LABEL_BATCH)]
         results = await asyncio.gather(*(self._statements(Filter(
@@ -266,6 +276,7 @@ class KifKnowledgeBase(KnowledgeBase):
                                             for e in entities}
         for statements, _ in results:
             for s in statements:
+                assert isinstance(s.snak, ValueSnak) and isinstance(s.snak.value, Text)  # the filter's masks
                 entry, (prop, value) = texts[ids.to_id(s.subject)], (s.snak.property, s.snak.value)
                 if isinstance(prop, LabelProperty):
                     entry["label"] = value.content
@@ -297,7 +308,7 @@ def typed_property(id: str, index: LabelIndex | None) -> Property:
     return Property(prop.iri, Datatype.check(entry.datatype)) if entry and entry.datatype else prop
 
 
-def masks(index: LabelIndex) -> dict[str, Filter.DatatypeMask]:
+def masks(index: LabelIndex) -> Masks:
     """Subject and value masks covering just what the indexed base holds: they spare KIF's compiler
     (and Oxigraph) the query branches of absent datatypes."""
     value_mask = Filter.DatatypeMask(0)
@@ -325,7 +336,7 @@ def _stores(store: Store) -> list[Store]:
     return [store]
 
 
-def _candidate(entity: Entity, desc: dict[str, Any]) -> Candidate:
+def _candidate(entity: Entity, desc: Mapping[str, Any]) -> Candidate:
     label = desc.get("labels", {}).get("en")
     description = desc.get("descriptions", {}).get("en")
     aliases = sorted(a.content for a in desc.get("aliases", {}).get("en", ()))

@@ -95,14 +95,14 @@ class LocalSearch(Search, search_name="kifqa-local", search_description="Label/a
         return Item(ids.to_iri(data["id"]))
 
     def _to_item_descriptor(self, data: Data) -> tuple[Item, Item.Descriptor]:
-        return self._to_item(data), _descriptor(data)  # type: ignore[return-value]
+        return self._to_item(data), _descriptor(data)
 
     def _to_property(self, data: Data) -> Property:
         return Property(ids.to_iri(data["id"]), Datatype.check(data["datatype"]) if data["datatype"] else None)
 
     def _to_property_descriptor(self, data: Data) -> tuple[Property, Property.Descriptor]:
         prop = self._to_property(data)
-        return prop, {**_descriptor(data), "range": prop.range}  # type: ignore[typeddict-item]
+        return prop, {**_descriptor(data), "range": prop.range}  # type: ignore[typeddict-item]  # None: no datatype
 
 
 class DBpediaSearch(LocalSearch, search_name="kifqa-dbpedia",
@@ -111,8 +111,8 @@ class DBpediaSearch(LocalSearch, search_name="kifqa-dbpedia",
     """:class:`LocalSearch` over the label index of the DBpedia-encoded build (:mod:`kifqa.kb.dbpedia`)."""
 
 
-def _descriptor(data: Data) -> dict[str, Any]:
-    desc: dict[str, Any] = {}
+def _descriptor(data: Data) -> Item.Descriptor:
+    desc: Item.Descriptor = {}
     if data["label"]:
         desc["labels"] = {"en": Text(data["label"], "en")}
     if data["aliases"]:

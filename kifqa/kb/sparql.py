@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kif_lib import Filter, Statement, Store
+from kif_lib import Filter, Statement, Store, VariablePattern
 from kif_lib.compiler.sparql import SPARQL_FilterCompiler
 from kif_lib.compiler.sparql.results import SPARQL_Results
 from kif_lib.model import Entity, ValueSnak
@@ -77,12 +77,16 @@ class BoundQuery:
         """The terms the results of :attr:`queries` (in order) give, through KIF's own result builder:
         statements (stand-in replaced by the real entity) or, projected, their parts."""
         push = self.compiler.build_results()
-        variable = self.compiler.pattern.variable
+        pattern = self.compiler.pattern
+        assert isinstance(pattern, VariablePattern)  # a filter's compiler starts from one (as KIF asserts)
+        variable = pattern.variable
         out = []
         for result in results:
             for binding in itertools.chain(result.get("results", {}).get("bindings", []), ({},)):
                 for theta in push(binding) or ():
-                    out.append(self._project(self._rebind(variable.instantiate(theta))))
+                    statement = variable.instantiate(theta)
+                    assert isinstance(statement, Statement)  # the pattern's variable is a statement variable
+                    out.append(self._project(self._rebind(statement)))
         return out
 
     def _rebind(self, s: Statement) -> Statement:
@@ -124,8 +128,9 @@ class ShapeCompiler:
         stand_in = _stand_in(entity)
         real = entity.iri.content
         key = (make(stand_in), projection, limit, distinct)
-        shape = self._shapes.get(key, False)
-        if shape is False:
+        try:
+            shape = self._shapes[key]
+        except KeyError:
             shape = self._compile(key[0], stand_in, projection, limit, distinct)
             if len(self._shapes) >= self.max_shapes:
                 self._shapes.clear()

@@ -104,8 +104,9 @@ def _resolve(spec: str, settings: Settings) -> tuple[Store, Search]:
         port = _port(rest, spec) if rest else settings.kb.server_port
         return _wikidata_endpoint(f"http://127.0.0.1:{port}/query", settings)
     if spec == "local-dbpedia":
-        built = dbpedia.locate(settings)
-        return _dbpedia_endpoint(process_server(built.rdf_path, graph=dbpedia.GRAPH).url, settings, built)
+        built_dbpedia = dbpedia.locate(settings)
+        return _dbpedia_endpoint(process_server(built_dbpedia.rdf_path, graph=dbpedia.GRAPH).url, settings,
+                                 built_dbpedia)
     if head == "local-dbpedia-server":
         port = _port(rest, spec) if rest else DEFAULT_PORT
         return _dbpedia_endpoint(f"http://127.0.0.1:{port}/sparql", settings)
@@ -141,14 +142,15 @@ def endpoint_info(store: Store, search: Search) -> dict[str, Any]:
         if hasattr(mapping, "options") and hasattr(mapping.options, "blazegraph"):
             info["blazegraph"] = mapping.options.blazegraph
         backend = core.backend
-        if hasattr(backend, "_iri"):  # KIF keeps an httpx backend's endpoint and headers private
+        # KIF keeps an httpx backend's endpoint and headers private.
+        if hasattr(backend, "_iri") and hasattr(backend, "_headers"):
             info["endpoint"] = backend._iri.content
             info["user_agent"] = backend._headers.get("User-Agent", "")
         if isinstance(core, OxigraphStore):
             info["endpoint"] = "in process (pyoxigraph)"
     if isinstance(search, LocalSearch):
         info["search_index"] = str(search.index.path)
-    elif hasattr(search, "_headers"):
+    elif hasattr(search, "_headers") and hasattr(search, "get_iri"):
         info["search_endpoint"] = search.get_iri().content if search.get_iri() else ""
         info["search_user_agent"] = search._headers.get("User-Agent", "")
     return info

@@ -52,7 +52,10 @@ class OxigraphStore(
 
         def _select(self, query: str, timeout: float | None = None) -> SPARQL_Results:
             results = self._db.query(query)
-            return json.loads(results.serialize(format=pyoxigraph.QueryResultsFormat.JSON))
+            assert not isinstance(results, pyoxigraph.QueryTriples)  # KIF sends SELECT and ASK queries only
+            data = results.serialize(format=pyoxigraph.QueryResultsFormat.JSON)
+            assert data is not None  # given no output, serialize returns the bytes
+            return json.loads(data)
 
     def __init__(
         self,

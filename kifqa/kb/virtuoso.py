@@ -31,7 +31,7 @@ import threading
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlencode
 
 import httpx
@@ -269,7 +269,7 @@ class VirtuosoStore(HttpxSPARQL_Store, store_name="kifqa-virtuoso",
     """
 
     class HttpxBackend(HttpxSPARQL_Store.HttpxBackend):
-        _default_headers = {**HttpxSPARQL_Store.HttpxBackend._default_headers,
+        _default_headers = {**HttpxSPARQL_Store.HttpxBackend._default_headers,  # type: ignore[misc]  # overrides KIF's Final
                             "Content-Type": "application/x-www-form-urlencoded"}
 
         def _http_post_encode_content(self, content: str) -> bytes:
@@ -289,6 +289,6 @@ class VirtuosoStore(HttpxSPARQL_Store, store_name="kifqa-virtuoso",
 def _boolean(results: SPARQL_Results | SPARQL_ResultsAsk) -> SPARQL_ResultsAsk:
     """SPARQL's ASK result of Virtuoso's answer (a SELECT of ``__ASK_RETVAL``)."""
     if "boolean" in results:
-        return results  # type: ignore[return-value]
-    rows = results["results"]["bindings"]  # type: ignore[typeddict-item]
-    return {"boolean": any(row.get("__ASK_RETVAL", {}).get("value") == "1" for row in rows)}
+        return cast(SPARQL_ResultsAsk, results)
+    rows = cast(SPARQL_Results, results)["results"]["bindings"]
+    return {"boolean": any((term := row.get("__ASK_RETVAL")) is not None and term.get("value") == "1" for row in rows)}

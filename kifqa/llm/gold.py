@@ -62,6 +62,6 @@ def _choose(draft: str, options: str) -> str:
     for line in options.splitlines():
         option = _OPTION.match(line)
         shown = option and Pattern.parse(option.group("triple"))
-        if gold and shown and (shown.predicate, shown.direction) == (gold.predicate, gold.direction):
+        if option and gold and shown and (shown.predicate, shown.direction) == (gold.predicate, gold.direction):
             return option.group("number")
     return "1"

@@ -40,9 +40,12 @@ def _asset(*parts: str) -> str:
     return _PACKAGE.joinpath(*parts).read_text(encoding="utf-8")
 
 
-def _vendored(library: tuple[str, ...], index: int) -> str:
+def _vendored(library: tuple[str, str, str | None, str], index: int) -> str:
     """A vendored file of ``library`` without its source-map comment (the page asks for no file)."""
-    return _SOURCE_MAP.sub("", _asset("vendor", library[0], library[index]))
+    name = library[index]
+    if name is None:
+        raise ValueError(f"{library[0]} has no file {index}")
+    return _SOURCE_MAP.sub("", _asset("vendor", library[0], name))
 
 
 def _blob(attrs: str, text: str) -> str:

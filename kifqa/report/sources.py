@@ -13,7 +13,7 @@ Each entry point gathers page rows (see :mod:`kifqa.report.data`) and a summary,
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,14 +36,14 @@ def _title(summary: Mapping[str, Any], kind: str) -> str:
     return f"kifqa {kind}" + (f": {named}" if named else "")
 
 
-def run_figures(rows: list[Mapping[str, Any]]) -> dict[str, Any]:
+def run_figures(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The figures of questions without gold: counts, and costs per question."""
     traces = [Trace.from_dict(r.get("trace") or {}) for r in rows]
     return {"questions": len(rows), "answered": sum(bool(r.get("labels")) for r in rows),
             "errors": sum(bool(t.error) for t in traces), **tr.costs_per_question(traces)}
 
 
-def write_rows(path: str | Path, *, rows: list[Mapping[str, Any]], summary: Mapping[str, Any], kind: str,
+def write_rows(path: str | Path, *, rows: Sequence[Mapping[str, Any]], summary: Mapping[str, Any], kind: str,
                about: str) -> Path:
     """The page of ``rows`` (:mod:`kifqa.report.data`) under ``summary``; ``kind`` names the source."""
     columns, records = question_table(rows)
