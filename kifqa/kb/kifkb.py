@@ -276,8 +276,8 @@ class KifKnowledgeBase(KnowledgeBase):
                                             for e in entities}
         for statements, _ in results:
             for s in statements:
-                assert isinstance(s.snak, ValueSnak) and isinstance(s.snak.value, Text)  # the filter's masks
-                entry, (prop, value) = texts[ids.to_id(s.subject)], (s.snak.property, s.snak.value)
+                snak: Any = s.snak  # a value snak of a text (the filter's masks)
+                entry, (prop, value) = texts[ids.to_id(s.subject)], (snak.property, snak.value)
                 if isinstance(prop, LabelProperty):
                     entry["label"] = value.content
                 elif isinstance(prop, AliasProperty):

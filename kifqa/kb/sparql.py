@@ -84,8 +84,8 @@ class BoundQuery:
         for result in results:
             for binding in itertools.chain(result.get("results", {}).get("bindings", []), ({},)):
                 for theta in push(binding) or ():
-                    statement = variable.instantiate(theta)
-                    assert isinstance(statement, Statement)  # the pattern's variable is a statement variable
+                    # A statement, or (a projection) a statement template with the parts not asked left open.
+                    statement: Any = variable.instantiate(theta)
                     out.append(self._project(self._rebind(statement)))
         return out
 

@@ -64,7 +64,7 @@ def sample(expected: Expected) -> list[Statement]:
     return random.Random(8).sample(sorted(expected.statements), SAMPLE)
 
 
-def run(coro):  # type: ignore[no-untyped-def]
+def run(coro):
     return asyncio.run(coro)
 
 

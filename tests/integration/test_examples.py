@@ -91,7 +91,7 @@ def test_prepared_questions_are_embedded_in_one_batch_and_select_as_embedded_one
     examples = ClusteredExamples(pool, clusters=6, block=4, cache_dir=tmp_path)
     calls: list[int] = []
     encode = examples.pool.encode
-    examples.pool.encode = lambda texts: calls.append(len(texts)) or encode(texts)  # type: ignore[method-assign]
+    examples.pool.encode = lambda texts: calls.append(len(texts)) or encode(texts)  # type: ignore[method-assign]  # counts the encoder's calls
     examples.prepare(questions + questions[:5])
     assert calls == [40]
     assert [examples.select(q) for q in questions] == expected and calls == [40]

@@ -30,7 +30,7 @@ SAMPLE = 12
 @pytest.fixture(scope="module")
 def triples(data_dir: Path) -> list[tuple[str, str, str]]:
     with open(data_dir / paths.TRIPLES, encoding="utf-8") as f:
-        return [tuple(line.rstrip("\n").split("\t")) for line in f]  # type: ignore[misc]
+        return [tuple(line.rstrip("\n").split("\t")) for line in f]  # type: ignore[misc]  # three columns a line
 
 
 @pytest.fixture(scope="module")
@@ -194,7 +194,7 @@ def test_bad_arguments(kb: KifKnowledgeBase) -> None:
     with pytest.raises(KBError, match="not an entity id"):
         asyncio.run(kb.facts("james brown", "P19", "forward"))
     with pytest.raises(KBError, match="direction"):
-        asyncio.run(kb.facts("Q60", "P19", "sideways"))  # type: ignore[arg-type]
+        asyncio.run(kb.facts("Q60", "P19", "sideways"))  # type: ignore[arg-type]  # a wrong direction, on purpose
 
 
 def test_many_loops_and_threads_at_once(local_kb: KifKnowledgeBase, triples: list[tuple[str, str, str]]) -> None:
@@ -218,8 +218,8 @@ def test_many_loops_and_threads_at_once(local_kb: KifKnowledgeBase, triples: lis
     assert results == [expected] * 3
 
 
-def test_closed_kb_refuses_calls(settings: object, built_kb: BuiltKB) -> None:
-    kb = open_kb("local", settings)  # type: ignore[arg-type]
+def test_closed_kb_refuses_calls(settings: Settings, built_kb: BuiltKB) -> None:
+    kb = open_kb("local", settings)
     asyncio.run(kb.aclose())
     asyncio.run(kb.aclose())  # idempotent
     with pytest.raises(KBError, match="closed"):

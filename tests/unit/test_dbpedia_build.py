@@ -145,9 +145,9 @@ def test_virtuoso_store_posts_url_encoded_forms_with_the_dbpedia_mapping() -> No
     store = VirtuosoStore("kifqa-virtuoso", "http://127.0.0.1:9/sparql", headers={"User-Agent": "t"})
     query = 'SELECT * WHERE { <http://dbpedia.org/resource/AT&T_+_%3F> ?p "a b" }'
     backend = store.backend
-    assert parse_qs(backend._http_post_encode_content(query).decode()) == {"query": [query]}  # type: ignore[attr-defined]
-    assert backend._headers["Content-Type"] == "application/x-www-form-urlencoded"  # type: ignore[attr-defined]
-    assert backend._headers["User-Agent"] == "t"  # type: ignore[attr-defined]
+    assert parse_qs(backend._http_post_encode_content(query).decode()) == {"query": [query]}  # type: ignore[attr-defined]  # KIF's private httpx backend
+    assert backend._headers["Content-Type"] == "application/x-www-form-urlencoded"  # type: ignore[attr-defined]  # likewise
+    assert backend._headers["User-Agent"] == "t"  # type: ignore[attr-defined]  # likewise
     assert store.mapping.options.wikidata_properties is False
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import pytest
 
@@ -20,8 +21,8 @@ def classify(err: BaseException) -> Failure | None:
     return err.failure if isinstance(err, Boom) else None
 
 
-def endpoint(**policy: object) -> Endpoint:
-    return Endpoint("test", RetryPolicy(**{"backoff_s": 0.0, "timeout_s": 5.0} | policy))  # type: ignore[arg-type]
+def endpoint(**policy: Any) -> Endpoint:
+    return Endpoint("test", RetryPolicy(**{"backoff_s": 0.0, "timeout_s": 5.0} | policy))
 
 
 def script(*outcomes: Failure | None | str):

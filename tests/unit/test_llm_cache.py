@@ -6,6 +6,7 @@ import multiprocessing
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,9 +41,9 @@ class Scripted(LLM):
         self.closed = True
 
 
-def ask(question: str, **kwargs: object) -> ChatRequest:
+def ask(question: str, **kwargs: Any) -> ChatRequest:
     messages = (Message("system", "sys"), Message("user", question))
-    return ChatRequest(messages=messages, **kwargs)  # type: ignore[arg-type]
+    return ChatRequest(messages=messages, **kwargs)
 
 
 def test_record_then_replay_gives_the_same_texts_without_the_model(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ import socket
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,10 +26,10 @@ def ask(text: str, *, grammar: str | None = None) -> ChatRequest:
     return ChatRequest(messages=(Message("system", "Be brief."), Message("user", text)), grammar=grammar, max_tokens=16)
 
 
-def client(chat: ChatServer, *, resilience: dict[str, object] | None = None, **kwargs: object) -> OpenAILLM:
+def client(chat: ChatServer, *, resilience: dict[str, object] | None = None, **kwargs: Any) -> OpenAILLM:
     policy = LLMResilience.model_validate({"retries": 3, "max_backoff_s": 0.2} | (resilience or {}))
-    options: dict[str, object] = {"timeout_s": 2.0, "resilience": policy} | kwargs
-    return OpenAILLM(model="test-model", base_url=chat.url, **options)  # type: ignore[arg-type]
+    options: dict[str, Any] = {"timeout_s": 2.0, "resilience": policy} | kwargs
+    return OpenAILLM(model="test-model", base_url=chat.url, **options)
 
 
 def test_answers_and_reports_usage() -> None:
