@@ -6,6 +6,7 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
+from enum import Enum
 from typing import Any, Literal
 
 #: The unknown of a triple pattern.
@@ -127,6 +128,57 @@ class FilterRun:
     truncated: bool = False
 
 
+class ErrorKind(str, Enum):
+    """What went wrong with a question, set where it happened (:attr:`Trace.error_kind`)."""
+
+    #: The input row or question text is unusable (no model or KB call was made).
+    INPUT = "input"
+    #: A model call failed (the backend's error, a replay-cache miss).
+    MODEL = "model"
+    #: The model answered, but not usably: a draft that is no pattern, a choice that is no option.
+    MODEL_OUTPUT = "model_output"
+    #: A knowledge-base call failed (after retries).
+    KB = "kb"
+    #: The search found no entity for the draft's known end.
+    NO_ENTITY = "no_entity"
+    #: The kept entities have no statements to choose a relation from.
+    NO_STATEMENTS = "no_statements"
+    #: The question took longer than ``batch.question_timeout_s``.
+    TIMEOUT = "timeout"
+    #: An unexpected exception (a bug).
+    INTERNAL = "internal"
+    #: The run has no trace of the question (an unfinished shard).
+    MISSING = "missing"
+
+
+class ConstraintResult(str, Enum):
+    """How a constraint pattern of the draft ended (:class:`ConstraintOutcome`)."""
+
+    #: Some answers meet it; only those were kept.
+    APPLIED = "applied"
+    #: No answer meets it; it was not applied.
+    UNMET = "unmet"
+    #: No entity is named as its entity; it was not applied.
+    UNRESOLVED = "unresolved"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConstraintOutcome:
+    """One constraint pattern of the draft and what it did to the answers (``kept`` of ``of``)."""
+
+    constraint: Pattern
+    result: ConstraintResult
+    kept: int
+    of: int
+
+    def __str__(self) -> str:
+        if self.result is ConstraintResult.UNRESOLVED:
+            return f"constraint {self.constraint}: no entity named {self.constraint.object!r}; not applied"
+        if self.result is ConstraintResult.UNMET:
+            return f"constraint {self.constraint}: no answer meets it; not applied"
+        return f"constraint {self.constraint}: kept {self.kept} of {self.of} answers"
+
+
 @dataclass
 class Trace:
     """Everything that explains one question's answer (or why it has none)."""
@@ -149,10 +201,21 @@ class Trace:
     n_answers: int = 0
     error: str | None = None
     error_step: str | None = None
+    #: What kind of error ``error`` is (``None`` without an error, or in a trace written before kinds).
+    error_kind: ErrorKind | None = None
+    #: The outcome of each constraint pattern of the draft, in draft order.
+    constraints: list[ConstraintOutcome] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        data["error_kind"] = None if self.error_kind is None else self.error_kind.value
+        data["constraints"] = [{**c, "result": c["result"].value} for c in data["constraints"]]
+        return data
+
+    def fail(self, kind: ErrorKind, error: str, *, step: str) -> None:
+        """Records that the question failed in ``step`` with an error of ``kind``."""
+        self.error, self.error_kind, self.error_step = error, kind, step
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Trace:
@@ -165,11 +228,16 @@ class Trace:
             "relations": lambda d: Relation(**_fields(Relation, d)),
             "filters": lambda d: FilterRun(**{**_fields(FilterRun, d), "relation": Relation(**d["relation"])}),
             "llm_calls": lambda d: LLMCall(**_fields(LLMCall, d)),
+            "constraints": lambda d: ConstraintOutcome(**{**_fields(ConstraintOutcome, d),
+                                                         "constraint": Pattern(**d["constraint"]),
+                                                         "result": ConstraintResult(d["result"])}),
         }
         values = {"question_id": "", "question": "", **_fields(cls, data)}
         for key, make in nested.items():
             if key in values:
                 values[key] = [make(x) for x in values[key] if isinstance(x, dict)]
+        if values.get("error_kind") is not None:
+            values["error_kind"] = ErrorKind(values["error_kind"])
         return cls(**values)
 
     def to_json(self) -> str:

@@ -19,7 +19,7 @@ from kifqa.llm.base import LLM
 from kifqa.runs.corpus import Rows
 from kifqa.runs.folder import RunFolder
 from kifqa.runs.schema import ANSWER_SCHEMA, TRACE_SCHEMA
-from kifqa.types import Question, Result, Trace
+from kifqa.types import ErrorKind, Question, Result, Trace
 
 
 class Answerer(Protocol):
@@ -93,16 +93,16 @@ async def _answer_all(questions: list[Question], ctx: TaskContext) -> list[Resul
 
     async def answer(question: Question) -> Result:
         if question.error is not None:
-            result = _failed(question, ctx, question.error, "input")
+            result = _failed(question, ctx, ErrorKind.INPUT, question.error, "input")
         else:
             async with slots:
                 try:
                     result = await asyncio.wait_for(pipeline.answer(question), timeout)
                 except TimeoutError:
-                    result = _failed(question, ctx, f"no answer after {timeout:g} s", "timeout")
+                    result = _failed(question, ctx, ErrorKind.TIMEOUT, f"no answer after {timeout:g} s", "timeout")
                 except Exception as err:  # noqa: BLE001 - the pipeline should not raise; if it does, one
                     # question gets an error trace instead of its whole shard failing
-                    result = _failed(question, ctx, f"{type(err).__name__}: {err}", "pipeline")
+                    result = _failed(question, ctx, ErrorKind.INTERNAL, f"{type(err).__name__}: {err}", "pipeline")
         progress.add()
         return result
 
@@ -138,9 +138,9 @@ class _Progress:
             self._pending, self._last = 0, time.monotonic()
 
 
-def _failed(question: Question, ctx: TaskContext, error: str, step: str) -> Result:
-    trace = Trace(question.id, question.text, kb=ctx.kb.spec, model=ctx.llm.identity,
-                  error=error, error_step=step)
+def _failed(question: Question, ctx: TaskContext, kind: ErrorKind, error: str, step: str) -> Result:
+    trace = Trace(question.id, question.text, kb=ctx.kb.spec, model=ctx.llm.identity)
+    trace.fail(kind, error, step=step)
     return Result(question, [], trace)
 
 

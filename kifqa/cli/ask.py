@@ -80,7 +80,7 @@ def render_trace(trace: Trace) -> str:
         cached = " (cache hit)" if c.cache_hit else ""
         lines.append(f"llm       {c.step}: {c.prompt_tokens} prompt ({c.cached_prompt_tokens} prefix-cached) + "
                      f"{c.completion_tokens} tokens, {c.latency_s:.2f} s{cached} -> {c.output!r}")
-    lines.extend(f"note      {n}" for n in trace.notes)
+    lines.extend(f"note      {n}" for n in [*trace.notes, *map(str, trace.constraints)])
     lines.append("timings   " + ", ".join(f"{k} {v:.3f} s" for k, v in trace.timings.items()))
     lines.append(f"kb calls  {trace.kb_calls}")
     if trace.error:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -82,25 +83,26 @@ def _evaluate(settings: Settings, dataset: str, limit: int | None, start: int, c
               run_dir: Path | None, extend_gold: bool, oracle_drafts: bool) -> tuple[Any, Any]:
     from kifqa.eval.datasets import is_example_pool, load_gold
     from kifqa.eval.oracle import gold_drafts, loss_by_step
-    from kifqa.eval.run import Evaluation, Scored, evaluate, evaluate_batch, evaluate_run
+    from kifqa.eval.run import About, Evaluation, Scored, evaluate, evaluate_batch, evaluate_run
 
     if run_dir is None and not oracle_drafts and is_example_pool(dataset) and settings.examples.mode != "fixed":
         raise click.UsageError(f"{dataset} is the example pool of --examples {settings.examples.mode}: its questions "
                                "would be answered with examples from their own split; use --examples fixed")
     extender = gold_extender(settings, extend_other=extend_gold)
-    about = {"dataset": dataset, "model": settings.llm.model, "kb": settings.kb.spec,
-             "examples": f"{settings.examples.mode} k={settings.examples.k}"}
+    about = About(dataset=dataset, model=settings.llm.model, kb=settings.kb.spec,
+                  examples=f"{settings.examples.mode} k={settings.examples.k}")
     if run_dir is not None:
         evaluation = evaluate_run(run_dir, load_gold(dataset, settings.data_dir, start=start), extender, limit=limit)
         from kifqa.runs.results import run_about
 
-        evaluation.extra = {"dataset": dataset, **run_about(run_dir), **evaluation.extra}
+        evaluation.about = About(dataset=dataset, **run_about(run_dir))
         if not evaluation.scored:
             raise click.ClickException(f"no question of {dataset} is in the run {run_dir} (do the ids match?)")
-        if missing := evaluation.extra.get("run_missing"):
+        assert evaluation.run is not None
+        if missing := evaluation.run.run_missing:
             click.echo(f"warning: {missing} questions of the run's corpus have no trace (unfinished shards?); "
                        "they count as errors", err=True)
-        if unscored := evaluation.extra.get("run_missing_unscored"):
+        if unscored := evaluation.run.run_missing_unscored:
             click.echo(f"warning: {unscored} questions of the run's corpus have no trace and are not scored "
                        "(the corpus file is gone or changed)", err=True)
         return evaluation, None
@@ -108,16 +110,16 @@ def _evaluate(settings: Settings, dataset: str, limit: int | None, start: int, c
     if batch:
         assert out is not None
         evaluation = evaluate_batch(settings, questions, extender, out)
-        evaluation.extra = {**about, **evaluation.extra}
+        evaluation.about = about
         return evaluation, None
 
     from kifqa.api import open_pipeline
 
     def progress(s: Scored) -> None:
         t = s.trace
-        draft = " ".join(f"({p['subject']} | {p['predicate']} | {p['object']})" for p in t.get("draft") or [])
+        draft = " ".join(str(p) for p in t.draft)
         sys.stderr.write(f"{s.gold.id}\tF1={s.score.f1:.2f}\t{s.failure or 'ok'}\t{s.gold.text}\t"
-                         f"{draft}\t{t.get('error') or ''}\n")
+                         f"{draft}\t{t.error or ''}\n")
 
     async def run() -> tuple[Evaluation, Evaluation | None]:
         async with open_pipeline(settings=settings) as pipeline:
@@ -130,10 +132,10 @@ def _evaluate(settings: Settings, dataset: str, limit: int | None, start: int, c
             return normal, oracle
 
     evaluation, oracle = asyncio.run(run())
-    evaluation.extra = {**about, "concurrency": concurrency}
+    evaluation.about = replace(about, concurrency=concurrency)
     if oracle is not None:
-        oracle.extra = {**about, "concurrency": concurrency, "drafts": "gold (oracle)"}
-        evaluation.extra["oracle_drafts"] = loss_by_step(evaluation, oracle)
+        oracle.about = replace(about, concurrency=concurrency, drafts="gold (oracle)")
+        evaluation.oracle_drafts = loss_by_step(evaluation, oracle)
     return evaluation, oracle
 
 
@@ -162,9 +164,11 @@ def _compare(settings: Settings, dataset: str, folders: tuple[Path, Path], out: 
             from kifqa.eval.datasets import load_gold
             from kifqa.eval.run import evaluate_run
 
+            from kifqa.eval.run import About
+
             evaluation = evaluate_run(folder, load_gold(dataset, settings.data_dir),
                                       gold_extender(settings, extend_other=extend_gold))
-            evaluation.extra = {"dataset": dataset, **evaluation.extra}
+            evaluation.about = About(dataset=dataset)
             rows = {s.gold.id: {k: v for k, v in s.row().items() if k != "trace"} for s in evaluation.scored}
             loaded.append((evaluation.metrics(), rows))
     result = compare(loaded[0], loaded[1], names=(str(folders[0]), str(folders[1])))

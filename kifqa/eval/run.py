@@ -13,7 +13,7 @@ import statistics
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Any
@@ -24,10 +24,9 @@ from kifqa.errors import KifqaError
 from kifqa.eval.datasets import GoldExtender, GoldQuestion
 from kifqa.eval.metrics import Score, score, summarize
 from kifqa.eval.silver import confidence
-from kifqa.eval.traces import STEPS, known_label, patterns, relations
+from kifqa.eval.traces import STEPS, costs_per_question, step_timings
 from kifqa.runs.results import Prediction, read_run, run_corpus_ids, run_corpus_size, run_seconds
-from kifqa.eval import traces as tr
-from kifqa.types import Question, Result
+from kifqa.types import ErrorKind, Question, Result, Trace
 from kifqa.pipeline import Pipeline
 from kifqa.data.text import normalize
 from kifqa.pipeline.text import tokens
@@ -58,7 +57,7 @@ class Scored:
     """One question's result against its gold.
 
     ``result`` is the in-process :class:`Result` (``None`` when scored from a batch run folder);
-    ``prediction`` holds what every source has: answers, their labels, the trace as a dict.
+    ``prediction`` holds what every source has: answers, their labels, the trace.
     """
 
     gold: GoldQuestion
@@ -77,7 +76,7 @@ class Scored:
             self.prediction = Prediction.from_result(self.result)
 
     @property
-    def trace(self) -> dict[str, Any]:
+    def trace(self) -> Trace:
         return self.prediction.trace  # type: ignore[union-attr]
 
     @property
@@ -91,7 +90,6 @@ class Scored:
 
     def row(self) -> dict[str, Any]:
         t = self.trace
-        record = self.prediction.record  # type: ignore[union-attr]
         answers = self.prediction.answers  # type: ignore[union-attr]
         return {
             "id": self.gold.id, "question": self.gold.text, "topic": self.gold.topic,
@@ -100,17 +98,18 @@ class Scored:
             "precision": self.score.precision, "recall": self.score.recall, "f1": self.score.f1,
             "scored": self.has_gold,
             "failure": self.failure, "failure_detail": self.detail, "linking": self.linking,
-            "error": t.get("error"), "error_step": t.get("error_step"),
-            "llm_calls": len(record.llm_calls), "prompt_tokens": record.prompt_tokens,
-            "uncached_prompt_tokens": record.uncached_prompt_tokens, "seconds": record.seconds,
+            "error": t.error, "error_step": t.error_step,
+            "error_kind": None if t.error_kind is None else t.error_kind.value,
+            "llm_calls": len(t.llm_calls), "prompt_tokens": t.prompt_tokens,
+            "uncached_prompt_tokens": t.uncached_prompt_tokens, "seconds": t.seconds,
             "confidence": confidence_of(self),
-            "trace": t,
+            "trace": t.to_dict(),
         }
 
 
 # --- linking accuracy and failure classes -----------------------------------------------------------
 
-def linking(gold: GoldQuestion, trace: dict[str, Any]) -> dict[str, bool | None]:
+def linking(gold: GoldQuestion, trace: Trace) -> dict[str, bool | None]:
     """Entity and relation linking against the gold triple (``None`` where the dataset has no gold):
 
     - ``entity``: the gold topic entity is among the kept entities;
@@ -118,7 +117,7 @@ def linking(gold: GoldQuestion, trace: dict[str, Any]) -> dict[str, bool | None]
     - ``property``: a chosen relation has a gold property (either direction);
     - ``triple``: one chosen relation has the gold topic, a gold property and its direction.
     """
-    chosen = relations(trace)
+    chosen = [(r.entity, r.property, r.direction) for r in trace.relations]
     want = gold.relations
     topic = gold.topic
 
@@ -126,7 +125,7 @@ def linking(gold: GoldQuestion, trace: dict[str, Any]) -> dict[str, bool | None]
         return any(same_id(p, g.property) and d == g.direction for g in want)
 
     return {
-        "entity": any(same_id(topic, e) for e in trace.get("entities") or []) if topic else None,
+        "entity": any(same_id(topic, e) for e in trace.entities) if topic else None,
         "relation": any(rel_ok(p, d) for _, p, d in chosen) if want else None,
         "property": any(same_id(p, g.property) for _, p, _ in chosen for g in want) if want else None,
         "triple": any(same_id(topic, e) and rel_ok(p, d) for e, p, d in chosen) if topic and want else None,
@@ -152,13 +151,13 @@ def resembles(text: str, names: list[str]) -> bool:
     return False
 
 
-def failure_of(gold: GoldQuestion, trace: dict[str, Any], predicted: set[str], s: Score, *,
+def failure_of(gold: GoldQuestion, trace: Trace, predicted: set[str], s: Score, *,
                has_gold: bool = True, names: list[str] | None = None) -> tuple[str | None, str | None]:
     """Why a question fell short of F1 = 1, and a detail (``(None, None)`` if it did not).
 
     Checked in order: ``draft`` (the draft step failed to give a pattern, or the pattern's known
     entity is not the gold topic at all: the unknown is in the wrong place), ``error`` (any other
-    error outside the entity and relation steps, or a failed model call), ``entity`` (the gold
+    error outside the entity and relation steps, or a failed model call: :attr:`ErrorKind.MODEL`), ``entity`` (the gold
     topic entity is not among the kept entities), ``relation`` (no chosen relation has the gold
     property in the gold direction), ``empty`` (no answer), ``partial`` (answers, but not exactly
     the gold ones). Questions without gold answers (SimpleDBpediaQA) get a class only from the
@@ -166,21 +165,19 @@ def failure_of(gold: GoldQuestion, trace: dict[str, Any], predicted: set[str], s
     """
     if has_gold and s.f1 >= 1.0:
         return None, None
-    step, error = trace.get("error_step"), trace.get("error")
-    if error and str(error).startswith("model call failed"):
+    step, error = trace.error_step, trace.error
+    if trace.error_kind is ErrorKind.MODEL:
         return "error", f"{step}: {error}"
     if step == "draft":
         return "draft", f"malformed: {error}"
     if error and step not in ("entities", "relations"):
         return "error", f"{step}: {error}"
-    drafted = patterns(trace)
     link = linking(gold, trace)
     if gold.topic:
         if not link["entity"]:
-            candidates = [c.get("id", "") for c in trace.get("candidates") or [] if isinstance(c, dict)]
-            if any(same_id(gold.topic, c) for c in candidates):
+            if any(same_id(gold.topic, c.id) for c in trace.candidates):
                 return "entity", "found by the search but not kept"
-            known = known_label(drafted[0]) if drafted else ""
+            known = trace.draft[0].known if trace.draft else ""
             if known and names and not resembles(known, names):
                 return "draft", f"wrong unknown: drafted {known!r} as the known entity, gold topic is {names[0]!r}"
             return "entity", f"not found{f' for {known!r}' if known else ''}" + (f" ({error})" if error else "")
@@ -188,7 +185,7 @@ def failure_of(gold: GoldQuestion, trace: dict[str, Any], predicted: set[str], s
         return "entity", str(error)
     if gold.relations:
         if not link["relation"]:
-            chosen = ", ".join(f"{p} {d}" for _, p, d in relations(trace)) or "none"
+            chosen = ", ".join(f"{r.property} {r.direction}" for r in trace.relations) or "none"
             if link["property"]:
                 return "relation", f"wrong direction (chose {chosen})"
             return "relation", f"wrong property (chose {chosen})" + (f"; {error}" if error else "")
@@ -199,11 +196,6 @@ def failure_of(gold: GoldQuestion, trace: dict[str, Any], predicted: set[str], s
     if has_gold:
         return "partial", f"{s.true_positives} right of {s.predicted} predicted, {s.gold} gold"
     return None, None
-
-
-def classify(gold: GoldQuestion, result: Result, s: Score) -> str | None:
-    """Why a question fell short of F1 = 1 (``None`` if it did not); see :func:`failure_of`."""
-    return failure_of(gold, result.trace.to_dict(), {a.answer for a in result.answers}, s)[0]
 
 
 def score_prediction(gold: GoldQuestion, prediction: Prediction, extender: GoldExtender | None, *,
@@ -232,13 +224,58 @@ def _stats(values: list[float]) -> dict[str, float]:
             "p90": round(q(0.9), 4), "p99": round(q(0.99), 4), "max": round(v[-1], 4)}
 
 
+@dataclass(frozen=True, kw_only=True)
+class About:
+    """What an evaluation answered and with what (``metrics.json`` leaves out what is not known)."""
+
+    dataset: str = ""
+    model: str = ""
+    kb: str = ""
+    examples: str = ""
+    #: Questions answered at once (in-process).
+    concurrency: int | None = None
+    #: Where the drafts came from when not from the model (``gold (oracle)``).
+    drafts: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunCoverage:
+    """How the questions of a scored batch run folder meet the dataset's."""
+
+    #: The run folder.
+    run: str
+    #: Questions with a trace in the run.
+    run_questions: int
+    run_questions_not_in_dataset: int
+    #: Scored questions without a trace (unfinished shards): they count as errors.
+    run_missing: int
+    #: Questions of the run's corpus without a trace and not scored (the corpus file is gone or changed).
+    run_missing_unscored: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchOutcome:
+    """How the batch job that answered an evaluation ended."""
+
+    ok: bool
+    seconds: float
+    startup_s: float
+    shards_failed: list[int]
+
+
 @dataclass
 class Evaluation:
     scored: list[Scored]
     wall_s: float
-    extra: dict[str, Any] = field(default_factory=dict)
     #: Names properties and entities in reports (optional).
     extender: GoldExtender | None = None
+    about: About = field(default_factory=About)
+    #: Set when scored from a batch run folder.
+    run: RunCoverage | None = None
+    #: Set when the batch job answered the questions.
+    batch: BatchOutcome | None = None
+    #: The oracle-draft diagnostic (:func:`kifqa.eval.oracle.loss_by_step`), when it ran.
+    oracle_drafts: dict[str, Any] | None = None
 
     def property_label(self, prop: str) -> str:
         if self.extender is None:
@@ -270,11 +307,8 @@ class Evaluation:
 
     def latency(self) -> dict[str, dict[str, float]]:
         """Per-step seconds (mean and percentiles) over the questions that reached the step."""
-        out = {}
-        for step in STEPS:
-            values = [float(t[step]) for s in self.scored if (t := s.trace.get("timings") or {}).get(step) is not None]
-            out[step] = _stats(values)
-        return out
+        timings = step_timings(s.trace for s in self.scored)
+        return {step: _stats(timings[step]) for step in STEPS}
 
     def linking_accuracy(self) -> dict[str, dict[str, float]]:
         out = {}
@@ -324,7 +358,7 @@ class Evaluation:
         n = len(self.scored) or 1
         answered = [s for s in self.scored if s.has_gold]
         single = [s.score for s in answered if len(s.expected) == 1]
-        traces = [s.prediction.record for s in self.scored]  # type: ignore[union-attr]
+        traces = [s.trace for s in self.scored]
         failures = Counter(s.failure for s in self.scored if s.failure)
         details: dict[str, Counter[str]] = defaultdict(Counter)
         examples: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -335,7 +369,7 @@ class Evaluation:
             if len(examples[s.failure]) < EXAMPLES:
                 examples[s.failure].append({
                     "id": s.gold.id, "question": s.gold.text,
-                    "draft": [tr.pattern_text(p) for p in patterns(s.trace)],
+                    "draft": [str(p) for p in s.trace.draft],
                     "detail": s.detail, "gold": sorted(s.expected)[:5], "predicted": sorted(s.predicted)[:5]})
         return {
             "questions": len(self.scored),
@@ -350,12 +384,24 @@ class Evaluation:
             "failure_examples": {k: examples[k] for k in FAILURES if examples[k]},
             "by_property": self.by_property(),
             "latency_s": self.latency(),
-            **tr.costs_per_question(traces),
+            **costs_per_question(traces),
             "wall_s": round(self.wall_s, 2),
             "questions_per_s": round(len(self.scored) / self.wall_s, 3) if self.wall_s else 0.0,
             **({"slices": self.slices(), "calibration": self.calibration()} if slices else {}),
-            **self.extra,
+            **self._provenance(),
         }
+
+    def _provenance(self) -> dict[str, Any]:
+        """What was answered, how and from where: the known fields of :attr:`about` and :attr:`run`,
+        then :attr:`oracle_drafts` and :attr:`batch`."""
+        known = {k: v for k, v in asdict(self.about).items() if v not in (None, "")}
+        if self.oracle_drafts is not None:
+            known["oracle_drafts"] = self.oracle_drafts
+        if self.run is not None:
+            known.update({k: v for k, v in asdict(self.run).items() if v is not None})
+        if self.batch is not None:
+            known["batch"] = asdict(self.batch)
+        return known
 
     def write(self, out: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """``metrics.json`` and ``questions.jsonl``; returns the metrics and the rows written (the
@@ -388,8 +434,9 @@ def evaluate_predictions(questions: list[GoldQuestion], predictions: Mapping[str
     for q in questions:
         p = predictions.get(q.id)
         if p is None:
-            p = Prediction(question_id=q.id, answers={}, trace={
-                "question_id": q.id, "question": q.text, "error": "no trace in the run", "error_step": "missing"})
+            trace = Trace(q.id, q.text)
+            trace.fail(ErrorKind.MISSING, "no trace in the run", step="missing")
+            p = Prediction(question_id=q.id, answers={}, trace=trace)
         scored.append(score_prediction(q, p, extender, result=(results or {}).get(q.id)))
     return Evaluation(scored, wall_s, extender=extender)
 
@@ -461,15 +508,15 @@ def evaluate_run(folder: str | Path, questions: list[GoldQuestion], extender: Go
     if limit:
         chosen = chosen[:limit]
     evaluation = evaluate_predictions(chosen, predictions, extender, wall_s=run_seconds(folder))
-    missing = sum(1 for q in chosen if q.id not in predictions)
-    evaluation.extra = {"run": str(Path(folder).absolute()),
-                        "run_questions": len(predictions),
-                        "run_questions_not_in_dataset": sum(1 for qid in predictions if qid not in gold_ids),
-                        "run_missing": missing}
+    unscored = None
     if corpus is None and not require_all:
         expected = run_corpus_size(folder)
         if expected is not None and expected > len(predictions):
-            evaluation.extra["run_missing_unscored"] = expected - len(predictions)
+            unscored = expected - len(predictions)
+    evaluation.run = RunCoverage(run=str(Path(folder).absolute()), run_questions=len(predictions),
+                                 run_questions_not_in_dataset=sum(1 for qid in predictions if qid not in gold_ids),
+                                 run_missing=sum(1 for q in chosen if q.id not in predictions),
+                                 run_missing_unscored=unscored)
     return evaluation
 
 
@@ -497,6 +544,6 @@ def evaluate_batch(settings: Any, questions: list[GoldQuestion], extender: GoldE
     corpus = write_corpus(questions, out / "corpus.jsonl")
     summary = run_job(corpus_settings(settings), corpus, out, **run_job_options)
     evaluation = evaluate_run(out, questions, extender, require_all=True)
-    evaluation.extra["batch"] = {"ok": summary.ok, "seconds": summary.seconds, "startup_s": summary.startup_s,
-                                 "shards_failed": list(summary.shards_failed)}
+    evaluation.batch = BatchOutcome(ok=summary.ok, seconds=summary.seconds, startup_s=summary.startup_s,
+                                    shards_failed=list(summary.shards_failed))
     return evaluation

@@ -94,8 +94,12 @@ def request(question: str, pattern: Pattern, shown: list[Option]) -> ChatRequest
     )
 
 
+class ChoiceError(ValueError):
+    """The model's relation choice is not one of the shown option numbers."""
+
+
 def parse(text: str, shown: list[Option]) -> Option:
     match = re.fullmatch(r"\s*(\d+)\s*\.?\s*", text)
     if match is None or not 1 <= int(match.group(1)) <= len(shown):
-        raise ValueError(f"expected an option number 1..{len(shown)}, got {text[:100]!r}")
+        raise ChoiceError(f"expected an option number 1..{len(shown)}, got {text[:100]!r}")
     return shown[int(match.group(1)) - 1]

@@ -18,7 +18,7 @@ import kifqa.api
 from kifqa.cli import cli
 from kifqa.eval.datasets import GoldExtender, load_sqwd
 from kifqa.eval.report import PLOTS
-from kifqa.eval.run import Evaluation, evaluate, evaluate_run
+from kifqa.eval.run import About, Evaluation, evaluate, evaluate_run
 from kifqa.llm.base import LLM, ChatRequest, Completion, Usage
 from kifqa.report.sources import write_evaluation
 from kifqa.runs import ANSWER_SCHEMA, TRACE_SCHEMA
@@ -82,7 +82,7 @@ def evaluation(data_dir: Path, local_kb) -> Evaluation:
     questions = load_sqwd(data_dir, "valid", limit=N)
     pipeline = Pipeline(kb=local_kb, llm=scripted(data_dir))
     ev = asyncio.run(evaluate(pipeline, questions, GoldExtender(data_dir), concurrency=4))
-    ev.extra = {"dataset": "sqwd:valid", "model": "scripted", "kb": "local"}
+    ev.about = About(dataset="sqwd:valid", model="scripted", kb="local")
     return ev
 
 
