@@ -16,14 +16,11 @@ from kifqa.batch.llmpool import ActorLLM
 from kifqa.config import Settings
 from kifqa.kb.base import KnowledgeBase
 from kifqa.llm.base import LLM
+from kifqa.pipeline.schedule import Answerer, in_prefix_order
 from kifqa.runs.corpus import Rows
 from kifqa.runs.folder import RunFolder
 from kifqa.runs.schema import ANSWER_SCHEMA, TRACE_SCHEMA
 from kifqa.types import ErrorKind, Question, Result, Trace
-
-
-class Answerer(Protocol):
-    async def answer(self, question: Question) -> Result: ...
 
 
 class PipelineFactory(Protocol):
@@ -108,8 +105,7 @@ async def _answer_all(questions: list[Question], ctx: TaskContext) -> list[Resul
 
     # Questions sharing a few-shot block go one after another, so their draft calls reach the same
     # LLM actor together; the results keep the shard's order.
-    order = getattr(pipeline, "in_prefix_order", None)
-    ordered = order(questions) if order is not None else questions
+    ordered = in_prefix_order(pipeline.examples, questions)
     try:
         done = dict(zip(map(id, ordered), await asyncio.gather(*(answer(q) for q in ordered)), strict=True))
     finally:

@@ -7,7 +7,6 @@ sets two scored folders side by side.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from dataclasses import replace
@@ -83,7 +82,9 @@ def _evaluate(settings: Settings, dataset: str, limit: int | None, start: int, c
               run_dir: Path | None, extend_gold: bool, oracle_drafts: bool) -> tuple[Any, Any]:
     from kifqa.eval.datasets import is_example_pool, load_gold
     from kifqa.eval.oracle import gold_drafts, loss_by_step
-    from kifqa.eval.run import About, Evaluation, Scored, evaluate, evaluate_batch, evaluate_run
+    from kifqa.eval.evaluation import About
+    from kifqa.eval.scoring import Scored
+    from kifqa.eval.sources import as_questions, evaluate_batch, evaluate_run, predict, score_predicted, scoring_progress
 
     if run_dir is None and not oracle_drafts and is_example_pool(dataset) and settings.examples.mode != "fixed":
         raise click.UsageError(f"{dataset} is the example pool of --examples {settings.examples.mode}: its questions "
@@ -113,25 +114,22 @@ def _evaluate(settings: Settings, dataset: str, limit: int | None, start: int, c
         evaluation.about = about
         return evaluation, None
 
-    from kifqa.api import open_pipeline
-
     def progress(s: Scored) -> None:
         t = s.trace
         draft = " ".join(str(p) for p in t.draft)
         sys.stderr.write(f"{s.gold.id}\tF1={s.score.f1:.2f}\t{s.failure or 'ok'}\t{s.gold.text}\t"
                          f"{draft}\t{t.error or ''}\n")
 
-    async def run() -> tuple[Evaluation, Evaluation | None]:
-        async with open_pipeline(settings=settings) as pipeline:
-            normal = await evaluate(pipeline, questions, extender, concurrency=concurrency, progress=progress)
-            if not oracle_drafts:
-                return normal, None
-            drafts = gold_drafts(questions, extender)
-            oracle = await evaluate(pipeline.with_drafts(drafts), [q for q in questions if q.id in drafts], extender,
-                                    concurrency=concurrency, progress=progress)
-            return normal, oracle
+    def answered(asked: list, drafts: dict[str, str] | None = None) -> Any:
+        predicted = predict(settings, as_questions(asked), concurrency=concurrency, drafts=drafts,
+                            progress=scoring_progress(asked, extender, progress))
+        return score_predicted(asked, predicted, extender)
 
-    evaluation, oracle = asyncio.run(run())
+    evaluation = answered(questions)
+    oracle = None
+    if oracle_drafts:
+        drafts = gold_drafts(questions, extender)
+        oracle = answered([q for q in questions if q.id in drafts], drafts)
     evaluation.about = replace(about, concurrency=concurrency)
     if oracle is not None:
         oracle.about = replace(about, concurrency=concurrency, drafts="gold (oracle)")
@@ -162,9 +160,9 @@ def _compare(settings: Settings, dataset: str, folders: tuple[Path, Path], out: 
             loaded.append(load_scored(folder))
         else:  # a batch run folder that was never scored: score it on --dataset
             from kifqa.eval.datasets import load_gold
-            from kifqa.eval.run import evaluate_run
+            from kifqa.eval.sources import evaluate_run
 
-            from kifqa.eval.run import About
+            from kifqa.eval.evaluation import About
 
             evaluation = evaluate_run(folder, load_gold(dataset, settings.data_dir),
                                       gold_extender(settings, extend_other=extend_gold))

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from kifqa.eval.traces import STEPS, step_timings
 
 if TYPE_CHECKING:
-    from kifqa.eval.run import Evaluation
+    from kifqa.eval.evaluation import Evaluation
 
 PLOTS = ("scores.png", "failures.png", "by_property.png", "latency.png", "calibration.png")
 

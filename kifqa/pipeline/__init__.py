@@ -3,6 +3,7 @@
 Each step lives in its own module (:mod:`.draft`, :mod:`.entities`, :mod:`.relations`,
 :mod:`.answers`); :class:`Pipeline` runs them for one question and never raises: a question that
 cannot be answered gets an empty answer and a trace that says which step failed and why.
+:mod:`.schedule` answers a question set in the order that lets questions share a few-shot block.
 """
 
 from __future__ import annotations
@@ -81,21 +82,6 @@ class Pipeline:
         """The pipeline ``settings`` describe, over ``kb`` and ``llm`` (examples as configured
         unless given)."""
         return cls(kb=kb, llm=llm, examples=examples or open_examples(settings), settings=settings.pipeline)
-
-    def prefix_groups(self, questions: list[Question]) -> list[list[Question]]:
-        """``questions`` grouped by few-shot block (each group in the place of its first question,
-        input order within it; a question without a shared block is a group of its own)."""
-        groups: dict[object, list[Question]] = {}
-        self.examples.prepare([q.text for q in questions])
-        for i, q in enumerate(questions):
-            groups.setdefault(self.examples.prefix_key(q.text) or (None, i), []).append(q)
-        return list(groups.values())
-
-    def in_prefix_order(self, questions: list[Question]) -> list[Question]:
-        """``questions`` reordered so that those sharing a few-shot block follow one another: answered
-        in this order on one model instance, a block is evaluated once and then served by the prefix
-        cache."""
-        return [q for group in self.prefix_groups(questions) for q in group]
 
     async def answer(self, question: Question | str) -> Result:
         """The answers and trace of ``question``; never raises (errors land in the trace)."""

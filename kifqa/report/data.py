@@ -1,4 +1,4 @@
-"""What the report page holds: one row per question (the shape of :meth:`kifqa.eval.run.Scored.row`),
+"""What the report page holds: one row per question (the shape of :meth:`kifqa.eval.scoring.Scored.row`),
 turned into table columns (one JSON list per column) and trace records (read when a question opens).
 
 A row needs ``id``, ``question``, ``labels`` (answer id → label) and ``trace``; a scored row also has

@@ -30,6 +30,7 @@ from kifqa.batch.limiter import EndpointLimiter
 from kifqa.config import EndpointLimit, Settings
 from kifqa.errors import ConfigError, KBError
 from kifqa.kb.base import EntityProperties, FilterResult, KnowledgeBase
+from kifqa.pipeline.examples import FixedExamples
 from kifqa.types import Answer, Candidate, Fact, Question, Result, Trace
 from kifqa.llm.base import LLM, ChatRequest, Completion, Message, Usage
 
@@ -98,6 +99,7 @@ class FakePipeline:
     def __init__(self, *, kb: KnowledgeBase, llm: LLM, settings: Settings, flags: Path) -> None:
         self.kb, self.llm = kb, llm
         self.flags = flags
+        self.examples = FixedExamples()  # no block shared: the shard's order stays
 
     async def answer(self, question: Question) -> Result:
         trace = Trace(question.id, question.text, kb=self.kb.spec, model=self.llm.identity)

@@ -15,7 +15,7 @@ import ray
 
 from kifqa.config import Settings
 from kifqa.eval.datasets import GoldExtender, load_sqwd
-from kifqa.eval.run import evaluate, evaluate_batch
+from kifqa.eval.sources import evaluate, evaluate_batch
 from kifqa.llm.base import LLM, ChatRequest, Completion, Usage
 from kifqa.pipeline import Pipeline
 

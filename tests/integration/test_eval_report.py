@@ -18,7 +18,8 @@ import kifqa.api
 from kifqa.cli import cli
 from kifqa.eval.datasets import GoldExtender, load_sqwd
 from kifqa.eval.report import PLOTS
-from kifqa.eval.run import About, Evaluation, evaluate, evaluate_run
+from kifqa.eval.evaluation import About, Evaluation
+from kifqa.eval.sources import evaluate, evaluate_run
 from kifqa.llm.base import LLM, ChatRequest, Completion, Usage
 from kifqa.report.sources import write_evaluation
 from kifqa.runs import ANSWER_SCHEMA, TRACE_SCHEMA
@@ -210,7 +211,7 @@ def test_partial_run_counts_questions_without_trace_as_errors(evaluation: Evalua
     """A run whose second shard never finished: its 7 corpus questions are errors, and the report says so."""
     import hashlib
 
-    from kifqa.eval.run import write_corpus
+    from kifqa.eval.sources import write_corpus
 
     run = write_run(tmp_path / "run", [s.result for s in evaluation.scored])
     for name in ("answers", "traces"):

@@ -26,7 +26,7 @@ from kifqa.runs import RunFolder
 from kifqa.cli import cli
 from kifqa.config import Settings
 from kifqa.eval.datasets import load_sqwd
-from kifqa.eval.run import answer_all
+from kifqa.pipeline.schedule import answer_all
 from kifqa.report.data import ANSWERS
 from kifqa.runs import ANSWER_SCHEMA, TRACE_SCHEMA
 from kifqa.types import Question

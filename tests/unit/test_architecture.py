@@ -138,8 +138,8 @@ def test_evaluation_and_reading_a_run_import_no_ray(tmp_path: Path) -> None:
     """In a fresh interpreter: import the evaluation, write a run folder and read it back, score it."""
     script = f"""
 import sys
-import kifqa.eval.run, kifqa.eval.report, kifqa.eval.silver, kifqa.eval.compare
-from kifqa.eval.run import evaluate_run
+import kifqa.eval.sources, kifqa.eval.report, kifqa.eval.silver, kifqa.eval.compare
+from kifqa.eval.sources import evaluate_run
 from kifqa.runs import RunFolder, read_run
 from kifqa.types import Question, Result, Trace
 import pyarrow as pa

@@ -8,7 +8,8 @@ import pytest
 
 from kifqa.eval.datasets import GoldQuestion, GoldRelation
 from kifqa.eval.metrics import score
-from kifqa.eval.run import evaluate_predictions, failure_of, linking, resembles
+from kifqa.eval.evaluation import evaluate_predictions
+from kifqa.eval.failures import failure_of, linking, resembles
 from kifqa.runs import Prediction
 from kifqa.types import Answer, Candidate, Fact, Pattern, Question, Relation, Result, Trace
 

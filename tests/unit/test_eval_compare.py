@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from kifqa.cli import cli
 from kifqa.eval.compare import compare, load_scored, render
 from kifqa.eval.datasets import GoldQuestion
-from kifqa.eval.run import About, evaluate_predictions
+from kifqa.eval.evaluation import About, evaluate_predictions
 from kifqa.runs import Prediction
 from kifqa.types import Trace
 

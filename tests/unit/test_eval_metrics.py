@@ -7,7 +7,7 @@ import pytest
 
 from kifqa.eval.datasets import GoldExtender, GoldQuestion
 from kifqa.eval.metrics import score, summarize
-from kifqa.eval.run import evaluate_predictions
+from kifqa.eval.evaluation import evaluate_predictions
 from kifqa.runs import Prediction
 from kifqa.types import Trace
 
