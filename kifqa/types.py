@@ -85,6 +85,69 @@ class Pattern:
 
 
 @dataclass(frozen=True)
+class ChoiceOption:
+    """One numbered option of a relation choice: a triple pattern (a property of an entity, in one
+    direction) and an optional gloss (the property's description)."""
+
+    pattern: Pattern
+    gloss: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.pattern}{_GLOSS}{self.gloss}" if self.gloss else str(self.pattern)
+
+
+#: A relation choice as :meth:`RelationChoice.__str__` writes it, and one of its option lines.
+_CHOICE = re.compile(r"^Question: (?P<question>.*)\nDraft: (?P<draft>.*)\nOptions:\n(?P<options>.*)\nNumber:$", re.S)
+_OPTION = re.compile(r"^(?P<number>\d+)\. (?P<option>\(.*)$")
+_GLOSS = " — "
+
+
+@dataclass(frozen=True)
+class RelationChoice:
+    """The relation step's request to the model, as its user message writes it (:meth:`__str__`)
+    and a model reads it back (:meth:`parse`): the question, its draft and the numbered options;
+    the answer is an option's number."""
+
+    question: str
+    draft: Pattern
+    options: tuple[ChoiceOption, ...]
+
+    def __str__(self) -> str:
+        listing = "\n".join(f"{i}. {o}" for i, o in enumerate(self.options, 1))
+        return f"Question: {self.question}\nDraft: {self.draft}\nOptions:\n{listing}\nNumber:"
+
+    @classmethod
+    def parse(cls, text: str) -> RelationChoice | None:
+        """The choice a user message writes (as :meth:`__str__` writes it), or ``None`` when it is not one."""
+        match = _CHOICE.match(text)
+        draft = Pattern.parse(match.group("draft")) if match else None
+        if match is None or draft is None:
+            return None
+        options = []
+        for line in match.group("options").splitlines():
+            numbered = _OPTION.match(line)
+            option = _option(numbered.group("option")) if numbered else None
+            if option is None:
+                return None
+            options.append(option)
+        return cls(match.group("question"), draft, tuple(options))
+
+
+def _option(text: str) -> ChoiceOption | None:
+    """The option ``text`` writes: the shortest start with balanced brackets that is a pattern and is
+    followed by nothing or a gloss (an entity's description may hold parentheses and dashes too)."""
+    end = text.find(")")
+    while end >= 0:
+        head, rest = text[:end + 1], text[end + 1:]
+        balanced = head.count("(") == head.count(")") and head.count("[") == head.count("]")
+        pattern = Pattern.parse(head) if balanced else None
+        if pattern and (not rest or rest.startswith(_GLOSS)):
+            return ChoiceOption(pattern, rest[len(_GLOSS):])
+        end = text.find(")", end + 1)
+    return None
+
+
+@dataclass(frozen=True)
 class Relation:
     """A chosen (entity, property, direction): one KIF filter."""
 
