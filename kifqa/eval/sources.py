@@ -103,6 +103,7 @@ def score_predicted(questions: list[GoldQuestion], predicted: Predicted, extende
 
 
 def as_questions(questions: list[GoldQuestion]) -> list[Question]:
+    """The gold questions as the pipeline's input (id and text)."""
     return [Question(q.id, q.text) for q in questions]
 
 
