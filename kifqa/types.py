@@ -6,6 +6,7 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
+from enum import StrEnum
 from typing import Any, Literal
 
 #: The unknown of a triple pattern.
@@ -84,6 +85,69 @@ class Pattern:
 
 
 @dataclass(frozen=True)
+class ChoiceOption:
+    """One numbered option of a relation choice: a triple pattern (a property of an entity, in one
+    direction) and an optional gloss (the property's description)."""
+
+    pattern: Pattern
+    gloss: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.pattern}{_GLOSS}{self.gloss}" if self.gloss else str(self.pattern)
+
+
+#: A relation choice as :meth:`RelationChoice.__str__` writes it, and one of its option lines.
+_CHOICE = re.compile(r"^Question: (?P<question>.*)\nDraft: (?P<draft>.*)\nOptions:\n(?P<options>.*)\nNumber:$", re.S)
+_OPTION = re.compile(r"^(?P<number>\d+)\. (?P<option>\(.*)$")
+_GLOSS = " — "
+
+
+@dataclass(frozen=True)
+class RelationChoice:
+    """The relation step's request to the model, as its user message writes it (:meth:`__str__`)
+    and a model reads it back (:meth:`parse`): the question, its draft and the numbered options;
+    the answer is an option's number."""
+
+    question: str
+    draft: Pattern
+    options: tuple[ChoiceOption, ...]
+
+    def __str__(self) -> str:
+        listing = "\n".join(f"{i}. {o}" for i, o in enumerate(self.options, 1))
+        return f"Question: {self.question}\nDraft: {self.draft}\nOptions:\n{listing}\nNumber:"
+
+    @classmethod
+    def parse(cls, text: str) -> RelationChoice | None:
+        """The choice a user message writes (as :meth:`__str__` writes it), or ``None`` when it is not one."""
+        match = _CHOICE.match(text)
+        draft = Pattern.parse(match.group("draft")) if match else None
+        if match is None or draft is None:
+            return None
+        options = []
+        for line in match.group("options").splitlines():
+            numbered = _OPTION.match(line)
+            option = _option(numbered.group("option")) if numbered else None
+            if option is None:
+                return None
+            options.append(option)
+        return cls(match.group("question"), draft, tuple(options))
+
+
+def _option(text: str) -> ChoiceOption | None:
+    """The option ``text`` writes: the shortest start with balanced brackets that is a pattern and is
+    followed by nothing or a gloss (an entity's description may hold parentheses and dashes too)."""
+    end = text.find(")")
+    while end >= 0:
+        head, rest = text[:end + 1], text[end + 1:]
+        balanced = head.count("(") == head.count(")") and head.count("[") == head.count("]")
+        pattern = Pattern.parse(head) if balanced else None
+        if pattern and (not rest or rest.startswith(_GLOSS)):
+            return ChoiceOption(pattern, rest[len(_GLOSS):])
+        end = text.find(")", end + 1)
+    return None
+
+
+@dataclass(frozen=True)
 class Relation:
     """A chosen (entity, property, direction): one KIF filter."""
 
@@ -127,6 +191,57 @@ class FilterRun:
     truncated: bool = False
 
 
+class ErrorKind(StrEnum):
+    """What went wrong with a question, set where it happened (:attr:`Trace.error_kind`)."""
+
+    #: The input row or question text is unusable (no model or KB call was made).
+    INPUT = "input"
+    #: A model call failed (the backend's error, a replay-cache miss).
+    MODEL = "model"
+    #: The model answered, but not usably: a draft that is no pattern, a choice that is no option.
+    MODEL_OUTPUT = "model_output"
+    #: A knowledge-base call failed (after retries).
+    KB = "kb"
+    #: The search found no entity for the draft's known end.
+    NO_ENTITY = "no_entity"
+    #: The kept entities have no statements to choose a relation from.
+    NO_STATEMENTS = "no_statements"
+    #: The question took longer than ``batch.question_timeout_s``.
+    TIMEOUT = "timeout"
+    #: An unexpected exception (a bug).
+    INTERNAL = "internal"
+    #: The run has no trace of the question (an unfinished shard).
+    MISSING = "missing"
+
+
+class ConstraintResult(StrEnum):
+    """How a constraint pattern of the draft ended (:class:`ConstraintOutcome`)."""
+
+    #: Some answers meet it; only those were kept.
+    APPLIED = "applied"
+    #: No answer meets it; it was not applied.
+    UNMET = "unmet"
+    #: No entity is named as its entity; it was not applied.
+    UNRESOLVED = "unresolved"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConstraintOutcome:
+    """One constraint pattern of the draft and what it did to the answers (``kept`` of ``of``)."""
+
+    constraint: Pattern
+    result: ConstraintResult
+    kept: int
+    of: int
+
+    def __str__(self) -> str:
+        if self.result is ConstraintResult.UNRESOLVED:
+            return f"constraint {self.constraint}: no entity named {self.constraint.object!r}; not applied"
+        if self.result is ConstraintResult.UNMET:
+            return f"constraint {self.constraint}: no answer meets it; not applied"
+        return f"constraint {self.constraint}: kept {self.kept} of {self.of} answers"
+
+
 @dataclass
 class Trace:
     """Everything that explains one question's answer (or why it has none)."""
@@ -149,10 +264,21 @@ class Trace:
     n_answers: int = 0
     error: str | None = None
     error_step: str | None = None
+    #: What kind of error ``error`` is (``None`` without an error, or in a trace written before kinds).
+    error_kind: ErrorKind | None = None
+    #: The outcome of each constraint pattern of the draft, in draft order.
+    constraints: list[ConstraintOutcome] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        data["error_kind"] = None if self.error_kind is None else self.error_kind.value
+        data["constraints"] = [{**c, "result": c["result"].value} for c in data["constraints"]]
+        return data
+
+    def fail(self, kind: ErrorKind, error: str, *, step: str) -> None:
+        """Records that the question failed in ``step`` with an error of ``kind``."""
+        self.error, self.error_kind, self.error_step = error, kind, step
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Trace:
@@ -165,11 +291,16 @@ class Trace:
             "relations": lambda d: Relation(**_fields(Relation, d)),
             "filters": lambda d: FilterRun(**{**_fields(FilterRun, d), "relation": Relation(**d["relation"])}),
             "llm_calls": lambda d: LLMCall(**_fields(LLMCall, d)),
+            "constraints": lambda d: ConstraintOutcome(**{**_fields(ConstraintOutcome, d),
+                                                         "constraint": Pattern(**d["constraint"]),
+                                                         "result": ConstraintResult(d["result"])}),
         }
         values = {"question_id": "", "question": "", **_fields(cls, data)}
         for key, make in nested.items():
             if key in values:
                 values[key] = [make(x) for x in values[key] if isinstance(x, dict)]
+        if values.get("error_kind") is not None:
+            values["error_kind"] = ErrorKind(values["error_kind"])
         return cls(**values)
 
     def to_json(self) -> str:

@@ -16,14 +16,11 @@ from kifqa.batch.llmpool import ActorLLM
 from kifqa.config import Settings
 from kifqa.kb.base import KnowledgeBase
 from kifqa.llm.base import LLM
+from kifqa.pipeline.schedule import Answerer, in_prefix_order
 from kifqa.runs.corpus import Rows
 from kifqa.runs.folder import RunFolder
 from kifqa.runs.schema import ANSWER_SCHEMA, TRACE_SCHEMA
-from kifqa.types import Question, Result, Trace
-
-
-class Answerer(Protocol):
-    async def answer(self, question: Question) -> Result: ...
+from kifqa.types import ErrorKind, Question, Result, Trace
 
 
 class PipelineFactory(Protocol):
@@ -93,23 +90,22 @@ async def _answer_all(questions: list[Question], ctx: TaskContext) -> list[Resul
 
     async def answer(question: Question) -> Result:
         if question.error is not None:
-            result = _failed(question, ctx, question.error, "input")
+            result = _failed(question, ctx, ErrorKind.INPUT, question.error, "input")
         else:
             async with slots:
                 try:
                     result = await asyncio.wait_for(pipeline.answer(question), timeout)
                 except TimeoutError:
-                    result = _failed(question, ctx, f"no answer after {timeout:g} s", "timeout")
+                    result = _failed(question, ctx, ErrorKind.TIMEOUT, f"no answer after {timeout:g} s", "timeout")
                 except Exception as err:  # noqa: BLE001 - the pipeline should not raise; if it does, one
                     # question gets an error trace instead of its whole shard failing
-                    result = _failed(question, ctx, f"{type(err).__name__}: {err}", "pipeline")
+                    result = _failed(question, ctx, ErrorKind.INTERNAL, f"{type(err).__name__}: {err}", "pipeline")
         progress.add()
         return result
 
     # Questions sharing a few-shot block go one after another, so their draft calls reach the same
     # LLM actor together; the results keep the shard's order.
-    order = getattr(pipeline, "in_prefix_order", None)
-    ordered = order(questions) if order is not None else questions
+    ordered = in_prefix_order(pipeline.examples, questions)
     try:
         done = dict(zip(map(id, ordered), await asyncio.gather(*(answer(q) for q in ordered)), strict=True))
     finally:
@@ -138,9 +134,9 @@ class _Progress:
             self._pending, self._last = 0, time.monotonic()
 
 
-def _failed(question: Question, ctx: TaskContext, error: str, step: str) -> Result:
-    trace = Trace(question.id, question.text, kb=ctx.kb.spec, model=ctx.llm.identity,
-                  error=error, error_step=step)
+def _failed(question: Question, ctx: TaskContext, kind: ErrorKind, error: str, step: str) -> Result:
+    trace = Trace(question.id, question.text, kb=ctx.kb.spec, model=ctx.llm.identity)
+    trace.fail(kind, error, step=step)
     return Result(question, [], trace)
 
 

@@ -107,7 +107,7 @@ async def run_mode(settings: Settings, mode: str, dataset: str, start: int, limi
     """Answers and scores the questions with the examples of ``mode``."""
     from kifqa.api import open_pipeline
     from kifqa.eval.datasets import GoldExtender, load_gold
-    from kifqa.eval.run import evaluate
+    from kifqa.eval.sources import evaluate
     from kifqa.kb.spec import open_kb
     from kifqa.llm import open_llm
 

@@ -7,9 +7,9 @@ sets two scored folders side by side.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -82,26 +82,37 @@ def eval_(dataset: str, limit: int | None, start: int, concurrency: int | None, 
 def _evaluate(settings: Settings, dataset: str, limit: int | None, start: int, concurrency: int, out: Path | None,
               batch: bool, run_dir: Path | None, extend_gold: bool, oracle_drafts: bool) -> tuple[Any, Any]:
     from kifqa.eval.datasets import is_example_pool, load_gold
+    from kifqa.eval.evaluation import About
     from kifqa.eval.oracle import gold_drafts, loss_by_step
-    from kifqa.eval.run import Evaluation, Scored, evaluate, evaluate_batch, evaluate_run
+    from kifqa.eval.scoring import Scored
+    from kifqa.eval.sources import (
+        as_questions,
+        evaluate_batch,
+        evaluate_run,
+        predict,
+        score_predicted,
+        scoring_progress,
+    )
 
     if run_dir is None and not oracle_drafts and is_example_pool(dataset) and settings.examples.mode != "fixed":
         raise click.UsageError(f"{dataset} is the example pool of --examples {settings.examples.mode}: its questions "
                                "would be answered with examples from their own split; use --examples fixed")
     extender = gold_extender(settings, extend_other=extend_gold)
-    about = {"dataset": dataset, "model": settings.llm.model, "kb": settings.kb.spec,
-             "examples": f"{settings.examples.mode} k={settings.examples.k}"}
+    about = About(dataset=dataset, model=settings.llm.model, kb=settings.kb.spec,
+                  examples=f"{settings.examples.mode} k={settings.examples.k}")
     if run_dir is not None:
         evaluation = evaluate_run(run_dir, load_gold(dataset, settings.data_dir, start=start), extender, limit=limit)
         from kifqa.runs.results import run_about
 
-        evaluation.extra = {"dataset": dataset, **run_about(run_dir), **evaluation.extra}
+        ran = run_about(run_dir)
+        evaluation.about = About(dataset=dataset, model=ran["model"], kb=ran["kb"], examples=ran["examples"])
         if not evaluation.scored:
             raise click.ClickException(f"no question of {dataset} is in the run {run_dir} (do the ids match?)")
-        if missing := evaluation.extra.get("run_missing"):
+        assert evaluation.run is not None
+        if missing := evaluation.run.run_missing:
             click.echo(f"warning: {missing} questions of the run's corpus have no trace (unfinished shards?); "
                        "they count as errors", err=True)
-        if unscored := evaluation.extra.get("run_missing_unscored"):
+        if unscored := evaluation.run.run_missing_unscored:
             click.echo(f"warning: {unscored} questions of the run's corpus have no trace and are not scored "
                        "(the corpus file is gone or changed)", err=True)
         return evaluation, None
@@ -109,32 +120,29 @@ def _evaluate(settings: Settings, dataset: str, limit: int | None, start: int, c
     if batch:
         assert out is not None
         evaluation = evaluate_batch(settings, questions, extender, out)
-        evaluation.extra = {**about, **evaluation.extra}
+        evaluation.about = about
         return evaluation, None
-
-    from kifqa.api import open_pipeline
 
     def progress(s: Scored) -> None:
         t = s.trace
-        draft = " ".join(f"({p['subject']} | {p['predicate']} | {p['object']})" for p in t.get("draft") or [])
+        draft = " ".join(str(p) for p in t.draft)
         sys.stderr.write(f"{s.gold.id}\tF1={s.score.f1:.2f}\t{s.failure or 'ok'}\t{s.gold.text}\t"
-                         f"{draft}\t{t.get('error') or ''}\n")
+                         f"{draft}\t{t.error or ''}\n")
 
-    async def run() -> tuple[Evaluation, Evaluation | None]:
-        async with open_pipeline(settings=settings) as pipeline:
-            normal = await evaluate(pipeline, questions, extender, concurrency=concurrency, progress=progress)
-            if not oracle_drafts:
-                return normal, None
-            drafts = gold_drafts(questions, extender)
-            oracle = await evaluate(pipeline.with_drafts(drafts), [q for q in questions if q.id in drafts], extender,
-                                    concurrency=concurrency, progress=progress)
-            return normal, oracle
+    def answered(asked: list, drafts: dict[str, str] | None = None) -> Any:
+        predicted = predict(settings, as_questions(asked), concurrency=concurrency, drafts=drafts,
+                            progress=scoring_progress(asked, extender, progress))
+        return score_predicted(asked, predicted, extender)
 
-    evaluation, oracle = asyncio.run(run())
-    evaluation.extra = {**about, "concurrency": concurrency}
+    evaluation = answered(questions)
+    oracle = None
+    if oracle_drafts:
+        drafts = gold_drafts(questions, extender)
+        oracle = answered([q for q in questions if q.id in drafts], drafts)
+    evaluation.about = replace(about, concurrency=concurrency)
     if oracle is not None:
-        oracle.extra = {**about, "concurrency": concurrency, "drafts": "gold (oracle)"}
-        evaluation.extra["oracle_drafts"] = loss_by_step(evaluation, oracle)
+        oracle.about = replace(about, concurrency=concurrency, drafts="gold (oracle)")
+        evaluation.oracle_drafts = loss_by_step(evaluation, oracle)
     return evaluation, oracle
 
 
@@ -161,11 +169,12 @@ def _compare(settings: Settings, dataset: str, folders: tuple[Path, Path], out: 
             loaded.append(load_scored(folder))
         else:  # a batch run folder that was never scored: score it on --dataset
             from kifqa.eval.datasets import load_gold
-            from kifqa.eval.run import evaluate_run
+            from kifqa.eval.evaluation import About
+            from kifqa.eval.sources import evaluate_run
 
             evaluation = evaluate_run(folder, load_gold(dataset, settings.data_dir),
                                       gold_extender(settings, extend_other=extend_gold))
-            evaluation.extra = {"dataset": dataset, **evaluation.extra}
+            evaluation.about = About(dataset=dataset)
             rows = {s.gold.id: {k: v for k, v in s.row().items() if k != "trace"} for s in evaluation.scored}
             loaded.append((evaluation.metrics(), rows))
     result = compare(loaded[0], loaded[1], names=(str(folders[0]), str(folders[1])))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import click
 
 from kifqa.cli.options import concurrency_option, fail, load_settings, settings_options
 from kifqa.errors import KifqaError
+from kifqa.types import Result
 
 
 @click.command()
@@ -36,7 +36,7 @@ def silver(corpus: Path | None, out: Path, limit: int | None, concurrency: int |
     and write each answered one with its logical form, answers and a confidence."""
     from kifqa.eval.silver import build_silver, write_silver
     from kifqa.report.sources import PAGE, write_silver_report
-    from kifqa.runs import Prediction, read_run
+    from kifqa.runs import read_run
 
     if (corpus is None) == (run_dir is None):
         raise click.UsageError("give either CORPUS or --run DIR")
@@ -63,32 +63,18 @@ def silver(corpus: Path | None, out: Path, limit: int | None, concurrency: int |
             questions = read_corpus(corpus, id_column=b.id_column, question_column=b.question_column,
                                     max_chars=settings.pipeline.max_question_chars).questions()
             questions = questions[:limit] if limit else questions
-            if batch:
-                from kifqa.batch import run_job
-                from kifqa.eval.datasets import GoldQuestion
-                from kifqa.eval.run import corpus_settings, write_corpus
+            from kifqa.eval.sources import predict
 
-                if limit:  # the first N usable questions, as a corpus of their own
-                    path = write_corpus([GoldQuestion(id=q.id, text=q.text, topic="", property="",
-                                                      answer="") for q in questions if not q.error],
-                                        out / "corpus.jsonl")
-                    job = run_job(corpus_settings(settings), path, out)
-                else:
-                    job = run_job(settings, corpus, out)
-                click.echo(job.render(), err=True)
-                predictions = list(read_run(out).values())
-            else:
-                from kifqa.api import open_pipeline
-                from kifqa.eval.run import answer_all
+            def progress(r: Result) -> None:
+                sys.stderr.write(f"{r.question.id}\t{len(r.answers)} answers\t{r.trace.error or ''}\n")
 
-                def progress(r) -> None:
-                    sys.stderr.write(f"{r.question.id}\t{len(r.answers)} answers\t{r.trace.error or ''}\n")
-
-                async def run():
-                    async with open_pipeline(settings=settings) as pipeline:
-                        return await answer_all(pipeline, questions, concurrency=concurrency, progress=progress)
-
-                predictions = [Prediction.from_result(r) for r in asyncio.run(run())]
+            if batch and limit:  # the first N usable questions, as a corpus of their own
+                questions = [q for q in questions if not q.error]
+            predicted = predict(settings, questions, via="batch" if batch else "process", out=out,
+                                corpus=None if limit else corpus, concurrency=concurrency, progress=progress)
+            if predicted.job is not None:
+                click.echo(predicted.job.render(), err=True)
+            predictions = list(predicted.predictions.values())
         rows, summary = build_silver(predictions, min_confidence=min_confidence)
         summary.calibration = calibration
         parquet, jsonl = write_silver(rows, out, summary)

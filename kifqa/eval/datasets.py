@@ -15,7 +15,6 @@ Three sources, one record (:class:`GoldQuestion`):
 from __future__ import annotations
 
 import builtins
-import csv
 import json
 import re
 from collections import defaultdict
@@ -32,7 +31,8 @@ from kifqa.data.sdbqa import read_sdbqa
 from kifqa.data.sqwd import read_sqwd
 from kifqa.data.text import normalize, question_key
 from kifqa.data.wikidata import NO_LABEL, read_item_names, read_property_entries, read_statements
-from kifqa.errors import DataError
+from kifqa.errors import ConfigError, DataError
+from kifqa.runs.corpus import has_ids, read_rows, row_id
 from kifqa.types import Direction
 
 _SQWD_PROPERTY = re.compile(r"[PR][1-9][0-9]*")
@@ -160,38 +160,33 @@ def load_gold_file(path: str | Path, *, limit: int | None = None) -> list[GoldQu
     """A corpus with gold answers: JSONL (``.jsonl``), CSV/TSV (``.csv``, ``.tsv``) or Parquet.
 
     Columns: ``question``, ``answers`` (a list; in CSV a JSON list or ``|``-separated ids) and
-    optionally ``id`` (else ``q000001``... by row, as ``kifqa run`` numbers them), ``topic`` (the
-    gold topic entity), ``property`` (``Pn``/``Rn``, or any property id with ``direction``
-    ``forward``/``backward``).
+    optionally ``id``, ``topic`` (the gold topic entity), ``property`` (``Pn``/``Rn``, or any property
+    id with ``direction`` ``forward``/``backward``). Rows are read and numbered as ``kifqa run`` reads
+    a corpus (:func:`kifqa.runs.corpus.read_rows`), with its ids: ``q000001``... by row when no row
+    has an id column (:func:`~kifqa.runs.corpus.has_ids`, :func:`~kifqa.runs.corpus.row_id`).
     """
     path = Path(path)
-    suffix = path.suffix.lower()
     try:
-        if suffix in (".jsonl", ".ndjson"):
-            rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-        elif suffix in (".csv", ".tsv"):
-            with path.open(newline="", encoding="utf-8") as f:
-                rows = list(csv.DictReader(f, delimiter="\t" if suffix == ".tsv" else ","))
-        elif suffix in (".parquet", ".pq"):
-            import pyarrow.parquet as pq
-
-            rows = pq.read_table(path).to_pylist()
-        else:
-            raise DataError(f"{path}: unknown gold format (use .jsonl, .csv, .tsv or .parquet)")
-    except (OSError, ValueError) as err:
+        rows = list(read_rows(path))
+    except ConfigError as err:
+        raise DataError(f"{path}: not a gold file: {err}") from err
+    except OSError as err:
         raise DataError(f"cannot read {path} ({err})") from err
-    has_ids = any(isinstance(r, dict) and _first(r, ID_COLUMNS) not in (None, "") for r in rows)
+    fields_of = [fields for _, fields in rows]
+    id_column = next((c for c in ID_COLUMNS if has_ids(fields_of, c)), ID_COLUMNS[0])
+    with_ids = has_ids(fields_of, id_column)
     out: list[GoldQuestion] = []
-    for n, row in enumerate(rows, 1):
+    for n, row in rows:
         if limit and len(out) >= limit:
             break
         if not isinstance(row, dict):
-            raise DataError(f"{path}: row {n} is not an object")
+            raise DataError(f"{path}: row {n}: {row}")
         text = _first(row, QUESTION_COLUMNS)
         if not isinstance(text, str) or not text.strip():
             raise DataError(f"{path}: row {n} has no question")
-        qid = _first(row, ID_COLUMNS) if has_ids else None
-        qid = str(qid) if qid not in (None, "") else f"q{n:06d}"
+        qid, id_error = row_id(row.get(id_column), has_ids=with_ids, number=n)
+        if qid is None:
+            raise DataError(f"{path}: row {n}: {id_error}")
         answers = _answers(_first(row, ANSWER_COLUMNS))
         topic = str(_first(row, TOPIC_COLUMNS) or "")
         prop = str(_first(row, PROPERTY_COLUMNS) or "")

@@ -17,7 +17,7 @@ from kifqa.data.pool import gold_draft
 from kifqa.eval.datasets import GoldExtender, GoldQuestion
 
 if TYPE_CHECKING:
-    from kifqa.eval.run import Evaluation
+    from kifqa.eval.evaluation import Evaluation
 
 #: Loss parts of the oracle run, by its failure classes.
 _PARTS = {"entity": "entity", "relation": "relation", "empty": "answers", "partial": "answers", "error": "other",

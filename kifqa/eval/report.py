@@ -11,10 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kifqa.eval.traces import STEPS
+from kifqa.eval.traces import STEPS, step_timings
 
 if TYPE_CHECKING:
-    from kifqa.eval.run import Evaluation
+    from kifqa.eval.evaluation import Evaluation
 
 PLOTS = ("scores.png", "failures.png", "by_property.png", "latency.png", "calibration.png")
 
@@ -143,9 +143,9 @@ def _property_plot(plt: Any, m: dict[str, Any], path: Path) -> None:
 
 def _latency_plot(plt: Any, evaluation: Evaluation, path: Path) -> None:
     data, names = [], []
+    timings = step_timings(s.trace for s in evaluation.scored)
     for step in STEPS:
-        values = [float(t[step]) for s in evaluation.scored
-                  if (t := s.trace.get("timings") or {}).get(step) is not None and float(t[step]) > 0]
+        values = [v for v in timings[step] if v > 0]
         if values:
             data.append(values)
             names.append(f"{step}\n(n={len(values)})")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -20,9 +19,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from kifqa.data.text import normalize
-from kifqa.eval.traces import known_label, pattern_text, patterns, relations
 from kifqa.runs import Prediction
-from kifqa.types import UNKNOWN
+from kifqa.types import UNKNOWN, Candidate, ConstraintResult, Relation, Trace
 
 #: Entity factor when namesakes of the chosen entity were dropped by the relation evidence.
 NAMESAKES_DROPPED = 0.9
@@ -76,108 +74,100 @@ class Confidence:
         return round(self.entity * self.relation * self.constraints * self.answers, 4)
 
 
-def _names(candidate: dict[str, Any]) -> list[str]:
-    return [candidate.get("label") or "", *(candidate.get("aliases") or [])]
+#: The constraint factor of each outcome.
+_CONSTRAINT_FACTORS = {ConstraintResult.APPLIED: CONSTRAINT_MET, ConstraintResult.UNMET: CONSTRAINT_UNMET,
+                       ConstraintResult.UNRESOLVED: CONSTRAINT_UNRESOLVED}
 
 
-def entity_factor(trace: dict[str, Any]) -> float:
+def _names(candidate: Candidate) -> list[str]:
+    return [candidate.label, *candidate.aliases]
+
+
+def entity_factor(trace: Trace) -> float:
     """1 / m when the m entities the chosen relations use are named exactly by the draft (× 0.9 if
     other exactly named entities were dropped); for a near match 0.5 + 0.4 × the search-score
     margin between the best used candidate and the best other one (relative to the former)."""
-    used = list(dict.fromkeys(e for e, _, _ in relations(trace)))
+    used = list(dict.fromkeys(r.entity for r in trace.relations))
     if not used:
         return 0.0
-    drafted = patterns(trace)
-    known = normalize(known_label(drafted[0])) if drafted else ""
-    candidates = [c for c in trace.get("candidates") or [] if isinstance(c, dict)]
-    by_id = {c.get("id"): c for c in candidates}
+    known = normalize(trace.draft[0].known) if trace.draft else ""
+    candidates = trace.candidates
+    by_id = {c.id: c for c in candidates}
     exact = [c for c in candidates if known and any(normalize(n) == known for n in _names(c))]
-    exact_ids = {c.get("id") for c in exact}
+    exact_ids = {c.id for c in exact}
     if used and all(e in exact_ids for e in used):
         factor = 1.0 / len(used)
         return factor * (NAMESAKES_DROPPED if len(exact_ids) > len(used) else 1.0)
-    s_used = max((float(by_id[e].get("score") or 0.0) for e in used if e in by_id), default=0.0)
-    s_other = max((float(c.get("score") or 0.0) for c in candidates if c.get("id") not in used), default=0.0)
+    s_used = max((by_id[e].score for e in used if e in by_id), default=0.0)
+    s_other = max((c.score for c in candidates if c.id not in used), default=0.0)
     margin = min(1.0, max(0.0, (s_used - s_other) / s_used)) if s_used > 0 else 0.0
     return (NEAR_BASE + NEAR_MARGIN * margin) / len(used)
 
 
-def relation_factor(trace: dict[str, Any]) -> float:
+def relation_factor(trace: Trace) -> float:
     """1 for the only option, 0.9 for an option the draft's predicate names exactly (taken without
     the model), 0.75 when the model picked the lexically best option, 0.5 when it picked another."""
-    if not relations(trace):
+    if not trace.relations:
         return 0.0
-    calls = [c for c in trace.get("llm_calls") or [] if isinstance(c, dict) and c.get("step") == "relations"]
+    calls = [c for c in trace.llm_calls if c.step == "relations"]
     if not calls:
-        options = {(o.get("property"), o.get("direction")) for o in trace.get("options") or [] if isinstance(o, dict)}
+        options = {(o.property, o.direction) for o in trace.options}
         return ONLY_OPTION if len(options) <= 1 else NAMED_OPTION
-    return MODEL_TOP if str(calls[-1].get("output", "")).strip().rstrip(".") == "1" else MODEL_OTHER
+    return MODEL_TOP if calls[-1].output.strip().rstrip(".") == "1" else MODEL_OTHER
 
 
-def constraint_factor(trace: dict[str, Any]) -> float:
+def constraint_factor(trace: Trace) -> float:
     """The product over the draft's constraint patterns: 1 when some answers met it, 0.5 when none
-    did (not applied), 0.75 when it could not be resolved or left no note; 1 with no constraint."""
-    constraints = patterns(trace)[1:]
-    if not constraints:
-        return 1.0
-    notes = [n for n in trace.get("notes") or [] if str(n).startswith("constraint")]
+    did (not applied), 0.75 when it could not be resolved or has no recorded outcome (a trace
+    written before :attr:`~kifqa.types.Trace.constraints`); 1 with no constraint."""
     factor = 1.0
-    for i in range(len(constraints)):
-        note = notes[i] if i < len(notes) else ""
-        if re.search(r"kept \d+ of \d+", note):
-            factor *= CONSTRAINT_MET
-        elif "no answer meets it" in note:
-            factor *= CONSTRAINT_UNMET
-        elif note:
-            factor *= CONSTRAINT_UNRESOLVED
-        else:
-            factor *= CONSTRAINT_UNKNOWN
+    for i in range(len(trace.draft[1:])):
+        outcome = trace.constraints[i] if i < len(trace.constraints) else None
+        factor *= CONSTRAINT_UNKNOWN if outcome is None else _CONSTRAINT_FACTORS[outcome.result]
     return factor
 
 
-def answer_factor(trace: dict[str, Any], n_answers: int) -> float:
+def answer_factor(trace: Trace, n_answers: int) -> float:
     """1 / (1 + 0.5 log2 n) for n answers (1 → 1, 2 → 0.67, 4 → 0.5, 16 → 0.33); halved when a
     filter's result may have been cut short; 0 for no answer."""
     if n_answers <= 0:
         return 0.0
     factor = 1.0 / (1.0 + ANSWER_DECAY * math.log2(n_answers))
-    if any(f.get("truncated") for f in trace.get("filters") or [] if isinstance(f, dict)):
+    if any(f.truncated for f in trace.filters):
         factor *= 0.5
     return factor
 
 
-def confidence(trace: dict[str, Any], n_answers: int) -> Confidence:
+def confidence(trace: Trace, n_answers: int) -> Confidence:
     """A question's confidence factors; all 0 when the trace has an error or there is no answer."""
-    if trace.get("error") or n_answers <= 0:
+    if trace.error or n_answers <= 0:
         return Confidence(0.0, 0.0, 0.0, 0.0)
     return Confidence(round(entity_factor(trace), 4), round(relation_factor(trace), 4),
                       round(constraint_factor(trace), 4), round(answer_factor(trace, n_answers), 4))
 
 
-def logical_form(rels: Iterable[tuple[str, str, str]]) -> str:
+def logical_form(rels: Iterable[Relation]) -> str:
     """The chosen relations as triple patterns with ids, joined by ``UNION``."""
-    return " UNION ".join(f"({e} | {p} | {UNKNOWN})" if d == "forward" else f"({UNKNOWN} | {p} | {e})"
-                          for e, p, d in rels)
+    return " UNION ".join(f"({r.entity} | {r.property} | {UNKNOWN})" if r.direction == "forward"
+                          else f"({UNKNOWN} | {r.property} | {r.entity})" for r in rels)
 
 
 def silver_row(p: Prediction) -> dict[str, Any]:
     """One row of :data:`SILVER_SCHEMA`."""
     t = p.trace
-    rels = relations(t)
-    labels = {c.get("id"): c.get("label") or "" for c in t.get("candidates") or [] if isinstance(c, dict)}
+    labels = {c.id: c.label for c in t.candidates}
     c = confidence(t, len(p.answers))
-    drafted = patterns(t)
-    filters = [f for f in t.get("filters") or [] if isinstance(f, dict)]
     return {
         "id": p.question_id,
-        "question": t.get("question") or "",
-        "draft": [pattern_text(x) for x in drafted],
-        "logical_form": logical_form(rels),
-        "relations": [{"entity": e, "entity_label": labels.get(e, ""), "property": prop,
-                       "property_label": p.property_labels.get(prop, ""), "direction": d} for e, prop, d in rels],
-        "constraints": [pattern_text(x) for x in drafted[1:]],
-        "kif_filter": [f.get("filter") or "" for f in filters],
-        "sparql": [f.get("sparql") or "" for f in filters],
+        "question": t.question,
+        "draft": [str(x) for x in t.draft],
+        "logical_form": logical_form(t.relations),
+        "relations": [{"entity": r.entity, "entity_label": labels.get(r.entity, ""), "property": r.property,
+                       "property_label": p.property_labels.get(r.property, ""), "direction": r.direction}
+                      for r in t.relations],
+        "constraints": [str(x) for x in t.draft[1:]],
+        "kif_filter": [f.filter for f in t.filters],
+        "sparql": [f.sparql for f in t.filters],
         "answers": list(p.answers),
         "answer_labels": [p.answers[a] or "" for a in p.answers],
         "n_answers": len(p.answers),
@@ -186,9 +176,9 @@ def silver_row(p: Prediction) -> dict[str, Any]:
         "confidence_relation": c.relation,
         "confidence_constraints": c.constraints,
         "confidence_answers": c.answers,
-        "notes": [str(n) for n in t.get("notes") or []],
-        "kb": t.get("kb") or "",
-        "model": t.get("model") or "",
+        "notes": [*t.notes, *map(str, t.constraints)],
+        "kb": t.kb,
+        "model": t.model,
     }
 
 
@@ -226,9 +216,9 @@ def build_silver(predictions: Iterable[Prediction], *, min_confidence: float = 0
     rows, n, no_answer, errors, below = [], 0, 0, 0, 0
     for p in predictions:
         n += 1
-        if not p.answers or p.trace.get("error"):
+        if not p.answers or p.trace.error:
             no_answer += 1
-            errors += bool(p.trace.get("error"))
+            errors += bool(p.trace.error)
             continue
         row = silver_row(p)
         if row["confidence"] < min_confidence:

@@ -1,32 +1,23 @@
-"""Reading a trace's steps for scoring and reports: the drafted patterns and the chosen relations of a
-trace dict (:attr:`kifqa.runs.results.Prediction.trace`), and costs per question over traces."""
+"""Figures over traces for scoring and reports: the seconds of each step, and costs per question."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
 
-from kifqa.types import UNKNOWN, Trace
+from kifqa.types import Trace
 
 #: Step timings of a trace, in pipeline order (``total`` is the whole question).
 STEPS = ("draft", "entities", "relations", "answers", "total")
 
-def patterns(trace: dict[str, Any]) -> list[dict[str, str]]:
-    return [p for p in trace.get("draft") or [] if isinstance(p, dict)]
 
-
-def pattern_text(p: dict[str, str]) -> str:
-    return f"({p.get('subject', '')} | {p.get('predicate', '')} | {p.get('object', '')})"
-
-
-def known_label(p: dict[str, str]) -> str:
-    """The known end of a drafted pattern (as :attr:`kifqa.types.Pattern.known`)."""
-    return p.get("object", "") if p.get("subject") == UNKNOWN else p.get("subject", "")
-
-
-def relations(trace: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """The chosen (entity, property, direction) triples."""
-    return [(r.get("entity", ""), r.get("property", ""), r.get("direction", ""))
-            for r in trace.get("relations") or [] if isinstance(r, dict)]
+def step_timings(traces: Iterable[Trace]) -> dict[str, list[float]]:
+    """Each step's seconds (:data:`STEPS`), over the traces that reached the step."""
+    out: dict[str, list[float]] = {step: [] for step in STEPS}
+    for t in traces:
+        for step in STEPS:
+            if t.timings.get(step) is not None:
+                out[step].append(float(t.timings[step]))
+    return out
 
 
 def costs_per_question(traces: list[Trace]) -> dict[str, float]:

@@ -10,21 +10,16 @@ are what a perfect model would say.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
 from kifqa.data.pool import sqwd_pool
 from kifqa.data.text import normalize
 from kifqa.llm.base import LLM, ChatRequest, Completion, Usage
-from kifqa.types import Pattern
+from kifqa.types import Pattern, RelationChoice
 
 #: The splits whose gold drafts are known.
 SPLITS = ("train", "valid")
-
-#: A relation-choice request's user message (see :func:`kifqa.pipeline.relations.request`).
-_CHOICE = re.compile(r"^Question: (?P<question>.*)\nDraft: .*\nOptions:\n(?P<options>.*)\nNumber:$", re.S)
-_OPTION = re.compile(r"^(?P<number>\d+)\. (?P<triple>\(.*\))")
 
 
 class GoldLLM(LLM):
@@ -47,21 +42,19 @@ class GoldLLM(LLM):
 
     def _answer(self, request: ChatRequest) -> Completion:
         user = request.messages[-1].content
-        choice = _CHOICE.match(user)
-        question = choice.group("question") if choice else user
+        choice = RelationChoice.parse(user)
+        question = choice.question if choice else user
         draft = self.draft(question)
         if draft is None:
             return Completion(error=f"no gold draft for {question[:100]!r}")
-        text = _choose(draft, choice.group("options")) if choice else draft
+        text = _choose(draft, choice) if choice else draft
         return Completion(text, Usage())
 
 
-def _choose(draft: str, options: str) -> str:
+def _choose(draft: str, choice: RelationChoice) -> str:
     """The number of the option that states the gold draft's property in its direction ("1" if none)."""
     gold = Pattern.parse(draft.splitlines()[0])
-    for line in options.splitlines():
-        option = _OPTION.match(line)
-        shown = option and Pattern.parse(option.group("triple"))
-        if option and gold and shown and (shown.predicate, shown.direction) == (gold.predicate, gold.direction):
-            return option.group("number")
+    for number, option in enumerate(choice.options, 1):
+        if gold and (option.pattern.predicate, option.pattern.direction) == (gold.predicate, gold.direction):
+            return str(number)
     return "1"

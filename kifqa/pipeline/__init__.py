@@ -3,6 +3,7 @@
 Each step lives in its own module (:mod:`.draft`, :mod:`.entities`, :mod:`.relations`,
 :mod:`.answers`); :class:`Pipeline` runs them for one question and never raises: a question that
 cannot be answered gets an empty answer and a trace that says which step failed and why.
+:mod:`.schedule` answers a question set in the order that lets questions share a few-shot block.
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ from collections.abc import Mapping
 from kifqa.config import PipelineSettings, Settings
 from kifqa.data.pool import sqwd_pool
 from kifqa.data.text import words
+from kifqa.errors import KBError
 from kifqa.kb.base import KnowledgeBase
 from kifqa.llm.base import LLM
 from kifqa.pipeline import answers, draft, entities, relations
 from kifqa.pipeline.clustered import ClusteredExamples
 from kifqa.pipeline.examples import ExampleSource, FixedExamples, RetrievedExamples
 from kifqa.pipeline.recorder import CountingKB, Recorder
-from kifqa.types import Question, Result, Trace
+from kifqa.types import ErrorKind, Question, Result, Trace
 
 
 def open_examples(settings: Settings) -> ExampleSource:
@@ -35,7 +37,20 @@ def open_examples(settings: Settings) -> ExampleSource:
 
 
 class StepError(Exception):
-    """A step found nothing to go on with (the message says what)."""
+    """A step found nothing to go on with, or could not go on: ``kind`` says which, the message what."""
+
+    def __init__(self, message: str, *, kind: ErrorKind) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def error_kind(err: Exception) -> ErrorKind:
+    """The kind of an exception that ended a question's run."""
+    if isinstance(err, StepError):
+        return err.kind
+    if isinstance(err, (draft.DraftError, relations.ChoiceError)):
+        return ErrorKind.MODEL_OUTPUT
+    return ErrorKind.KB if isinstance(err, KBError) else ErrorKind.INTERNAL
 
 
 class Pipeline:
@@ -68,21 +83,6 @@ class Pipeline:
         unless given)."""
         return cls(kb=kb, llm=llm, examples=examples or open_examples(settings), settings=settings.pipeline)
 
-    def prefix_groups(self, questions: list[Question]) -> list[list[Question]]:
-        """``questions`` grouped by few-shot block (each group in the place of its first question,
-        input order within it; a question without a shared block is a group of its own)."""
-        groups: dict[object, list[Question]] = {}
-        self.examples.prepare([q.text for q in questions])
-        for i, q in enumerate(questions):
-            groups.setdefault(self.examples.prefix_key(q.text) or (None, i), []).append(q)
-        return list(groups.values())
-
-    def in_prefix_order(self, questions: list[Question]) -> list[Question]:
-        """``questions`` reordered so that those sharing a few-shot block follow one another: answered
-        in this order on one model instance, a block is evaluated once and then served by the prefix
-        cache."""
-        return [q for group in self.prefix_groups(questions) for q in group]
-
     async def answer(self, question: Question | str) -> Result:
         """The answers and trace of ``question``; never raises (errors land in the trace)."""
         if isinstance(question, str):
@@ -94,10 +94,10 @@ class Pipeline:
         try:
             found = await self._run(question, recorder)
         except Exception as err:  # noqa: BLE001 - every failure becomes the trace's error
-            trace.error = str(err) or type(err).__name__
+            error = str(err) or type(err).__name__
             if not isinstance(err, (StepError, draft.DraftError)):
-                trace.error = f"{type(err).__name__}: {trace.error}"
-            trace.error_step = recorder.current_step
+                error = f"{type(err).__name__}: {error}"
+            trace.fail(error_kind(err), error, step=recorder.current_step)
         trace.timings["total"] = round(time.perf_counter() - start, 6)
         trace.n_answers = len(found)
         return Result(question, found, trace)
@@ -107,12 +107,12 @@ class Pipeline:
         kb = CountingKB(self.kb, trace)
         with rec.step("input"):
             if question.error:
-                raise StepError(question.error)
+                raise StepError(question.error, kind=ErrorKind.INPUT)
             if len(question.text) > s.max_question_chars:
                 raise StepError(f"question too long ({len(question.text)} characters; "
-                                f"limit {s.max_question_chars})")
+                                f"limit {s.max_question_chars})", kind=ErrorKind.INPUT)
             if not words(question.text):
-                raise StepError("question has no words")
+                raise StepError("question has no words", kind=ErrorKind.INPUT)
 
         with rec.step("draft"):
             text = self.drafts.get(question.id)
@@ -125,7 +125,7 @@ class Pipeline:
                     question.text, shots, constrain=s.constrain_draft,
                     prefix_key=self.examples.prefix_key(question.text)))
                 if out.error:
-                    raise StepError(f"model call failed: {out.error}")
+                    raise StepError(f"model call failed: {out.error}", kind=ErrorKind.MODEL)
                 text = out.text
             trace.draft_output = text
             patterns = draft.parse(text)
@@ -137,26 +137,27 @@ class Pipeline:
                                           max_kept=s.max_entities, max_near=s.max_near_entities)
             trace.candidates = linking.candidates
             if not linking.kept:
-                raise StepError(f"no entity found for {main.known!r}")
+                raise StepError(f"no entity found for {main.known!r}", kind=ErrorKind.NO_ENTITY)
             trace.entities = [c.id for c in linking.kept]
 
         with rec.step("relations"):
             by_entity = await relations.uses(kb, linking.kept)
             ranked = relations.options(main, linking, by_entity)
             if not ranked:
-                raise StepError(f"no statements about {', '.join(trace.entities)}")
+                raise StepError(f"no statements about {', '.join(trace.entities)}", kind=ErrorKind.NO_STATEMENTS)
             trace.options = [r for o in ranked for r in o.relations()]
             chosen = relations.obvious(ranked)
             if chosen is None:
                 shown = ranked[: s.max_options]
                 out = await rec.generate(self.llm, relations.request(question.text, main, shown))
                 if out.error:
-                    raise StepError(f"model call failed: {out.error}")
+                    raise StepError(f"model call failed: {out.error}", kind=ErrorKind.MODEL)
                 chosen = relations.parse(out.text, shown)
             trace.relations = chosen.relations()
 
         with rec.step("answers"):
             found, trace.filters = await answers.run_filters(kb, trace.relations)
             for constraint in patterns[1:]:
-                found = await answers.constrain(kb, found, constraint, trace.notes)
+                found, outcome = await answers.constrain(kb, found, constraint)
+                trace.constraints.append(outcome)
         return found

@@ -9,7 +9,7 @@ import time
 from kifqa.kb.base import FilterResult, KnowledgeBase
 from kifqa.pipeline.entities import link
 from kifqa.pipeline.text import similarity
-from kifqa.types import Answer, FilterRun, Pattern, Relation
+from kifqa.types import Answer, ConstraintOutcome, ConstraintResult, FilterRun, Pattern, Relation
 
 #: How well a constraint's predicate must name a property to be applied without the model.
 CONSTRAINT_MIN_SIMILARITY = 0.5
@@ -38,16 +38,19 @@ async def run_filters(kb: KnowledgeBase, relations: list[Relation]) -> tuple[lis
     return list(answers.values()), runs
 
 
-async def constrain(kb: KnowledgeBase, answers: list[Answer], constraint: Pattern,
-                    notes: list[str]) -> list[Answer]:
+async def constrain(kb: KnowledgeBase, answers: list[Answer],
+                    constraint: Pattern) -> tuple[list[Answer], ConstraintOutcome]:
     """Keeps the answers ``a`` for which ``(a, p, e)`` holds, where ``e`` is the constraint's
-    entity and ``p`` the property of ``e`` (as value) that best names the constraint's predicate.
-    A constraint that cannot be resolved, or that no answer meets, leaves the answers as they are
-    (noted in the trace): a constraint narrows, it never empties."""
+    entity and ``p`` the property of ``e`` (as value) that best names the constraint's predicate,
+    and says what it did. A constraint that cannot be resolved, or that no answer meets, leaves the
+    answers as they are: a constraint narrows, it never empties."""
+
+    def outcome(result: ConstraintResult, kept: int) -> ConstraintOutcome:
+        return ConstraintOutcome(constraint=constraint, result=result, kept=kept, of=len(answers))
+
     linking = await link(kb, constraint.object)
     if not linking.exact:
-        notes.append(f"constraint {constraint}: no entity named {constraint.object!r}; not applied")
-        return answers
+        return answers, outcome(ConstraintResult.UNRESOLVED, len(answers))
     allowed: set[str] = set()
     for entity in linking.kept:
         uses = [u for u in (await kb.properties_of(entity.id)).uses if u.direction == "backward"]
@@ -59,7 +62,5 @@ async def constrain(kb: KnowledgeBase, answers: list[Answer], constraint: Patter
         allowed.update(f.subject for f in result.facts)
     kept = [a for a in answers if a.answer in allowed]
     if not kept:
-        notes.append(f"constraint {constraint}: no answer meets it; not applied")
-        return answers
-    notes.append(f"constraint {constraint}: kept {len(kept)} of {len(answers)} answers")
-    return kept
+        return answers, outcome(ConstraintResult.UNMET, len(answers))
+    return kept, outcome(ConstraintResult.APPLIED, len(kept))

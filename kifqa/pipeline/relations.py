@@ -11,7 +11,7 @@ from kifqa.kb.base import KnowledgeBase, PropertyUse
 from kifqa.llm.base import ChatRequest, Message
 from kifqa.pipeline.entities import Linking
 from kifqa.pipeline.text import ALIAS_MATCH, similarity
-from kifqa.types import UNKNOWN, Candidate, Direction, Pattern, Relation
+from kifqa.types import UNKNOWN, Candidate, ChoiceOption, Direction, Pattern, Relation, RelationChoice
 
 _SYSTEM = resources.files("kifqa.pipeline").joinpath("prompts/choose_system.txt").read_text().strip()
 
@@ -31,15 +31,15 @@ class Option:
     def relations(self) -> list[Relation]:
         return [Relation(e.id, self.property.id, self.direction) for e in self.entities]
 
-    def render(self, number: int) -> str:
+    def shown(self) -> ChoiceOption:
+        """The option as the model sees it: the first entity named with its description and aliases."""
         entity = self.entities[0]
         about = ", ".join(x for x in (entity.description, "aka " + "; ".join(entity.aliases[:2])
                                       if entity.aliases else "") if x)
         name = f"{entity.label} [{about}]" if about else entity.label
-        triple = (f"({name} | {self.property.label} | {UNKNOWN})" if self.direction == "forward"
-                  else f"({UNKNOWN} | {self.property.label} | {name})")
-        gloss = f" — {self.property.description[:60]}" if self.property.description else ""
-        return f"{number}. {triple}{gloss}"
+        pattern = (Pattern(name, self.property.label, UNKNOWN) if self.direction == "forward"
+                   else Pattern(UNKNOWN, self.property.label, name))
+        return ChoiceOption(pattern, self.property.description[:60])
 
 
 async def uses(kb: KnowledgeBase, entities: list[Candidate]) -> dict[str, list[PropertyUse]]:
@@ -84,8 +84,7 @@ def obvious(ranked: list[Option]) -> Option | None:
 
 def request(question: str, pattern: Pattern, shown: list[Option]) -> ChatRequest:
     """Asks the model for one option's number (the grammar admits only the shown numbers)."""
-    listing = "\n".join(o.render(i) for i, o in enumerate(shown, 1))
-    user = f"Question: {question}\nDraft: {pattern}\nOptions:\n{listing}\nNumber:"
+    user = str(RelationChoice(question, pattern, tuple(o.shown() for o in shown)))
     numbers = " | ".join(f'"{i}"' for i in range(1, len(shown) + 1))
     return ChatRequest(
         messages=(Message("system", _SYSTEM), Message("user", user)),
@@ -94,8 +93,12 @@ def request(question: str, pattern: Pattern, shown: list[Option]) -> ChatRequest
     )
 
 
+class ChoiceError(ValueError):
+    """The model's relation choice is not one of the shown option numbers."""
+
+
 def parse(text: str, shown: list[Option]) -> Option:
     match = re.fullmatch(r"\s*(\d+)\s*\.?\s*", text)
     if match is None or not 1 <= int(match.group(1)) <= len(shown):
-        raise ValueError(f"expected an option number 1..{len(shown)}, got {text[:100]!r}")
+        raise ChoiceError(f"expected an option number 1..{len(shown)}, got {text[:100]!r}")
     return shown[int(match.group(1)) - 1]

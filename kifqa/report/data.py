@@ -1,4 +1,4 @@
-"""What the report page holds: one row per question (the shape of :meth:`kifqa.eval.run.Scored.row`),
+"""What the report page holds: one row per question (the shape of :meth:`kifqa.eval.scoring.Scored.row`),
 turned into table columns (one JSON list per column) and trace records (read when a question opens).
 
 A row needs ``id``, ``question``, ``labels`` (answer id → label) and ``trace``; a scored row also has
@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kifqa.runs.results import Prediction
+from kifqa.types import Trace
 
 #: Step timings drawn as the latency plot (``total`` is the ``seconds`` column).
 TIMED_STEPS = ("draft", "entities", "relations", "answers")
@@ -27,18 +28,18 @@ ANSWERS = 10
 _BLANK = re.compile(r"_:[A-Za-z][A-Za-z0-9]*")
 
 
-def outcome(trace: Mapping[str, Any], answers: Mapping[str, str]) -> str | None:
+def outcome(trace: Trace, answers: Mapping[str, str]) -> str | None:
     """The class of a question without gold: ``error`` (any step failed), ``empty`` (no answer) or
     ``None`` (answered)."""
-    if trace.get("error"):
+    if trace.error:
         return "error"
     return None if answers else "empty"
 
 
 def prediction_row(p: Prediction, *, confidence: float | None = None) -> dict[str, Any]:
     """The page row of a question without gold (a plain run, silver data)."""
-    row: dict[str, Any] = {"id": p.question_id, "question": p.trace.get("question") or "", "labels": p.answers,
-                           "scored": False, "failure": outcome(p.trace, p.answers), "trace": p.trace}
+    row: dict[str, Any] = {"id": p.question_id, "question": p.trace.question, "labels": p.answers,
+                           "scored": False, "failure": outcome(p.trace, p.answers), "trace": p.trace.to_dict()}
     if confidence is not None:
         row["confidence"] = confidence
     return row

@@ -19,8 +19,8 @@ from typing import Any
 
 from kifqa.errors import DataError
 from kifqa.eval import traces as tr
+from kifqa.eval.evaluation import Evaluation
 from kifqa.eval.report import write_report
-from kifqa.eval.run import Evaluation
 from kifqa.report.data import compare_table, prediction_row, question_table
 from kifqa.report.page import write_page
 from kifqa.runs.results import Prediction
@@ -62,7 +62,7 @@ def write_evaluation(evaluation: Evaluation, out: str | Path, *, report: bool = 
 
 
 def write_eval_report(path: str | Path, *, metrics: Mapping[str, Any], rows: Iterable[Mapping[str, Any]]) -> Path:
-    """The page of an evaluation: its metrics and its scored rows (:meth:`kifqa.eval.run.Scored.row`)."""
+    """The page of an evaluation: its metrics and its scored rows (:meth:`kifqa.eval.scoring.Scored.row`)."""
     rows = list(rows)
     about = f"{metrics.get('questions', len(rows))} questions, {metrics.get('answers_scored', 0)} with gold answers"
     if metrics.get("run"):

@@ -138,22 +138,62 @@ class Corpus:
                     duplicates={n: self.duplicates[n] for n in inside})
 
 
-def read_corpus(path: str | Path, *, id_column: str = "id", question_column: str = "question",
-                max_chars: int = 1000) -> Corpus:
-    """Scans ``path`` (see the module doc); ids are ``q000001``... (the row number) when no row has an id."""
+def read_rows(path: str | Path) -> Iterator[tuple[int, dict[str, Any] | str]]:
+    """Every row of a corpus file with all its fields, numbered as :func:`read_corpus` numbers them
+    (1-based; in JSONL the line number, blank lines are no rows): ``(number, fields)``, or
+    ``(number, why)`` for a row that cannot be read. Other files with questions (gold files) read
+    their rows here, so that their ids are the corpus's."""
+    path, fmt = _located(path)
+    if fmt == "parquet":
+        rows = _parquet_rows(path, 0, None)
+    else:
+        rows = _read(CorpusFile(path, fmt, Reading(), _csv_header(path, fmt), _stamp(path)))
+    for number, _, fields in rows:
+        yield number, fields
+
+
+def has_ids(rows: Iterable[dict[str, Any] | str], id_column: str) -> bool:
+    """Whether a corpus has ids: some row has the id column (otherwise ids are made from row numbers)."""
+    return any(isinstance(fields, dict) and id_column in fields for fields in rows)
+
+
+def row_id(value: Any, *, has_ids: bool, number: int) -> tuple[str | None, str | None]:
+    """The id of row ``number`` whose id column holds ``value`` and, when it is unusable, why:
+    ``q000001``... (the row number) in a corpus without ids."""
+    if not has_ids:
+        return f"q{number:06d}", None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value), None
+    if isinstance(value, str) and value.strip():
+        return value.strip(), None
+    if value is None or isinstance(value, str):
+        return None, "missing id"
+    return None, f"id must be a string or an integer, not {type(value).__name__}"
+
+
+def _located(path: str | Path) -> tuple[Path, str]:
+    """The absolute path of a corpus file and its format; raises :class:`ConfigError` if it is neither."""
     path = Path(path).absolute()
     fmt = _FORMATS.get(path.suffix.lower())
     if fmt is None:
         raise ConfigError(f"{path}: unknown corpus format (use .jsonl, .csv, .tsv or .parquet)")
     if not path.is_file():
         raise ConfigError(f"{path}: no such corpus file")
+    return path, fmt
+
+
+def read_corpus(path: str | Path, *, id_column: str = "id", question_column: str = "question",
+                max_chars: int = 1000) -> Corpus:
+    """Scans ``path`` (see the module doc); ids are ``q000001``... (the row number) when no row has an
+    id (:func:`has_ids`, :func:`row_id`)."""
+    path, fmt = _located(path)
     file = CorpusFile(path, fmt, Reading(id_column, question_column, max_chars), _csv_header(path, fmt),
                       _stamp(path))
     digest = hashlib.sha256()
     offsets, numbers = array("q"), array("q")
     flags = bytearray()  # per row: 1 unusable or a bad question, 2 a bad id
     id_rows, id_hashes = array("q"), bytearray()
-    has_ids = False
+    any_id = False
     for number, offset, fields in _read(file, digest=digest):
         offsets.append(offset)
         if fmt == "jsonl":
@@ -161,8 +201,8 @@ def read_corpus(path: str | Path, *, id_column: str = "id", question_column: str
         if isinstance(fields, str):
             flags.append(1)
             continue
-        has_ids = has_ids or id_column in fields
-        qid, id_error = _question_id(_utf8(fields.get(id_column)), True, number)
+        any_id = any_id or id_column in fields
+        qid, id_error = row_id(_utf8(fields.get(id_column)), has_ids=True, number=number)
         flags.append((_text_error(_utf8(fields.get(question_column)), question_column, max_chars) is not None)
                      | (id_error is not None) << 1)
         if qid is not None:
@@ -170,11 +210,11 @@ def read_corpus(path: str | Path, *, id_column: str = "id", question_column: str
             id_hashes += hashlib.blake2b(qid.encode(), digest_size=16).digest()
     if fmt == "parquet":
         _hash_file(path, digest)
-    duplicates = _duplicates(id_rows, id_hashes) if has_ids else []
+    duplicates = _duplicates(id_rows, id_hashes) if any_id else []
     number_of = (lambda i: numbers[i]) if numbers else (lambda i: i + 1)
-    bad = np.frombuffer(bytes(flags), dtype=np.uint8) & (3 if has_ids else 1) > 0
+    bad = np.frombuffer(bytes(flags), dtype=np.uint8) & (3 if any_id else 1) > 0
     bad[[row for row, _ in duplicates]] = True
-    return Corpus(file, digest.hexdigest(), has_ids, int(bad.sum()),
+    return Corpus(file, digest.hexdigest(), any_id, int(bad.sum()),
                   {number_of(row): number_of(first) for row, first in duplicates}, offsets, numbers)
 
 
@@ -195,7 +235,7 @@ def _question(number: int, fields: dict[str, Any] | str, reading: Reading, has_i
     duplicate."""
     if isinstance(fields, str):
         return Question(f"#row{number}", "", error=fields)
-    qid, id_error = _question_id(_utf8(fields.get(reading.id_column)), has_ids, number)
+    qid, id_error = row_id(_utf8(fields.get(reading.id_column)), has_ids=has_ids, number=number)
     text = _utf8(fields.get(reading.question_column))
     error = id_error or _text_error(text, reading.question_column, reading.max_chars)
     if qid is None:
@@ -210,19 +250,6 @@ def _question(number: int, fields: dict[str, Any] | str, reading: Reading, has_i
 def _utf8(value: Any) -> Any:
     """``value``, with any lone surrogate of a string replaced by U+FFFD."""
     return _SURROGATE.sub("\ufffd", value) if isinstance(value, str) else value
-
-
-def _question_id(value: Any, has_ids: bool, number: int) -> tuple[str | None, str | None]:
-    """The row's id and, when it is unusable, why."""
-    if not has_ids:
-        return f"q{number:06d}", None
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value), None
-    if isinstance(value, str) and value.strip():
-        return value.strip(), None
-    if value is None or isinstance(value, str):
-        return None, "missing id"
-    return None, f"id must be a string or an integer, not {type(value).__name__}"
 
 
 def _text_error(text: Any, column: str, max_chars: int) -> str | None:

@@ -1,8 +1,7 @@
 """Reading a run back: what it said about each question (:class:`Prediction`), from in-process
 :class:`~kifqa.types.Result` objects or a run folder, and what its manifest records (time, settings,
 corpus). Everything downstream (scores, failure classes, reports, silver data) reads the same
-:class:`Prediction`: the predicted answers with their labels, and the trace as the dict of
-:meth:`kifqa.types.Trace.to_dict`.
+:class:`Prediction`: the predicted answers with their labels, and the :class:`~kifqa.types.Trace`.
 """
 
 from __future__ import annotations
@@ -10,7 +9,6 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -22,22 +20,17 @@ from kifqa.types import Result, Trace
 
 @dataclass(kw_only=True)
 class Prediction:
-    """One question's predicted answers (id or value → label) and trace (a dict)."""
+    """One question's predicted answers (id or value → label) and trace."""
 
     question_id: str
     answers: dict[str, str]
-    trace: dict[str, Any]
+    trace: Trace
     #: Labels of the properties of the answer statements (property id → label).
     property_labels: dict[str, str] = field(default_factory=dict)
 
     @property
     def answer_set(self) -> set[str]:
         return set(self.answers)
-
-    @cached_property
-    def record(self) -> Trace:
-        """The trace as a :class:`~kifqa.types.Trace`, whose properties give its figures (tokens, seconds)."""
-        return Trace.from_dict(self.trace)
 
     @classmethod
     def from_result(cls, result: Result) -> Prediction:
@@ -46,8 +39,7 @@ class Prediction:
         for a in result.answers:
             answers.setdefault(a.answer, a.answer_label)
             props.setdefault(a.fact.property, a.fact.property_label)
-        return cls(question_id=result.question.id, answers=answers, trace=result.trace.to_dict(),
-                   property_labels=props)
+        return cls(question_id=result.question.id, answers=answers, trace=result.trace, property_labels=props)
 
 
 def read_run(folder: str | Path) -> dict[str, Prediction]:
@@ -70,7 +62,7 @@ def read_run(folder: str | Path) -> dict[str, Prediction]:
     return out
 
 
-def _trace_of(row: dict[str, Any]) -> dict[str, Any]:
+def _trace_of(row: dict[str, Any]) -> Trace:
     """The full trace of a traces/ row (its ``trace`` JSON), or what the columns say of it."""
     try:
         trace = json.loads(row.get("trace") or "{}")
@@ -81,7 +73,7 @@ def _trace_of(row: dict[str, Any]) -> dict[str, Any]:
     for key in ("question_id", "question", "kb", "model", "error", "error_step", "n_answers", "kb_calls"):
         trace.setdefault(key, row.get(key))
     trace.setdefault("timings", {"total": row.get("seconds") or 0.0})
-    return trace
+    return Trace.from_dict(trace)
 
 
 def run_seconds(folder: str | Path) -> float:

@@ -29,6 +29,7 @@ from kifqa.config import EndpointLimit, Settings
 from kifqa.errors import ConfigError, KBError
 from kifqa.kb.base import EntityProperties, FilterResult, KnowledgeBase
 from kifqa.llm.base import LLM, ChatRequest, Completion, Message, Usage
+from kifqa.pipeline.examples import FixedExamples
 from kifqa.runs import RunFolder
 from kifqa.types import Answer, Candidate, Fact, Question, Result, Trace
 
@@ -97,6 +98,7 @@ class FakePipeline:
     def __init__(self, *, kb: KnowledgeBase, llm: LLM, settings: Settings, flags: Path) -> None:
         self.kb, self.llm = kb, llm
         self.flags = flags
+        self.examples = FixedExamples()  # no block shared: the shard's order stays
 
     async def answer(self, question: Question) -> Result:
         trace = Trace(question.id, question.text, kb=self.kb.spec, model=self.llm.identity)

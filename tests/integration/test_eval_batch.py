@@ -15,7 +15,7 @@ import ray
 
 from kifqa.config import Settings
 from kifqa.eval.datasets import GoldExtender, load_sqwd
-from kifqa.eval.run import evaluate, evaluate_batch
+from kifqa.eval.sources import evaluate, evaluate_batch
 from kifqa.llm.base import LLM, ChatRequest, Completion, Usage
 from kifqa.pipeline import Pipeline
 
@@ -60,7 +60,8 @@ def test_eval_batch_scores_the_run_like_in_process(cluster, settings: Settings, 
     batch = evaluate_batch(job, questions, extender, out, open_llm=partial(open_scripted, drafts=drafts),
                            progress=False)
     assert (out / "corpus.jsonl").is_file() and len(list((out / "traces").glob("shard-*.parquet"))) == 2
-    assert batch.extra["batch"]["ok"] and batch.extra["run_questions"] == len(DRAFTS)
+    assert batch.batch is not None and batch.batch.ok and batch.run is not None
+    assert batch.run.run_questions == len(DRAFTS)
     in_process = asyncio.run(evaluate(Pipeline(kb=local_kb, llm=Scripted(drafts)), questions, extender))
     assert [(s.gold.id, s.score, s.failure, s.linking) for s in batch.scored] == \
         [(s.gold.id, s.score, s.failure, s.linking) for s in in_process.scored]

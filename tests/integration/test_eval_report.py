@@ -17,8 +17,9 @@ from click.testing import CliRunner
 import kifqa.api
 from kifqa.cli import cli
 from kifqa.eval.datasets import GoldExtender, load_sqwd
+from kifqa.eval.evaluation import About, Evaluation
 from kifqa.eval.report import PLOTS
-from kifqa.eval.run import Evaluation, evaluate, evaluate_run
+from kifqa.eval.sources import evaluate, evaluate_run
 from kifqa.llm.base import LLM, ChatRequest, Completion, Usage
 from kifqa.pipeline import Pipeline
 from kifqa.report.sources import write_evaluation
@@ -82,7 +83,7 @@ def evaluation(data_dir: Path, local_kb) -> Evaluation:
     questions = load_sqwd(data_dir, "valid", limit=N)
     pipeline = Pipeline(kb=local_kb, llm=scripted(data_dir))
     ev = asyncio.run(evaluate(pipeline, questions, GoldExtender(data_dir), concurrency=4))
-    ev.extra = {"dataset": "sqwd:valid", "model": "scripted", "kb": "local"}
+    ev.about = About(dataset="sqwd:valid", model="scripted", kb="local")
     return ev
 
 
@@ -210,7 +211,7 @@ def test_partial_run_counts_questions_without_trace_as_errors(evaluation: Evalua
     """A run whose second shard never finished: its 7 corpus questions are errors, and the report says so."""
     import hashlib
 
-    from kifqa.eval.run import write_corpus
+    from kifqa.eval.sources import write_corpus
 
     run = write_run(tmp_path / "run", [s.result for s in evaluation.scored])
     for name in ("answers", "traces"):

@@ -17,9 +17,9 @@ from click.testing import CliRunner
 import kifqa.api
 from kifqa.cli import cli
 from kifqa.eval.datasets import load_sqwd
-from kifqa.eval.run import answer_all
 from kifqa.eval.silver import SILVER_SCHEMA, build_silver
 from kifqa.pipeline import Pipeline
+from kifqa.pipeline.schedule import answer_all
 from kifqa.runs import Prediction
 from kifqa.types import Question, Result
 from tests.integration.test_eval_report import scripted, write_run

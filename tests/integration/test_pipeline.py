@@ -9,7 +9,7 @@ import pytest
 
 from kifqa.llm.base import LLM, ChatRequest, Completion, Usage
 from kifqa.pipeline import Pipeline, answers, entities, relations
-from kifqa.types import Pattern, Question
+from kifqa.types import ConstraintResult, ErrorKind, Pattern, Question
 from tests.cassette import cassette_llm
 
 
@@ -61,19 +61,23 @@ def test_constrained_question(local_kb) -> None:
     assert result.trace.error is None, result.trace.error
     assert len(result.trace.draft) == 2 and result.trace.draft[1].object == "portugal"
     assert {a.answer for a in result.answers} == {"Q597"}
-    assert any("kept 1 of 1" in note for note in result.trace.notes)
+    [outcome] = result.trace.constraints
+    assert (outcome.result, outcome.kept, outcome.of) == (ConstraintResult.APPLIED, 1, 1)
+    assert outcome.constraint == result.trace.draft[1]
 
 
 def test_no_entity_found(pipeline) -> None:
     result = ask(pipeline, "where was zorblax quuxington born")
     assert result.answers == []
     assert result.trace.error_step == "entities" and "no entity found" in result.trace.error
+    assert result.trace.error_kind is ErrorKind.NO_ENTITY
 
 
 def test_input_errors_never_reach_the_model(pipeline) -> None:
     for text in ["", "?!", "x" * 5000]:
         result = ask(pipeline, text)
         assert result.trace.error_step == "input" and result.trace.llm_calls == []
+        assert result.trace.error_kind is ErrorKind.INPUT
 
 
 def test_garbage_model_output_is_reported(local_kb) -> None:
@@ -108,8 +112,9 @@ def test_constraint_narrows_but_never_empties(local_kb) -> None:
     found, runs = asyncio.run(answers.run_filters(local_kb, [
         relations.Relation("Q1112288", "P20", "forward")]))  # Columbano Bordalo Pinheiro, place of death
     assert {a.answer for a in found} == {"Q597"} and runs[0].n_statements == 1
-    notes: list[str] = []
-    kept = asyncio.run(answers.constrain(local_kb, found, Pattern("?x", "country", "portugal"), notes))
-    assert [a.answer for a in kept] == ["Q597"] and "kept 1 of 1" in notes[-1]
-    kept = asyncio.run(answers.constrain(local_kb, found, Pattern("?x", "country", "austria"), notes))
-    assert kept == found and "not applied" in notes[-1]
+    kept, outcome = asyncio.run(answers.constrain(local_kb, found, Pattern("?x", "country", "portugal")))
+    assert [a.answer for a in kept] == ["Q597"] and (outcome.result, outcome.kept, outcome.of) == (
+        ConstraintResult.APPLIED, 1, 1)
+    assert str(outcome) == "constraint (?x | country | portugal): kept 1 of 1 answers"
+    kept, outcome = asyncio.run(answers.constrain(local_kb, found, Pattern("?x", "country", "austria")))
+    assert kept == found and outcome.result is ConstraintResult.UNMET

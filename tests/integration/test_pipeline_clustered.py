@@ -10,6 +10,7 @@ from kifqa.config import ExamplesSettings, Settings
 from kifqa.llm import open_llm
 from kifqa.llm.base import LLM, ChatRequest, Completion
 from kifqa.pipeline import Pipeline
+from kifqa.pipeline.schedule import in_prefix_order
 from kifqa.types import Question
 
 QUESTIONS = ["where was james brown born", "what is a film directed by ridley scott",
@@ -49,11 +50,11 @@ def test_a_cluster_shares_its_block_and_the_prefix_cache_serves_it(settings: Set
     second = keys.index(keys[first], first + 1)
     other = next(i for i, k in enumerate(keys) if k != keys[first])
     asked = [Question(str(i), QUESTIONS[i]) for i in (first, other, second)]
-    assert [q.id for q in pipeline.in_prefix_order(asked)] == [str(first), str(second), str(other)]
+    assert [q.id for q in in_prefix_order(pipeline.examples, asked)] == [str(first), str(second), str(other)]
 
     async def run() -> None:
         try:
-            for q in pipeline.in_prefix_order(asked):
+            for q in in_prefix_order(pipeline.examples, asked):
                 await pipeline.answer(q)
         finally:
             await llm.aclose()
@@ -90,14 +91,14 @@ class Slow(LLM):
 
 def test_lanes_answer_each_share_of_a_block_in_turn_and_keep_the_input_order(settings: Settings, local_kb) -> None:
     from kifqa.eval.datasets import load_gold
-    from kifqa.eval.run import answer_all, block_shares
+    from kifqa.pipeline.schedule import answer_all, block_shares, prefix_groups
 
     s = settings.override(examples={"mode": "clustered", "clusters": 4, "block": 4, "pool_limit": 300},
                           llm={"backend": "gold"})
     llm = Slow(open_llm(s))
     pipeline = Pipeline.from_settings(kb=local_kb, llm=llm, settings=s)
     asked = [Question(q.id, q.text) for q in load_gold("sqwd:valid", s.data_dir, start=200, limit=16)]
-    shares = block_shares(pipeline.prefix_groups(asked), lanes=3)
+    shares = block_shares(prefix_groups(pipeline.examples, asked), lanes=3)
     share_of = {q.text: n for n, share in enumerate(shares) for q in share}
     assert len(shares) > 3 and all(len({pipeline.examples.prefix_key(q.text) for q in sh}) == 1 for sh in shares)
 

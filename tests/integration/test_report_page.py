@@ -25,7 +25,7 @@ from kifqa.api import open_pipeline
 from kifqa.cli import cli
 from kifqa.config import Settings
 from kifqa.eval.datasets import load_sqwd
-from kifqa.eval.run import answer_all
+from kifqa.pipeline.schedule import answer_all
 from kifqa.report.data import ANSWERS
 from kifqa.runs import ANSWER_SCHEMA, TRACE_SCHEMA, RunFolder
 from kifqa.types import Question

@@ -138,8 +138,8 @@ def test_evaluation_and_reading_a_run_import_no_ray(tmp_path: Path) -> None:
     """In a fresh interpreter: import the evaluation, write a run folder and read it back, score it."""
     script = f"""
 import sys
-import kifqa.eval.run, kifqa.eval.report, kifqa.eval.silver, kifqa.eval.compare
-from kifqa.eval.run import evaluate_run
+import kifqa.eval.sources, kifqa.eval.report, kifqa.eval.silver, kifqa.eval.compare
+from kifqa.eval.sources import evaluate_run
 from kifqa.runs import RunFolder, read_run
 from kifqa.types import Question, Result, Trace
 import pyarrow as pa
@@ -153,7 +153,7 @@ run.write_shard(0, pa.Table.from_pylist(result.answer_rows(), schema=ANSWER_SCHE
 run.write_manifest({{"corpus": {{"path": {str(tmp_path / "corpus.jsonl")!r}}}, "config": {{"batch": {{}}}}}})
 (run.root / "corpus.jsonl").write_text('{{"id": "q1", "question": "who?"}}\\n')
 assert list(read_run(run.root)) == ["q1"]
-assert evaluate_run(run.root, [], None).extra["run_questions"] == 1  # reads the corpus the manifest names
+assert evaluate_run(run.root, [], None).run.run_questions == 1  # reads the corpus the manifest names
 assert "ray" not in sys.modules, "ray was imported"
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
 
 import pytest
 
 from kifqa.eval.datasets import GoldQuestion, GoldRelation
+from kifqa.eval.evaluation import evaluate_predictions
+from kifqa.eval.failures import failure_of, linking, resembles
 from kifqa.eval.metrics import score
-from kifqa.eval.run import classify, evaluate_predictions, failure_of, linking, resembles
 from kifqa.runs import Prediction
 from kifqa.types import Answer, Candidate, Fact, Pattern, Question, Relation, Result, Trace
 
@@ -19,18 +20,18 @@ NAMES = ["Sasha Vujačić"]
 def trace(*, draft: tuple[str, str, str] | None = ("sasha vujačić", "place of birth", "?x"),
           candidates: tuple[str, ...] = ("Q318926", "Q1292790"), entities: tuple[str, ...] = ("Q318926",),
           relations: tuple[tuple[str, str, str], ...] = (("Q318926", "P19", "forward"),),
-          error: str | None = None, error_step: str | None = None) -> dict[str, Any]:
-    return {
+          error: str | None = None, error_step: str | None = None, error_kind: str | None = None) -> Trace:
+    return Trace.from_dict({
         "question_id": "t", "question": "where was sasha vujačić born",
         "draft": [dict(zip(("subject", "predicate", "object"), draft))] if draft else [],
         "candidates": [{"id": c, "label": c, "aliases": [], "description": "", "score": 1.0} for c in candidates],
         "entities": list(entities),
         "relations": [dict(zip(("entity", "property", "direction"), r)) for r in relations],
-        "error": error, "error_step": error_step, "timings": {"total": 0.1},
-    }
+        "error": error, "error_step": error_step, "error_kind": error_kind, "timings": {"total": 0.1},
+    })
 
 
-def fail(t: dict[str, Any], predicted: set[str], gold: GoldQuestion = SASHA, expected: set[str] | None = None,
+def fail(t: Trace, predicted: set[str], gold: GoldQuestion = SASHA, expected: set[str] | None = None,
          names: list[str] | None = NAMES) -> tuple[str | None, str | None]:
     expected = {gold.answer} if expected is None else expected
     return failure_of(gold, t, predicted, score(predicted, expected), has_gold=bool(expected), names=names)
@@ -87,8 +88,10 @@ def test_empty_and_partial() -> None:
 def test_errors_outside_entities_and_relations() -> None:
     assert fail(trace(error="timed out after 600 s", error_step="timeout"), set())[0] == "error"
     assert fail(trace(error="KBError: HTTP 500", error_step="answers"), set())[0] == "error"
-    # a failed model call is an error, not a malformed draft
-    assert fail(trace(draft=None, error="model call failed: replay cache miss", error_step="draft"), set())[0] == "error"
+    # a failed model call is an error, not a malformed draft: its kind says so, not its text
+    assert fail(trace(draft=None, error="replay cache miss", error_step="draft", error_kind="model"), set())[0] == "error"
+    assert fail(trace(draft=None, error="model call failed: but a malformed draft", error_step="draft",
+                      error_kind="model_output"), set())[0] == "draft"
 
 
 def test_linking() -> None:
@@ -115,8 +118,7 @@ def test_dbpedia_linking_with_iris_and_alternative_predicates() -> None:
     wrong = trace(draft=("clyde", "state", "?x"), candidates=(f"{DBP}Clyde",), entities=(f"{DBP}Clyde",),
                   relations=((f"{DBP}Clyde", f"{ONT}state", "forward"),))
     assert fail(wrong, {"x"}, CLYDE, set(), names=["Clyde, Missouri", "Clyde"])[0] == "entity"
-    wrong_predicate = dict(t, relations=[{"entity": f"{DBP}Clyde,_Missouri", "property": f"{ONT}state",
-                                          "direction": "forward"}])
+    wrong_predicate = replace(t, relations=[Relation(f"{DBP}Clyde,_Missouri", f"{ONT}state", "forward")])
     assert fail(wrong_predicate, {"x"}, CLYDE, set())[0] == "relation"
 
 
@@ -135,15 +137,15 @@ def test_linking_accuracy_of_an_evaluation() -> None:
     assert m["failure_counts"]["relation"] == 1 and sum(m["failure_counts"].values()) == 1
 
 
-def test_classify_keeps_its_signature() -> None:
+def test_a_result_scores_through_its_prediction() -> None:
     t = Trace("t", SASHA.text, draft=[Pattern("sasha vujačić", "place of birth", "?x")], entities=["Q318926"],
               candidates=[Candidate(id="Q318926", label="Sasha Vujačić", score=3.9)],
               relations=[Relation("Q318926", "P19", "forward")])
     fact = Fact(subject="Q318926", subject_label="Sasha Vujačić", property="P19", property_label="place of birth", value="Q1010", value_label="Maribor")
     result = Result(Question("t", SASHA.text), [Answer(fact=fact, answer="Q1010", answer_label="Maribor")], t)
-    assert classify(SASHA, result, score({"Q1010"}, {"Q1010"})) is None
-    assert classify(SASHA, result, score({"Q1010"}, {"Q1010", "Q2"})) == "partial"
     p = Prediction.from_result(result)
+    assert fail(p.trace, p.answer_set) == (None, None)
+    assert fail(p.trace, p.answer_set, expected={"Q1010", "Q2"})[0] == "partial"
     assert p.answers == {"Q1010": "Maribor"} and p.property_labels == {"P19": "place of birth"}
 
 

@@ -10,17 +10,18 @@ from click.testing import CliRunner
 from kifqa.cli import cli
 from kifqa.eval.compare import compare, load_scored, render
 from kifqa.eval.datasets import GoldQuestion
-from kifqa.eval.run import evaluate_predictions
+from kifqa.eval.evaluation import About, evaluate_predictions
 from kifqa.runs import Prediction
+from kifqa.types import Trace
 
 QUESTIONS = [GoldQuestion(id=f"q{i}", text=f"question {i}", topic="", property="", answer="", answers=(f"Q{i}",)) for i in range(4)]
 
 
 def scored_folder(path: Path, answers: dict[str, list[str]]) -> Path:
-    preds = {qid: Prediction(question_id=qid, answers={a: a for a in ans}, trace={"question_id": qid, "timings": {"total": 0.5}})
+    preds = {qid: Prediction(question_id=qid, answers={a: a for a in ans}, trace=Trace(qid, "", timings={"total": 0.5}))
              for qid, ans in answers.items()}
     evaluation = evaluate_predictions(QUESTIONS, preds, None)
-    evaluation.extra = {"dataset": "hand-made"}
+    evaluation.about = About(dataset="hand-made")
     evaluation.write(path)
     return path
 

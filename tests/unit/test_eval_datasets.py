@@ -14,6 +14,7 @@ from kifqa.data.ids import same_id
 from kifqa.errors import DataError
 from kifqa.eval.datasets import GoldExtender, GoldRelation, load_gold, load_gold_file, load_simpledbpediaqa, load_sqwd
 from kifqa.kb import dbpedia
+from kifqa.runs.corpus import read_corpus
 
 
 def test_sqwd_valid(data_dir: Path) -> None:
@@ -168,9 +169,27 @@ def test_gold_file_errors(tmp_path: Path) -> None:
     bad.write_text('{"id": "x", "answers": ["Q1"]}\n')
     with pytest.raises(DataError, match="row 1 has no question"):
         load_gold_file(bad)
-    with pytest.raises(DataError, match="unknown gold format"):
+    with pytest.raises(DataError, match="unknown corpus format"):
         load_gold_file(tmp_path / "gold.xml")
     broken = tmp_path / "broken.jsonl"
     broken.write_text("{not json\n")
-    with pytest.raises(DataError, match="cannot read"):
+    with pytest.raises(DataError, match="row 1: broken JSON"):
         load_gold_file(broken)
+    missing = tmp_path / "missing.jsonl"
+    missing.write_text('{"id": "a", "question": "one?"}\n{"question": "two?"}\n')
+    with pytest.raises(DataError, match="row 2: missing id"):  # some rows have ids: every row needs one
+        load_gold_file(missing)
+
+
+@pytest.mark.parametrize("ids", [False, True])
+def test_a_gold_file_numbers_and_names_its_rows_as_the_corpus_reader_does(tmp_path: Path, ids: bool) -> None:
+    """Blank lines: a gold file's questions get the ids ``kifqa run`` gives the same file, so that a
+    run on it scores against it."""
+    rows = [{"question": "one?", "answers": ["Q1"]}, {"question": "two?", "answers": ["Q2"]}]
+    if ids:
+        rows = [{"id": 7, **rows[0]}, {"id": "b", **rows[1]}]
+    path = tmp_path / "gold.jsonl"
+    path.write_text("\n" + json.dumps(rows[0]) + "\n\n  \n" + json.dumps(rows[1]) + "\n")
+    gold = [q.id for q in load_gold_file(path)]
+    assert gold == [q.id for q in read_corpus(path).questions()]
+    assert gold == (["7", "b"] if ids else ["q000002", "q000005"])

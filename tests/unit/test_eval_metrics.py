@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from kifqa.eval.datasets import GoldExtender, GoldQuestion
+from kifqa.eval.evaluation import evaluate_predictions
 from kifqa.eval.metrics import score, summarize
-from kifqa.eval.run import evaluate_predictions
 from kifqa.runs import Prediction
+from kifqa.types import Trace
 
 
 def test_empty_prediction_scores_zero() -> None:
@@ -58,7 +59,7 @@ def _q(qid: str, answers: tuple[str, ...]) -> GoldQuestion:
 
 
 def _p(qid: str, *answers: str) -> Prediction:
-    return Prediction(question_id=qid, answers={a: a.lower() for a in answers}, trace={"question_id": qid})
+    return Prediction(question_id=qid, answers={a: a.lower() for a in answers}, trace=Trace(qid, ""))
 
 
 def test_evaluation_leaves_questions_without_gold_out_of_the_answer_metrics() -> None:
@@ -115,7 +116,7 @@ def test_questions_without_a_sqwd_property_keep_their_gold(extended: GoldExtende
 def test_a_gold_file_scores_without_the_base_statements(tmp_path) -> None:
     """Slices need the data folder's statements; without them a gold file is still scored (no slices)."""
     q = GoldQuestion(id="a", text="who?", topic="Q1", property="P19", answer="", answers=("Q2",), dataset="gold.jsonl")
-    ev = evaluate_predictions([q], {"a": Prediction(question_id="a", answers={"Q2": "x"}, trace={})},
+    ev = evaluate_predictions([q], {"a": Prediction(question_id="a", answers={"Q2": "x"}, trace=Trace("a", ""))},
                               GoldExtender(tmp_path))
     m = ev.metrics()
     assert m["slices"] == {} and m["all"]["macro_f1"] == 1.0 and m["calibration"]["questions"] == 1

@@ -66,8 +66,7 @@ def test_read_run(sdbqa_run: Path) -> None:
     assert set(runs) == {"sdbqa-valid-00002", "sdbqa-valid-00009", "sdbqa-valid-00012", "sdbqa-valid-00014", "other-1"}
     p = runs["sdbqa-valid-00002"]
     assert p.answers == {f"{DBR}Maribor": "Maribor"} and p.property_labels == {f"{DBO}birthPlace": "birthPlace"}
-    assert p.trace["relations"] == [{"entity": f"{DBR}Sasha_Vuja%C4%8Di%C4%87", "property": f"{DBO}birthPlace",
-                                     "direction": "forward"}]
+    assert p.trace.relations == [Relation(f"{DBR}Sasha_Vuja%C4%8Di%C4%87", f"{DBO}birthPlace", "forward")]
     assert runs["sdbqa-valid-00012"].answers == {}
 
 

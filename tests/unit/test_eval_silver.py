@@ -20,6 +20,7 @@ from kifqa.eval.silver import (
     write_silver,
 )
 from kifqa.runs import Prediction
+from kifqa.types import Trace
 
 
 def cand(cid: str, label: str, score: float, aliases: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -28,15 +29,15 @@ def cand(cid: str, label: str, score: float, aliases: tuple[str, ...] = ()) -> d
 
 def trace(known: str = "sasha vujačić", *, candidates: list[dict[str, Any]] | None = None,
           relations: list[tuple[str, str, str]] | None = None, options: int = 1, model_pick: str | None = None,
-          constraints: list[tuple[str, str, str]] = (), notes: list[str] = (), truncated: bool = False,
-          error: str | None = None) -> dict[str, Any]:
+          constraints: list[tuple[str, str, str]] = (), outcomes: list[str] = (), truncated: bool = False,
+          error: str | None = None, error_step: str = "answers") -> Trace:
     candidates = candidates if candidates is not None else [cand("Q318926", "Sasha Vujačić", 3.9),
                                                              cand("Q1292790", "Sasha", 1.75)]
     relations = relations if relations is not None else [("Q318926", "P19", "forward")]
     calls = [{"step": "draft", "output": "..."}]
     if model_pick is not None:
         calls.append({"step": "relations", "output": model_pick})
-    return {
+    return Trace.from_dict({
         "question_id": "t", "question": "where was sasha vujačić born", "kb": "local", "model": "m",
         "draft": [{"subject": known, "predicate": "place of birth", "object": "?x"}]
         + [dict(zip(("subject", "predicate", "object"), c)) for c in constraints],
@@ -44,10 +45,12 @@ def trace(known: str = "sasha vujačić", *, candidates: list[dict[str, Any]] | 
         "entities": [c["id"] for c in candidates[:1]],
         "options": [{"entity": "Q318926", "property": f"P{19 + i}", "direction": "forward"} for i in range(options)],
         "relations": [dict(zip(("entity", "property", "direction"), r)) for r in relations],
-        "filters": [{"relation": {}, "filter": "Filter(...)", "sparql": "SELECT ?x WHERE { }", "n_statements": 1,
+        "filters": [{"relation": {"entity": "Q318926", "property": "P19", "direction": "forward"}, "filter": "Filter(...)", "sparql": "SELECT ?x WHERE { }", "n_statements": 1,
                      "seconds": 0.1, "truncated": truncated}],
-        "llm_calls": calls, "notes": list(notes), "error": error, "error_step": "answers" if error else None,
-    }
+        "constraints": [{"constraint": dict(zip(("subject", "predicate", "object"), c)), "result": r, "kept": 1,
+                         "of": 3} for c, r in zip(constraints, outcomes)],
+        "llm_calls": calls, "error": error, "error_step": error_step if error else None,
+    })
 
 
 def test_exact_unique_link_and_only_option_is_certain() -> None:
@@ -84,15 +87,16 @@ def test_relation_factor() -> None:
 def test_constraint_factor() -> None:
     portugal = [("?x", "country", "portugal")]
     assert constraint_factor(trace()) == 1.0
-    assert constraint_factor(trace(constraints=portugal, notes=[
-        "constraint (?x | country | portugal): kept 1 of 3 answers"])) == 1.0
-    assert constraint_factor(trace(constraints=portugal, notes=[
-        "constraint (?x | country | portugal): no answer meets it; not applied"])) == 0.5
-    assert constraint_factor(trace(constraints=portugal, notes=[
-        "constraint (?x | country | portugal): no entity named 'portugal'; not applied"])) == 0.75
-    assert constraint_factor(trace(constraints=portugal * 2, notes=[
-        "constraint (?x | country | portugal): kept 1 of 3 answers",
-        "constraint (?x | country | portugal): no answer meets it; not applied"])) == 0.5
+    assert constraint_factor(trace(constraints=portugal, outcomes=["applied"])) == 1.0
+    assert constraint_factor(trace(constraints=portugal, outcomes=["unmet"])) == 0.5
+    assert constraint_factor(trace(constraints=portugal, outcomes=["unresolved"])) == 0.75
+    assert constraint_factor(trace(constraints=portugal * 2, outcomes=["applied", "unmet"])) == 0.5
+    # a trace written before constraint outcomes were recorded
+    assert constraint_factor(trace(constraints=portugal)) == 0.75
+    # the outcome, not the notes, decides: a note that reads like one counts for nothing
+    noted = trace(constraints=portugal)
+    noted.notes.append("constraint (?x | country | portugal): kept 1 of 3 answers")
+    assert constraint_factor(noted) == 0.75
 
 
 def test_answer_factor() -> None:
@@ -119,7 +123,7 @@ def predictions() -> list[Prediction]:
         Prediction(question_id="q1", answers={"Q1010": "Maribor"}, trace=trace(), property_labels={"P19": "place of birth"}),
         Prediction(question_id="q2", answers={"Q1": "one", "Q2": "two"}, trace=trace(options=3, model_pick="2"), property_labels={"P19": "place of birth"}),
         Prediction(question_id="q3", answers={}, trace=trace(relations=[])),
-        Prediction(question_id="q4", answers={}, trace=dict(trace(), error="no entity found", error_step="entities")),
+        Prediction(question_id="q4", answers={}, trace=trace(error="no entity found", error_step="entities")),
     ]
 
 

@@ -5,7 +5,7 @@ from kifqa.kb.base import PropertyUse
 from kifqa.pipeline import relations
 from kifqa.pipeline.entities import Linking
 from kifqa.pipeline.text import ngrams, relaxed, similarity
-from kifqa.types import Candidate, Pattern
+from kifqa.types import Candidate, Pattern, RelationChoice
 
 BROWN_1 = Candidate(id="Q5950", label="James Brown", aliases=("Mr. Dynamite",), description="American musician", score=10.0)
 BROWN_2 = Candidate(id="Q6130343", label="James Brown", aliases=(), description="", score=10.0)
@@ -83,3 +83,17 @@ def test_direction_follows_the_real_statements() -> None:
     by_entity = {BROWN_1.id: [PropertyUse(property=P175, direction="backward")]}
     ranked = relations.options(Pattern("james brown", "performer", "?x"), _linking(BROWN_1), by_entity)
     assert relations.obvious(ranked).direction == "backward"
+
+
+def test_the_choice_prompt_reads_back_as_written() -> None:
+    """The relation choice's format is defined once (RelationChoice): the request writes it, a model
+    (the gold backend) reads it back, descriptions with parentheses and dashes included."""
+    clyde = Candidate(id="Q1", label="Clyde (Missouri)", description="a city (in the US) — small", aliases=("c",))
+    born = Candidate(id="P19", label="place of birth", description="most specific known (e.g. city) — location")
+    shown = [relations.Option((clyde,), born, d, 0.0, 0.0) for d in ("forward", "backward")]
+    request = relations.request("where was clyde born", Pattern("clyde", "born in", "?x"), shown)
+    choice = RelationChoice.parse(request.messages[-1].content)
+    assert choice is not None and str(choice) == request.messages[-1].content
+    assert [(o.pattern.predicate, o.pattern.direction, o.gloss) for o in choice.options] == [
+        ("place of birth", "forward", born.description), ("place of birth", "backward", born.description)]
+    assert choice.options[0].pattern.subject == "Clyde (Missouri) [a city (in the US) — small, aka c]"

@@ -18,11 +18,11 @@ from kifqa.runs import ANSWER_SCHEMA, TRACE_SCHEMA, Prediction, RunFolder
 from kifqa.types import LLMCall, Trace
 
 
-def _trace(qid: str, n_candidates: int = 3, kept: tuple[str, ...] = ("Q0",), error: str | None = None) -> dict:
-    return {"question_id": qid, "question": f"question {qid}", "draft_output": qid, "error": error,
+def _trace(qid: str, n_candidates: int = 3, kept: tuple[str, ...] = ("Q0",), error: str | None = None) -> Trace:
+    return Trace.from_dict({"question_id": qid, "question": f"question {qid}", "draft_output": qid, "error": error,
             "error_step": "draft" if error else None,
             "candidates": [{"id": f"Q{i}", "label": f"L{i}", "score": 10.0 - i} for i in range(n_candidates)],
-            "entities": list(kept), "timings": {"draft": 0.123456, "total": 1.0}, "llm_calls": [{"step": "draft"}]}
+            "entities": list(kept), "timings": {"draft": 0.123456, "total": 1.0}, "llm_calls": [{"step": "draft"}]})
 
 
 def _unpack(blob: str) -> object:
@@ -53,10 +53,10 @@ def test_a_table_row_shows_the_first_answers_and_an_opened_question_all() -> Non
 
 
 def test_blank_node_labels_are_numbered_in_each_query() -> None:
-    trace = _trace("a")
-    trace["filters"] = [{"sparql": "SELECT ?v { ?s ?p _:N9f3a . _:Nab12 ?q _:N9f3a }", "seconds": 0.123456},
-                        {"sparql": "SELECT ?v { ?s ?p _:Nc0de }"}]
-    [record] = question_table([prediction_row(Prediction(question_id="a", answers={}, trace=trace))])[1]
+    row = prediction_row(Prediction(question_id="a", answers={}, trace=_trace("a")))
+    row["trace"]["filters"] = [{"sparql": "SELECT ?v { ?s ?p _:N9f3a . _:Nab12 ?q _:N9f3a }", "seconds": 0.123456},
+                               {"sparql": "SELECT ?v { ?s ?p _:Nc0de }"}]
+    [record] = question_table([row])[1]
     assert [f["sparql"] for f in record["trace"]["filters"]] == [
         "SELECT ?v { ?s ?p _:b0 . _:b1 ?q _:b0 }", "SELECT ?v { ?s ?p _:b0 }"]
     assert record["trace"]["filters"][0]["seconds"] == 0.1235
@@ -75,7 +75,7 @@ def test_an_opened_question_shows_the_first_candidates_and_every_kept_one() -> N
 def test_compare_keeps_only_changed_questions_side_by_side() -> None:
     def scored(qid: str, f1: float, failure: str | None, answers: dict[str, str]) -> dict:
         return {"id": qid, "question": qid, "labels": answers, "scored": True, "f1": f1, "failure": failure,
-                "gold": ["Q1"], "trace": _trace(qid)}
+                "gold": ["Q1"], "trace": _trace(qid).to_dict()}
 
     a = {"same": scored("same", 1.0, None, {"Q1": "x"}), "up": scored("up", 0.0, "entity", {}),
          "moved": scored("moved", 0.0, "partial", {"Q2": "y"})}
@@ -98,7 +98,7 @@ def test_the_page_is_self_contained_and_its_blobs_unpack_to_the_data() -> None:
     assert data["n"] == CHUNK + 3 and data["columns"]["id"] == columns["id"] and data["chunk"] == CHUNK
     chunks = re.findall(r'class="traces" data-chunk="(\d+)">([^<]+)<', html)
     assert [k for k, _ in chunks] == ["0", "1"]
-    assert _unpack(chunks[1][1]) == records[CHUNK:]
+    assert _unpack(chunks[1][1]) == json.loads(json.dumps(records[CHUNK:]))  # as JSON: tuples become lists
     assert "window.Chart" in gzip.decompress(base64.b64decode(re.search(r'id="lib-chart">([^<]+)<', html).group(1))).decode()
 
 
