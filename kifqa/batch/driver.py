@@ -32,6 +32,9 @@ from kifqa.runs.manifest import job_key, new_manifest, now
 
 log = logging.getLogger(__name__)
 
+#: Seconds between two looks at the endpoints' circuits for the progress line.
+_LOOK_S = 2.0
+
 
 @ray.remote(num_cpus=0)
 class Progress:
@@ -197,6 +200,7 @@ def _run_shards(settings: Settings, output: RunFolder, todo: list[Shard], pools:
     total = sum(len(s.rows) if s.redo is None else len(s.redo) for s in todo)
     with tqdm(total=total, unit="q", desc="questions", disable=not progress, smoothing=0.05) as bar:
         queue, pending = deque(todo), {}
+        next_look = time.perf_counter() + _LOOK_S
         while queue or pending:
             while queue and len(pending) < b.max_tasks:
                 shard = queue.popleft()
@@ -212,6 +216,9 @@ def _run_shards(settings: Settings, output: RunFolder, todo: list[Shard], pools:
                     log.error("shard %d failed: %s", index, _reason(err))
                     run.failed.append(index)
             bar.update(min(ray.get(counter.done.remote()), total) - bar.n)
+            if progress and time.perf_counter() >= next_look:
+                bar.set_postfix_str(down_line(pools.open_circuits()), refresh=False)
+                next_look = time.perf_counter() + _LOOK_S
     run.seconds = time.perf_counter() - start
     run.llm_busy_s = pools.llm_busy_seconds() - busy
     kb_now = pools.kb_stats()
@@ -219,6 +226,11 @@ def _run_shards(settings: Settings, output: RunFolder, todo: list[Shard], pools:
     ray.kill(counter)
     run.failed.sort()
     return run
+
+
+def down_line(down: dict[str, float]) -> str:
+    """What the progress line says of the endpoints whose circuit is open (``""``: none)."""
+    return "; ".join(f"{label} down for {seconds:.0f} s" for label, seconds in sorted(down.items()))
 
 
 def _reason(err: RayError) -> str:

@@ -7,10 +7,12 @@ with the real pipeline, the local KB and a replay cassette is in ``test_batch_pi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import zlib
 from functools import partial
@@ -29,6 +31,7 @@ from kifqa.batch.kbpool import start_kb_pool
 from kifqa.batch.limiter import EndpointLimiter
 from kifqa.config import EndpointLimit, Settings
 from kifqa.errors import ConfigError, KBError
+from kifqa.resilience import Endpoint, Failure, GaveUp, RetryPolicy
 from kifqa.kb.base import EntityProperties, FilterResult, KnowledgeBase
 from kifqa.types import Answer, Candidate, Fact, Question, Result, Trace
 from kifqa.llm.base import LLM, ChatRequest, Completion, Message, Usage
@@ -303,6 +306,38 @@ def test_jobs_share_running_pools(cluster, tmp_path, flags):
             run_job(_settings(tmp_path, kb_actors=2), corpus, tmp_path / "c", pools=pools, progress=False)
     assert first.answered == second.answered == 5 and first.startup_s == second.startup_s == 0
     assert second.kb_cache_hit_rate == 1.0
+
+
+class DownKB(FakeKB):
+    """A knowledge base whose endpoint was found down when it was opened (its circuit is open)."""
+
+    LABEL = "http://kb.example.org/sparql (store)"
+
+    def __init__(self, spec: str, settings: Settings) -> None:
+        super().__init__(spec, settings)
+        self.endpoint = Endpoint("kb", RetryPolicy(retries=0, breaker_failures=1, breaker_cooldown_s=600),
+                                 label=self.LABEL)
+
+        async def refused() -> None:
+            raise httpx.ConnectError("connection refused")
+
+        async def fail() -> None:
+            with contextlib.suppress(GaveUp):
+                await self.endpoint.run(refused, lambda err: Failure("connection", str(err)))
+
+        opening = threading.Thread(target=asyncio.run, args=(fail(),))  # the actor's loop is running
+        opening.start()
+        opening.join()
+
+
+def test_the_pools_tell_which_endpoint_is_down_and_for_how_long(cluster, tmp_path, flags):
+    doubles = fakes(flags)
+    with actor_pools(_settings(tmp_path), open_kb=DownKB, open_llm=doubles["open_llm"]) as pools:
+        first = pools.open_circuits()
+        time.sleep(1.1)
+        later = pools.open_circuits()
+    assert list(first) == list(later) == [DownKB.LABEL]
+    assert 0 <= first[DownKB.LABEL] < 60 and later[DownKB.LABEL] >= first[DownKB.LABEL] + 1
 
 
 def _unbuilt_kb(spec: str, settings: Settings) -> KnowledgeBase:
