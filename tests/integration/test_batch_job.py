@@ -14,7 +14,6 @@ import subprocess
 import sys
 import threading
 import time
-import zlib
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -32,43 +31,14 @@ from kifqa.batch.limiter import EndpointLimiter
 from kifqa.config import EndpointLimit, Settings
 from kifqa.errors import ConfigError, KBError
 from kifqa.resilience import Endpoint, Failure, GaveUp, RetryPolicy
-from kifqa.kb.base import EntityProperties, FilterResult, KnowledgeBase
-from kifqa.types import Answer, Candidate, Fact, Question, Result, Trace
-from kifqa.llm.base import LLM, ChatRequest, Completion, Message, Usage
+from kifqa.kb.base import KnowledgeBase
+from kifqa.types import Answer, Candidate, Question, Result, Trace
+from kifqa.llm.base import LLM, ChatRequest, Message
+import tests.fakes
+from tests.fakes import FakeKB, FakeLLM
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
-
-class FakeKB(KnowledgeBase):
-    """Every entity is born in Q1; a call optionally logs its start and end to a file."""
-
-    def __init__(self, spec: str, settings: Settings, *, log: str | None = None) -> None:
-        self.spec = spec
-        self.log = log
-
-    async def _io(self) -> None:
-        start = time.time()
-        await asyncio.sleep(0.02 if self.log else 0.001)
-        if self.log:
-            with open(self.log, "a") as f:
-                f.write(f"{start} {time.time()}\n")
-
-    async def search_entities(self, text: str, *, limit: int = 10) -> list[Candidate]:
-        await self._io()
-        return [Candidate(id=f"Q{zlib.crc32(text.encode())}", label=text)]
-
-    async def search_properties(self, text: str, *, limit: int = 10) -> list[Candidate]:
-        return []
-
-    async def properties_of(self, entity: str) -> EntityProperties:
-        return EntityProperties(uses=())
-
-    async def facts(self, entity: str, property: str, direction: str) -> FilterResult:
-        await self._io()
-        return FilterResult(facts=(Fact(subject=entity, subject_label="e", property=property, property_label="born in", value="Q1", value_label="one"),), filter="f")
-
-    async def labels(self, ids: list[str]) -> dict[str, str]:
-        return {}
+ray.cloudpickle.register_pickle_by_value(tests.fakes)
 
 
 class ThrottledKB(FakeKB):
@@ -82,17 +52,6 @@ class ThrottledKB(FakeKB):
             except httpx.HTTPStatusError as err:
                 raise KBError("search failed after 4 attempts: HTTP 429") from err
         return await super().search_entities(text, limit=limit)
-
-
-class FakeLLM(LLM):
-    identity = "fake-llm"
-
-    def __init__(self, settings: Settings, *, delay: float = 0.002) -> None:
-        self.delay = delay
-
-    async def agenerate(self, requests):
-        await asyncio.sleep(self.delay)
-        return [Completion(text="P19", usage=Usage(prompt_tokens=10, completion_tokens=2)) for _ in requests]
 
 
 class FakePipeline:
@@ -204,7 +163,7 @@ def test_killing_the_job_midway_then_rerunning_loses_and_duplicates_nothing(clus
     script = tmp_path / "driver.py"
     script.write_text(
         "import sys, ray\n"
-        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        f"sys.path[:0] = [{str(Path(__file__).parent)!r}, {str(Path(__file__).parents[2])!r}]\n"
         "import test_batch_job as t\n"
         f"ray.init(address={cluster!r}, log_to_driver=False)\n"
         "ray.cloudpickle.register_pickle_by_value(t)\n"
