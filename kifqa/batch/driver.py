@@ -74,6 +74,10 @@ def run_job(settings: Settings, corpus: str | Path | None = None, out: str | Pat
     them, if there is anything to run, with ``open_kb`` and ``open_llm`` replacing the backends,
     joining the cluster ``settings.batch.ray_address`` names (or starting a local one) unless Ray is
     initialised. ``pipeline`` replaces the pipeline. What is replaced must be picklable.
+
+    Before the first shard the endpoints of the backends it opens must be reachable
+    (:func:`~kifqa.batch.preflight.check_endpoints`, else :class:`ConfigError`). Ctrl-C or ``SIGTERM``
+    stops the job: the manifest records it and :class:`JobStopped` says what is done.
     """
     b = settings.batch
     corpus = corpus or b.corpus
