@@ -1,6 +1,6 @@
-"""The batch job on a real local Ray cluster, with in-memory KB and model doubles.
+"""The batch job on a real local Ray cluster, with in-memory KB and model doubles (``tests/fakes.py``).
 
-The doubles are pickled by value, so the Ray workers need not import this module. The same job
+The doubles are pickled by value, so the Ray workers need not import this module or ``tests.fakes``. The same job
 with the real pipeline, the local KB and a replay cassette is in ``test_batch_pipeline.py``.
 """
 
