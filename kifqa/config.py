@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
+import types
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.config import JsonDict
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
+
+from kifqa.errors import ConfigError
 
 #: The mark of a runtime-only setting (``Field(..., json_schema_extra=RUNTIME)``): it changes how a job runs
 #: but not what it writes, so a rerun may change it and resume the same job (see :meth:`Settings.shaping`).
@@ -20,11 +24,15 @@ RUNTIME: JsonDict = {"runtime": True}
 DEFAULT_DATA_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 
 
-class Resilience(BaseModel):
-    """How calls to one remote endpoint are retried and when its circuit opens (:mod:`kifqa.resilience`,
-    docs/reliability.md); these defaults are the knowledge base's."""
+class Section(BaseModel):
+    """A section of the settings: it refuses keys it does not know (a typo fails, it is not ignored)."""
 
     model_config = ConfigDict(extra="forbid")
+
+
+class Resilience(Section):
+    """How calls to one remote endpoint are retried and when its circuit opens (:mod:`kifqa.resilience`,
+    docs/reliability.md); these defaults are the knowledge base's."""
 
     #: Further attempts after a throttled (429), unavailable (5xx), connection, timeout or malformed failure.
     retries: int = 3
@@ -48,10 +56,8 @@ class LLMResilience(Resilience):
     max_backoff_s: float = 30.0
 
 
-class KBSettings(BaseModel):
+class KBSettings(Section):
     """Which knowledge base to query and how politely."""
-
-    model_config = ConfigDict(extra="forbid")
 
     spec: str = "local"
     #: Largest number of statements one filter may return (also Oxigraph's page size).
@@ -71,10 +77,8 @@ class KBSettings(BaseModel):
     server_port: int = Field(default=7878, json_schema_extra=RUNTIME)
 
 
-class LLMSettings(BaseModel):
+class LLMSettings(Section):
     """Which model answers and how it is served."""
-
-    model_config = ConfigDict(extra="forbid")
 
     #: ``gold`` answers SimpleQuestions-Wikidata questions from their gold at no cost (benchmarks, tests).
     backend: Literal["local", "openai", "vllm", "gold"] = "local"
@@ -113,7 +117,7 @@ class LLMSettings(BaseModel):
     def _empty_is_none(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
 
-class ExamplesSettings(BaseModel):
+class ExamplesSettings(Section):
     """Few-shot examples for the draft step."""
 
     #: ``clustered`` (a block shared by the questions of a pool cluster; see docs/llm.md), ``retrieved``
@@ -130,7 +134,7 @@ class ExamplesSettings(BaseModel):
     pool_limit: int | None = None
 
 
-class PipelineSettings(BaseModel):
+class PipelineSettings(Section):
     """Limits and switches of the five steps."""
 
     #: Longer questions are refused as input errors.
@@ -147,7 +151,7 @@ class PipelineSettings(BaseModel):
     constrain_draft: bool = True
 
 
-class EndpointLimit(BaseModel):
+class EndpointLimit(Section):
     """One limit on the requests to one endpoint, shared by every KB actor of a job."""
 
     #: Requests in flight at once.
@@ -163,7 +167,7 @@ def _default_limits() -> dict[str, EndpointLimit]:
     }
 
 
-class BatchSettings(BaseModel):
+class BatchSettings(Section):
     """How ``kifqa run`` spreads a corpus over a Ray cluster (see docs/batch.md)."""
 
     #: The corpus (JSONL, CSV or Parquet) and the output folder; the command line may give them.
@@ -227,22 +231,38 @@ class Settings(BaseSettings):
     @classmethod
     def load(cls, path: str | Path | None = None, **overrides: Any) -> Settings:
         """Settings from the defaults, an optional YAML file, ``KIFQA_*`` environment variables and
-        ``overrides``, each beating the one before (nested sections are merged key by key)."""
+        ``overrides``, each beating the one before (nested sections are merged key by key).
+
+        Raises :class:`~kifqa.errors.ConfigError` on an unreadable file, an unknown key or a bad value,
+        naming the setting (``batch.llm_actor: unknown setting; did you mean llm_actors?``).
+        """
         data: dict[str, Any] = {}
         if path is not None:
-            loaded = yaml.safe_load(Path(path).read_text()) or {}
+            try:
+                loaded = yaml.safe_load(Path(path).read_text()) or {}
+            except (OSError, yaml.YAMLError) as err:
+                raise ConfigError(f"{path}: {_first_line(err)}") from err
             if not isinstance(loaded, dict):
-                raise ValueError(f"{path}: a settings file must hold a mapping")
+                raise ConfigError(f"{path}: a settings file must hold a mapping")
             data = loaded
         config = cls.model_config
         env = EnvSettingsSource(cls, env_prefix=config.get("env_prefix"),
                                 env_nested_delimiter=config.get("env_nested_delimiter"))()
-        return cls(**_merge(_merge(data, env), overrides))
+        try:
+            return cls(**_merge(_merge(data, env), overrides))
+        except ValidationError as err:
+            raise config_error(err, cls, file=path, data=data, env=env) from None
 
     def override(self, **changes: Any) -> Settings:
         """These settings with ``changes`` (sections as mappings, merged key by key), validated like a
-        settings file: the one way to change settings (``settings.override(kb={"spec": "wikidata"})``)."""
-        return type(self).model_validate(_merge(self.model_dump(), changes))
+        settings file: the one way to change settings (``settings.override(kb={"spec": "wikidata"})``).
+
+        Raises :class:`~kifqa.errors.ConfigError` as :meth:`load` does.
+        """
+        try:
+            return type(self).model_validate(_merge(self.model_dump(), changes))
+        except ValidationError as err:
+            raise config_error(err, type(self)) from None
 
     def with_batch_outages(self) -> Settings:
         """These settings with the KB and model endpoints waiting out outages of up to ``batch.max_outage_s``."""
@@ -257,6 +277,55 @@ class Settings(BaseSettings):
         """A short stable hash of these settings (for manifests and resume checks)."""
         blob = json.dumps(self.model_dump(mode="json"), sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def config_error(err: ValidationError, kind: type[BaseModel], *, file: str | Path | None = None,
+                 data: dict[str, Any] | None = None, env: dict[str, Any] | None = None) -> ConfigError:
+    """``err`` (validating a ``kind``) as one line that names each wrong setting by its dotted path (and
+    where it came from: the ``KIFQA_*`` variable in ``env`` or the ``file`` whose content is ``data``),
+    and for an unknown key the closest valid one."""
+    problems = []
+    for error in err.errors():
+        loc = [str(part) for part in error["loc"]]
+        name = ".".join(loc) or kind.__name__
+        if env and _holds(env, loc):
+            name = f"{name} (KIFQA_{'__'.join(loc).upper()})"
+        elif file and data and _holds(data, loc):
+            name = f"{file}: {name}"
+        if error["type"] == "extra_forbidden":
+            valid = list(_section_at(kind, loc[:-1]).model_fields)
+            close = difflib.get_close_matches(loc[-1], valid, n=1)
+            problems.append(f"{name}: unknown setting; " + (f"did you mean {close[0]}?" if close
+                                                             else f"valid: {', '.join(valid)}."))
+        else:
+            problems.append(f"{name}: {error['msg'].rstrip('.')}.")
+    return ConfigError(" ".join(problems))
+
+
+def _holds(data: dict[str, Any], loc: list[str]) -> bool:
+    """Whether the nested mappings ``data`` have a value at the path ``loc``."""
+    for part in loc:
+        if not isinstance(data, dict) or part not in data:
+            return False
+        data = data[part]
+    return True
+
+
+def _section_at(kind: type[BaseModel], loc: list[str]) -> type[BaseModel]:
+    """The settings model found at the dotted path ``loc`` below ``kind`` (through mappings of sections)."""
+    section: Any = kind
+    for part in loc:
+        if isinstance(section, type) and issubclass(section, BaseModel):
+            section = section.model_fields[part].annotation if part in section.model_fields else None
+        elif get_origin(section) is dict:
+            section = get_args(section)[1]
+        if get_origin(section) in (Union, types.UnionType):
+            section = next((a for a in get_args(section) if isinstance(a, type) and issubclass(a, BaseModel)), None)
+    return section if isinstance(section, type) and issubclass(section, BaseModel) else kind
+
+
+def _first_line(err: Exception) -> str:
+    return str(err).strip().partition("\n")[0]
 
 
 def _shaping(kind: type[BaseModel], data: dict[str, Any]) -> dict[str, Any]:

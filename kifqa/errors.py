@@ -21,3 +21,13 @@ class KBError(KifqaError):
 
 class LLMError(KifqaError):
     """A model call failed (after retries) or its output could not be used."""
+
+
+class JobStopped(KifqaError):
+    """A batch job was stopped by Ctrl-C (``SIGINT``) or ``SIGTERM``: its finished shards stay, and a
+    rerun of the same command resumes it."""
+
+    def __init__(self, message: str, *, signum: int) -> None:
+        super().__init__(message)
+        #: The signal that stopped it.
+        self.signum = signum

@@ -36,6 +36,7 @@ import email.utils
 import random
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
@@ -115,6 +116,23 @@ def retry_after_seconds(value: str | None) -> float | None:
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
+#: The endpoints of this process, for :func:`open_circuits`.
+_LIVE: weakref.WeakSet[Endpoint] = weakref.WeakSet()
+_LIVE_LOCK = threading.Lock()
+
+
+def open_circuits() -> dict[str, float]:
+    """The endpoints of this process whose circuit is open, by label, with the seconds each has been
+    down (the longest of those that share a label)."""
+    with _LIVE_LOCK:
+        endpoints = list(_LIVE)
+    down: dict[str, float] = {}
+    for endpoint in endpoints:
+        if (seconds := endpoint.down_s()) is not None:
+            down[endpoint.label] = max(seconds, down.get(endpoint.label, 0.0))
+    return down
+
+
 class _Retry(Exception):
     """An attempt failed in a retryable way (its :class:`Failure` is recorded; the cause is chained)."""
 
@@ -126,8 +144,11 @@ class Endpoint:
     nothing loop-bound).
     """
 
-    def __init__(self, name: str, policy: RetryPolicy) -> None:
+    def __init__(self, name: str, policy: RetryPolicy, *, label: str | None = None) -> None:
+        """``name`` starts its error messages; ``label`` (default ``name``) names it in
+        :func:`open_circuits`."""
         self.name = name
+        self.label = label or name
         self.policy = policy
         self.retries = 0
         self._lock = threading.Lock()
@@ -140,6 +161,13 @@ class Endpoint:
         self._outage_since = 0.0
         #: Attempts the endpoint has answered (a call's failures since then may be an outage's start).
         self._answered = 0
+        with _LIVE_LOCK:
+            _LIVE.add(self)
+
+    def down_s(self) -> float | None:
+        """Seconds since the circuit opened, while this run of failures lasts; ``None`` when it is closed."""
+        with self._lock:
+            return time.monotonic() - self._outage_since if self._outage_since else None
 
     async def run(self, attempt: Callable[[], Awaitable[T]], classify: Callable[[BaseException], Failure | None],
                   *, slot: Callable[[], AbstractAsyncContextManager[object]] | None = None) -> T:

@@ -32,7 +32,7 @@ import struct
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -133,9 +133,8 @@ class FaultProxy(LoopbackServer):
         with self._lock:
             self.requests.append(Request(arrived, method, path, fault))
             self.counts[fault] += 1
-        with ExitStack() as counted:
-            counted.enter_context(self.in_flight_request())
-            yield counted.close
+        with self.in_flight_request() as answered:
+            yield answered
 
     def _forward(self, method: str, path: str, headers: dict[str, str], body: bytes) -> httpx.Response:
         sent = {k: v for k, v in headers.items() if k.lower() in _FORWARDED}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Self
@@ -41,13 +41,23 @@ class LoopbackServer:
         self._httpd.server_close()
 
     @contextmanager
-    def in_flight_request(self) -> Iterator[None]:
-        """Counts one request in flight while the block runs."""
+    def in_flight_request(self) -> Iterator[Callable[[], None]]:
+        """Counts one request in flight while the block runs, or until it calls the function it gets:
+        a handler calls it just before it writes the answer, since its client may send the next request
+        as soon as it has read the answer, before the handler's block has ended."""
         with self._lock:
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        try:
-            yield
-        finally:
+        counting = True
+
+        def answered() -> None:
+            nonlocal counting
             with self._lock:
-                self.in_flight -= 1
+                if counting:
+                    self.in_flight -= 1
+                    counting = False
+
+        try:
+            yield answered
+        finally:
+            answered()

@@ -4,8 +4,9 @@
 ``ThreadingHTTPServer``). Each POST to ``/v1/chat/completions`` first takes the next queued
 :class:`Fault`, if any (an error status with headers, a delay, a raw body, a dropped connection);
 otherwise it answers with ``reply(body)``. Every request body and its headers are kept, and the
-peak number of requests in flight is tracked, so tests (and a later fault-injection proxy) can
-check what clients sent and how hard they pushed.
+peak number of requests in flight is tracked (a request stops counting just before its answer is
+written: its client may send the next one as soon as it has read it), so tests can check what
+clients sent and how hard they pushed.
 """
 
 from __future__ import annotations
@@ -96,10 +97,10 @@ class ChatServer(LoopbackServer):
             def do_POST(self) -> None:
                 """Records the request, then answers it or plays the next fault."""
                 raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                if self.path.rstrip("/") != "/v1/chat/completions":
-                    self._send(404, {"error": {"message": f"no route {self.path}", "code": 404}})
-                    return
-                with server.in_flight_request():
+                with server.in_flight_request() as self.answered:
+                    if self.path.rstrip("/") != "/v1/chat/completions":
+                        self._send(404, {"error": {"message": f"no route {self.path}", "code": 404}})
+                        return
                     body = json.loads(raw)
                     with server._lock:
                         server.requests.append(body)
@@ -111,6 +112,7 @@ class ChatServer(LoopbackServer):
                         return
                     time.sleep(fault.delay_s)
                     if fault.drop:
+                        self.answered()
                         self.close_connection = True
                         self.connection.close()
                         return
@@ -122,6 +124,7 @@ class ChatServer(LoopbackServer):
             def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
                 """Writes one JSON (or raw) response and closes the connection."""
                 data = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
+                self.answered()  # the client may send its next request once it has read this answer
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")

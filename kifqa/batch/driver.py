@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import logging
+import signal
+import threading
 import time
 import uuid
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -17,16 +21,20 @@ from tqdm import tqdm
 
 from kifqa.batch.kbpool import KBFactory
 from kifqa.batch.llmpool import LLMFactory
-from kifqa.batch.pools import Pools, actor_pools
+from kifqa.batch.pools import Pools, actor_pools, connect
+from kifqa.batch.preflight import check_endpoints
 from kifqa.batch.summary import COLUMNS, Summary, trace_counts
 from kifqa.batch.task import PipelineFactory, Shard, TaskContext, default_pipeline, run_shard
 from kifqa.config import Settings
-from kifqa.errors import ConfigError
+from kifqa.errors import ConfigError, JobStopped
 from kifqa.runs.corpus import Corpus, read_corpus
 from kifqa.runs.folder import RunFolder
 from kifqa.runs.manifest import job_key, new_manifest, now
 
 log = logging.getLogger(__name__)
+
+#: Seconds between two looks at the endpoints' circuits for the progress line.
+_LOOK_S = 2.0
 
 
 @ray.remote(num_cpus=0)
@@ -67,6 +75,10 @@ def run_job(settings: Settings, corpus: str | Path | None = None, out: str | Pat
     them, if there is anything to run, with ``open_kb`` and ``open_llm`` replacing the backends,
     joining the cluster ``settings.batch.ray_address`` names (or starting a local one) unless Ray is
     initialised. ``pipeline`` replaces the pipeline. What is replaced must be picklable.
+
+    Before the first shard the endpoints of the backends it opens must be reachable
+    (:func:`~kifqa.batch.preflight.check_endpoints`, else :class:`ConfigError`). Ctrl-C or ``SIGTERM``
+    stops the job: the manifest records it and :class:`JobStopped` says what is done.
     """
     b = settings.batch
     corpus = corpus or b.corpus
@@ -80,18 +92,26 @@ def run_job(settings: Settings, corpus: str | Path | None = None, out: str | Pat
     previous = _prepare(output, key, resume=b.resume)
     shards = _shards(data, b.shard_size)
     todo = _todo(shards, output, retry_failed=b.retry_failed)
+    if todo and pools is None:  # the replaced backends are the caller's
+        check_endpoints(settings, kb=open_kb is None, llm=open_llm is None)
     manifest = new_manifest(settings, data, key, len(shards), previous)
     output.write_manifest(manifest)
 
     started = time.perf_counter()
     run = _Run()
     if todo and pools is None:
-        with actor_pools(settings, open_kb=open_kb, open_llm=open_llm) as own:
-            run = _run_shards(settings, output, todo, own, pipeline, progress)
-            run.startup_s = own.startup_s
-    elif todo and pools is not None:
-        pools.check(settings)
-        run = _run_shards(settings, output, todo, pools, pipeline, progress)
+        connect(settings)  # before the SIGTERM handler: Ray's own, which prints a C++ stack, comes with it
+    try:
+        with _stoppable() as terminated:
+            if todo and pools is None:
+                with actor_pools(settings, open_kb=open_kb, open_llm=open_llm) as own:
+                    run = _run_shards(settings, output, todo, own, pipeline, progress)
+                    run.startup_s = own.startup_s
+            elif todo and pools is not None:
+                pools.check(settings)
+                run = _run_shards(settings, output, todo, pools, pipeline, progress)
+    except KeyboardInterrupt:
+        raise _stopped(output, manifest, shards, terminated=bool(terminated)) from None
 
     summary = _summary(output, run, n_shards=len(shards), n_todo=len(todo), llm_actors=b.llm_actors)
     manifest["runs"][-1].update(finished_at=now(), seconds=round(time.perf_counter() - started, 3),
@@ -101,6 +121,40 @@ def run_job(settings: Settings, corpus: str | Path | None = None, out: str | Pat
                     summary=summary.model_dump())
     output.write_manifest(manifest)
     return summary
+
+
+@contextmanager
+def _stoppable() -> Iterator[list[int]]:
+    """Turns ``SIGTERM`` into :class:`KeyboardInterrupt` while the block runs (in the main thread), so
+    that the job stops as on Ctrl-C; yields the list of the ``SIGTERM`` received (Ray may raise its
+    own ``KeyboardInterrupt`` in place of the handler's). A second one is ignored while the job stops."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def terminate(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        received.append(signum)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield received
+    finally:  # a handler Ray installed from C cannot be put back: then the default (end quietly)
+        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+
+
+def _stopped(output: RunFolder, manifest: dict[str, Any], shards: list[Shard], *, terminated: bool) -> JobStopped:
+    """Records in the manifest that the job was stopped; the error that says what is done."""
+    finished = output.finished()
+    answered = sum(len(s.rows) for s in shards if s.index in finished)
+    manifest["runs"][-1].update(finished_at=now(), stopped=True)
+    manifest.update(status="stopped", finished_at=now())
+    output.write_manifest(manifest)
+    return JobStopped(f"stopped by {'SIGTERM' if terminated else 'Ctrl-C'}: {len(finished)} of {len(shards)} "
+                      f"shards written to {output.root} ({answered} questions)",
+                      signum=signal.SIGTERM if terminated else signal.SIGINT)
 
 
 def _prepare(output: RunFolder, key: str, *, resume: bool) -> dict[str, Any] | None:
@@ -153,6 +207,7 @@ def _run_shards(settings: Settings, output: RunFolder, todo: list[Shard], pools:
     with tqdm(total=total, unit="q", desc="questions", disable=not progress, smoothing=0.05) as bar:
         queue = deque(todo)
         pending: dict[ObjectRef[Any], int] = {}
+        next_look = time.perf_counter() + _LOOK_S
         while queue or pending:
             while queue and len(pending) < b.max_tasks:
                 shard = queue.popleft()
@@ -168,6 +223,9 @@ def _run_shards(settings: Settings, output: RunFolder, todo: list[Shard], pools:
                     log.error("shard %d failed: %s", index, _reason(err))
                     run.failed.append(index)
             bar.update(min(ray.get(counter.done.remote()), total) - bar.n)
+            if progress and time.perf_counter() >= next_look:
+                bar.set_postfix_str(down_line(pools.open_circuits()), refresh=False)
+                next_look = time.perf_counter() + _LOOK_S
     run.seconds = time.perf_counter() - start
     run.llm_busy_s = pools.llm_busy_seconds() - busy
     kb_now = pools.kb_stats()
@@ -175,6 +233,11 @@ def _run_shards(settings: Settings, output: RunFolder, todo: list[Shard], pools:
     ray.kill(counter)
     run.failed.sort()
     return run
+
+
+def down_line(down: dict[str, float]) -> str:
+    """What the progress line says of the endpoints whose circuit is open (``""``: none)."""
+    return "; ".join(f"{label} down for {seconds:.0f} s" for label, seconds in sorted(down.items()))
 
 
 def _reason(err: RayError) -> str:

@@ -28,6 +28,7 @@ from kifqa.config import Settings
 from kifqa.errors import KBError
 from kifqa.kb.base import EntityProperties, FilterResult, KBStats, KnowledgeBase
 from kifqa.kb.guard import retry_after
+from kifqa.resilience import open_circuits
 from kifqa.types import Candidate, Direction
 
 #: Opens the knowledge base a spec names (:func:`kifqa.kb.spec.open_kb`).
@@ -102,6 +103,10 @@ class KBActor:
             raise
         finally:
             self._limiter.release.remote(self._holder)
+
+    async def open_circuits(self) -> dict[str, float]:
+        """The endpoints this actor's process has found down (circuit open), and for how many seconds."""
+        return open_circuits()
 
     async def cpu_seconds(self) -> float:
         """CPU seconds this actor's process has used (all its threads)."""

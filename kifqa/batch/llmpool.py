@@ -20,6 +20,7 @@ from ray.exceptions import RayError
 from kifqa.batch.routing import LeastLoaded
 from kifqa.config import Settings
 from kifqa.llm.base import LLM, ChatRequest, Completion, Message
+from kifqa.resilience import open_circuits
 
 #: Opens the model the settings name (:func:`kifqa.llm.open_llm`).
 LLMFactory = Callable[[Settings], LLM]
@@ -74,6 +75,10 @@ class LLMActor:
     async def agenerate(self, requests: list[ChatRequest]) -> list[Completion]:
         with self._busy:
             return await self._model().agenerate(requests)
+
+    async def open_circuits(self) -> dict[str, float]:
+        """The endpoints this actor's process has found down (circuit open), and for how many seconds."""
+        return open_circuits()
 
     async def cpu_seconds(self) -> float:
         """CPU seconds this actor's process has used (all its threads)."""

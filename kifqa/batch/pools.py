@@ -60,6 +60,17 @@ class Pools:
         return {kind: sum(ray.get([a.cpu_seconds.remote() for a in actors]))
                 for kind, actors in (("llm_actors", self.llm_actors), ("kb_actors", self.kb_actors))}
 
+    def open_circuits(self) -> dict[str, float]:
+        """The endpoints an actor has found down (circuit open), and for how many seconds; what the
+        actors do not tell within a second is left out."""
+        asked: list[ObjectRef[dict[str, float]]] = [a.open_circuits.remote() for a in self.llm_actors + self.kb_actors]
+        ready, _ = ray.wait(asked, num_returns=len(asked), timeout=1.0)
+        down: dict[str, float] = {}
+        for seen in ray.get(ready):
+            for label, seconds in seen.items():
+                down[label] = max(seconds, down.get(label, 0.0))
+        return down
+
     def kb_stats(self) -> KBStats:
         """The KB actors' calls and cache hits so far."""
         total = KBStats()

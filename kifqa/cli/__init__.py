@@ -6,6 +6,7 @@ import click
 
 from kifqa.bench import bench
 from kifqa.cli import ask, eval, kb, model, report, run, silver
+from kifqa.errors import ConfigError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -25,4 +26,10 @@ cli.add_command(silver.silver)
 
 
 def main() -> None:
-    cli()
+    """Runs the command line; a :class:`ConfigError` that no command caught ends it with one line and
+    exit status 2, not a traceback."""
+    try:
+        cli()
+    except ConfigError as err:
+        click.echo(f"Error: ConfigError: {err}", err=True)
+        raise SystemExit(2) from None

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from kifqa.config import Settings
-from kifqa.errors import KifqaError
+from kifqa.errors import ConfigError, KifqaError
 
 
 def settings_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -39,10 +39,6 @@ def concurrency_option(func: Callable[..., Any]) -> Callable[..., Any]:
 def load_settings(config: Path | None, kb: str | None = None, model: str | None = None,
                   examples: str | None = None) -> Settings:
     """Settings from the file and environment, with the command-line choices on top."""
-    try:
-        settings = Settings.load(config)
-    except (ValueError, OSError) as err:
-        raise click.UsageError(f"bad settings: {err}") from err
     update: dict[str, Any] = {}
     if kb:
         update["kb"] = {"spec": kb}
@@ -50,9 +46,15 @@ def load_settings(config: Path | None, kb: str | None = None, model: str | None 
         update["llm"] = {"model": model}
     if examples:
         update["examples"] = {"mode": examples}
-    return settings.override(**update)
+    try:
+        return Settings.load(config).override(**update)
+    except ConfigError as err:
+        raise fail(err) from None
 
 
 def fail(err: KifqaError) -> click.ClickException:
-    """A kifqa error as a one-line command-line failure."""
-    return click.ClickException(f"{type(err).__name__}: {err}")
+    """A kifqa error as a one-line command-line failure: exit status 2 for a :class:`ConfigError` (the
+    command was given something wrong), 1 otherwise."""
+    failure = click.ClickException(f"{type(err).__name__}: {err}")
+    failure.exit_code = 2 if isinstance(err, ConfigError) else 1  # type: ignore[misc]  # click reads it per instance
+    return failure

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +11,7 @@ import click
 
 from kifqa.cli.options import fail, load_settings, settings_options
 from kifqa.config import Settings
-from kifqa.errors import KifqaError
+from kifqa.errors import JobStopped, KifqaError
 
 
 @click.command()
@@ -33,6 +35,10 @@ def run(corpus: Path | None, out: Path | None, config: Path | None, kb: str | No
     settings = _with_batch(load_settings(config, kb, model, examples), corpus=corpus, out=out, **batch)
     try:
         summary = run_job(settings, progress=progress)
+    except JobStopped as stop:
+        said = str(stop)
+        click.echo(f"{said[:1].upper()}{said[1:]}; resume with: {_resume_command()}", err=True)
+        raise SystemExit(128 + stop.signum) from None
     except KifqaError as err:
         raise fail(err) from err
     click.echo(summary.render())
@@ -44,3 +50,8 @@ def _with_batch(settings: Settings, **options: Any) -> Settings:
     """``settings`` with the batch options that were given."""
     given = {name: value for name, value in options.items() if value is not None}
     return settings.override(batch=given)
+
+
+def _resume_command() -> str:
+    """This command as typed, less ``--no-resume``: the command that resumes the job (resuming is the default)."""
+    return shlex.join(["kifqa", *(arg for arg in sys.argv[1:] if arg != "--no-resume")])

@@ -72,7 +72,8 @@ class Guard:
         self.stats = stats
         #: The store and the search may be different services (WDQS and the Wikidata API): each
         #: has its own circuit and ``Retry-After`` holds.
-        self.endpoints = {target: Endpoint(target, policy(settings)) for target in ("store", "search")}
+        self.endpoints = {target: Endpoint(target, policy(settings), label=f"{name} ({target})")
+                          for target in ("store", "search")}
         self._semaphore = asyncio.Semaphore(settings.max_concurrency)
 
     async def run(self, kind: str, call: Callable[[], Awaitable[T]], *, target: str = "store") -> T:

@@ -89,6 +89,16 @@ def endpoint_host(spec: str, settings: Settings) -> str | None:
     return None if spec in ("local", "local-dbpedia") else _resolved(spec, settings).host
 
 
+def endpoint_url(spec: str, settings: Settings) -> str | None:
+    """The http(s) URL a spec's store sends its queries to; ``None`` for the in-process and local builds
+    (``local``, ``local-dbpedia``: this process opens or starts them) and for stores without one."""
+    spec = spec.strip()
+    if spec in ("local", "local-dbpedia"):
+        return None
+    url = str(_resolved(spec, settings).info.get("endpoint", ""))
+    return url if urlsplit(url).scheme in ("http", "https") else None
+
+
 def _resolved(spec: str, settings: Settings) -> ResolvedKB:
     store, search = _resolve(spec, settings)
     return ResolvedKB(store=store, search=search, index=search.index if isinstance(search, LocalSearch) else None,

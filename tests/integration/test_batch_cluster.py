@@ -17,10 +17,12 @@ from kifqa.llm.base import Completion, Usage
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
 import test_batch_job as doubles  # noqa: E402
 
+from tests.fakes import FakeLLM  # noqa: E402
+
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
-class NodeLLM(doubles.FakeLLM):
+class NodeLLM(FakeLLM):
     """Answers with the id of the node it runs on (it becomes the answers' property)."""
 
     async def agenerate(self, requests):

@@ -1,18 +1,19 @@
-"""The batch job on a real local Ray cluster, with in-memory KB and model doubles.
+"""The batch job on a real local Ray cluster, with in-memory KB and model doubles (``tests/fakes.py``).
 
-The doubles are pickled by value, so the Ray workers need not import this module. The same job
+The doubles are pickled by value, so the Ray workers need not import this module or ``tests.fakes``. The same job
 with the real pipeline, the local KB and a replay cassette is in ``test_batch_pipeline.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
-import zlib
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -22,50 +23,22 @@ import pyarrow.parquet as pq
 import pytest
 import ray
 
+import tests.fakes
 from kifqa.batch import actor_pools, run_job
 from kifqa.batch.kbpool import ActorKB, start_kb_pool
 from kifqa.batch.limiter import EndpointLimiter
 from kifqa.config import EndpointLimit, Settings
 from kifqa.errors import ConfigError, KBError
-from kifqa.kb.base import EntityProperties, FilterResult, KnowledgeBase
-from kifqa.llm.base import LLM, ChatRequest, Completion, Message, Usage
+from kifqa.kb.base import KnowledgeBase
+from kifqa.llm.base import LLM, ChatRequest, Message
 from kifqa.pipeline.examples import FixedExamples
+from kifqa.resilience import Endpoint, Failure, GaveUp, RetryPolicy
 from kifqa.runs import RunFolder
-from kifqa.types import Answer, Candidate, Fact, Question, Result, Trace
+from kifqa.types import Answer, Candidate, Question, Result, Trace
+from tests.fakes import FakeKB, FakeLLM
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
-
-class FakeKB(KnowledgeBase):
-    """Every entity is born in Q1; a call optionally logs its start and end to a file."""
-
-    def __init__(self, spec: str, settings: Settings, *, log: str | None = None) -> None:
-        self.spec = spec
-        self.log = log
-
-    async def _io(self) -> None:
-        start = time.time()
-        await asyncio.sleep(0.02 if self.log else 0.001)
-        if self.log:
-            with open(self.log, "a") as f:
-                f.write(f"{start} {time.time()}\n")
-
-    async def search_entities(self, text: str, *, limit: int = 10) -> list[Candidate]:
-        await self._io()
-        return [Candidate(id=f"Q{zlib.crc32(text.encode())}", label=text)]
-
-    async def search_properties(self, text: str, *, limit: int = 10) -> list[Candidate]:
-        return []
-
-    async def properties_of(self, entity: str) -> EntityProperties:
-        return EntityProperties(uses=())
-
-    async def facts(self, entity: str, property: str, direction: str) -> FilterResult:
-        await self._io()
-        return FilterResult(facts=(Fact(subject=entity, subject_label="e", property=property, property_label="born in", value="Q1", value_label="one"),), filter="f")
-
-    async def labels(self, ids: list[str]) -> dict[str, str]:
-        return {}
+ray.cloudpickle.register_pickle_by_value(tests.fakes)
 
 
 class ThrottledKB(FakeKB):
@@ -79,17 +52,6 @@ class ThrottledKB(FakeKB):
             except httpx.HTTPStatusError as err:
                 raise KBError("search failed after 4 attempts: HTTP 429") from err
         return await super().search_entities(text, limit=limit)
-
-
-class FakeLLM(LLM):
-    identity = "fake-llm"
-
-    def __init__(self, settings: Settings, *, delay: float = 0.002) -> None:
-        self.delay = delay
-
-    async def agenerate(self, requests):
-        await asyncio.sleep(self.delay)
-        return [Completion(text="P19", usage=Usage(prompt_tokens=10, completion_tokens=2)) for _ in requests]
 
 
 class FakePipeline:
@@ -202,7 +164,7 @@ def test_killing_the_job_midway_then_rerunning_loses_and_duplicates_nothing(clus
     script = tmp_path / "driver.py"
     script.write_text(
         "import sys, ray\n"
-        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        f"sys.path[:0] = [{str(Path(__file__).parent)!r}, {str(Path(__file__).parents[2])!r}]\n"
         "import test_batch_job as t\n"
         f"ray.init(address={cluster!r}, log_to_driver=False)\n"
         "ray.cloudpickle.register_pickle_by_value(t)\n"
@@ -304,6 +266,38 @@ def test_jobs_share_running_pools(cluster, tmp_path, flags):
             run_job(_settings(tmp_path, kb_actors=2), corpus, tmp_path / "c", pools=pools, progress=False)
     assert first.answered == second.answered == 5 and first.startup_s == second.startup_s == 0
     assert second.kb_cache_hit_rate == 1.0
+
+
+class DownKB(FakeKB):
+    """A knowledge base whose endpoint was found down when it was opened (its circuit is open)."""
+
+    LABEL = "http://kb.example.org/sparql (store)"
+
+    def __init__(self, spec: str, settings: Settings) -> None:
+        super().__init__(spec, settings)
+        self.endpoint = Endpoint("kb", RetryPolicy(retries=0, breaker_failures=1, breaker_cooldown_s=600),
+                                 label=self.LABEL)
+
+        async def refused() -> None:
+            raise httpx.ConnectError("connection refused")
+
+        async def fail() -> None:
+            with contextlib.suppress(GaveUp):
+                await self.endpoint.run(refused, lambda err: Failure("connection", str(err)))
+
+        opening = threading.Thread(target=asyncio.run, args=(fail(),))  # the actor's loop is running
+        opening.start()
+        opening.join()
+
+
+def test_the_pools_tell_which_endpoint_is_down_and_for_how_long(cluster, tmp_path, flags):
+    doubles = fakes(flags)
+    with actor_pools(_settings(tmp_path), open_kb=DownKB, open_llm=doubles["open_llm"]) as pools:
+        first = pools.open_circuits()
+        time.sleep(1.1)
+        later = pools.open_circuits()
+    assert list(first) == list(later) == [DownKB.LABEL]
+    assert 0 <= first[DownKB.LABEL] < 60 and later[DownKB.LABEL] >= first[DownKB.LABEL] + 1
 
 
 def _unbuilt_kb(spec: str, settings: Settings) -> KnowledgeBase:

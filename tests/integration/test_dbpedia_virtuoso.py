@@ -9,7 +9,6 @@ import json
 import random
 import re
 from collections import defaultdict
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,9 +23,10 @@ from kifqa.kb import dbpedia
 from kifqa.kb.kifkb import KifKnowledgeBase
 from kifqa.kb.spec import endpoint_info, open_kb
 from kifqa.kb.virtuoso import VirtuosoServer, VirtuosoStore
-from kifqa.llm.base import LLM, ChatRequest, Completion, Usage
+from kifqa.llm.base import Usage
 from kifqa.pipeline import Pipeline
 from kifqa.types import Question
+from tests.fakes import ScriptedLLM
 
 DBR, DBO = dbpedia.DBR, dbpedia.DBO
 SAMPLE = 12
@@ -216,17 +216,10 @@ def test_sdbqa_questions_whose_facts_were_converted(dbpedia_kb: KifKnowledgeBase
     run(check())
 
 
-class Drafted(LLM):
+def Drafted(draft: str) -> ScriptedLLM:
     """A model that drafts a given triple pattern (the relation step needs no model when the draft names the
     property exactly)."""
-
-    identity = "drafted"
-
-    def __init__(self, draft: str) -> None:
-        self.draft = draft
-
-    async def agenerate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
-        return [Completion(self.draft, Usage(prompt_tokens=10, completion_tokens=12)) for _ in requests]
+    return ScriptedLLM(draft=draft, pick=draft, usage=Usage(prompt_tokens=10, completion_tokens=12), identity="drafted")
 
 
 @pytest.mark.parametrize(("question", "draft", "answer"), [

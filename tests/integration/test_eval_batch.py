@@ -6,39 +6,30 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 
 import pytest
 import ray
 
+import tests.fakes
 from kifqa.config import Settings
 from kifqa.eval.datasets import GoldExtender, load_sqwd
 from kifqa.eval.sources import evaluate, evaluate_batch
-from kifqa.llm.base import LLM, ChatRequest, Completion, Usage
+from kifqa.llm.base import LLM, Usage
 from kifqa.pipeline import Pipeline
+from tests.fakes import ScriptedLLM
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+ray.cloudpickle.register_pickle_by_value(tests.fakes)
 
 DRAFTS = ["(sasha vujačić | place of birth | ?x)", "(?x | director | wiebke von carolsfeld)",
           "(seymour parker gilbert | occupation | ?x)", "(french city | place of death | ?x)", "no pattern at all"]
 
 
-class Scripted(LLM):
-    identity = "scripted-batch"
-
-    def __init__(self, drafts: dict[str, str]) -> None:
-        self.drafts = drafts
-
-    async def agenerate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
-        texts = [r.messages[-1].content for r in requests]
-        return [Completion("1" if t.startswith("Question: ") else self.drafts.get(t, "?"),
-                           Usage(prompt_tokens=50, completion_tokens=5)) for t in texts]
-
-
 def open_scripted(settings: Settings, *, drafts: dict[str, str]) -> LLM:
-    return Scripted(drafts)
+    return ScriptedLLM(drafts, draft="?", usage=Usage(prompt_tokens=50, completion_tokens=5),
+                       identity="scripted-batch")
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +53,7 @@ def test_eval_batch_scores_the_run_like_in_process(cluster, settings: Settings, 
     assert (out / "corpus.jsonl").is_file() and len(list((out / "traces").glob("shard-*.parquet"))) == 2
     assert batch.batch is not None and batch.batch.ok and batch.run is not None
     assert batch.run.run_questions == len(DRAFTS)
-    in_process = asyncio.run(evaluate(Pipeline(kb=local_kb, llm=Scripted(drafts)), questions, extender))
+    in_process = asyncio.run(evaluate(Pipeline(kb=local_kb, llm=open_scripted(job, drafts=drafts)), questions, extender))
     assert [(s.gold.id, s.score, s.failure, s.linking) for s in batch.scored] == \
         [(s.gold.id, s.score, s.failure, s.linking) for s in in_process.scored]
     m = batch.metrics()

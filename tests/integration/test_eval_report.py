@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -20,11 +19,12 @@ from kifqa.eval.datasets import GoldExtender, load_sqwd
 from kifqa.eval.evaluation import About, Evaluation
 from kifqa.eval.report import PLOTS
 from kifqa.eval.sources import evaluate, evaluate_run
-from kifqa.llm.base import LLM, ChatRequest, Completion, Usage
+from kifqa.llm.base import Usage
 from kifqa.pipeline import Pipeline
 from kifqa.report.sources import write_evaluation
 from kifqa.runs import ANSWER_SCHEMA, TRACE_SCHEMA
 from kifqa.types import Result
+from tests.fakes import ScriptedLLM
 
 N = 14
 
@@ -48,34 +48,10 @@ DRAFTS = {
 EXPECTED = {3: "draft", 6: "entity", 7: "relation", 10: "entity", 11: "draft", 12: "error"}
 
 
-class ScriptedLLM(LLM):
-    """Answers the draft request of each known question with its scripted draft, and the relation
-    request with option 1 (or ``picks[question]``)."""
-
-    identity = "scripted"
-
-    def __init__(self, drafts: dict[str, str | None], picks: dict[str, str] | None = None) -> None:
-        self.drafts = drafts
-        self.picks = picks or {}
-
-    async def agenerate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
-        out = []
-        for r in requests:
-            text = r.messages[-1].content
-            usage = Usage(prompt_tokens=120, completion_tokens=12, latency_s=0.05)
-            if text.startswith("Question: "):
-                question = text.split("\n", 1)[0].removeprefix("Question: ")
-                out.append(Completion(self.picks.get(question, "1"), usage))
-            elif self.drafts.get(text) is None:
-                out.append(Completion(error="scripted failure"))
-            else:
-                out.append(Completion(self.drafts[text], usage))
-        return out
-
-
 def scripted(data_dir: Path) -> ScriptedLLM:
     qs = load_sqwd(data_dir, "valid", limit=N)
-    return ScriptedLLM({qs[i].text: d for i, d in DRAFTS.items()}, {qs[7].text: "1"})
+    return ScriptedLLM({qs[i].text: d for i, d in DRAFTS.items()}, picks={qs[7].text: "1"},
+                       usage=Usage(prompt_tokens=120, completion_tokens=12, latency_s=0.05))
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,8 @@ import ray
 from kifqa.batch import run_job
 from kifqa.config import Settings
 from kifqa.runs import RunFolder
-from tests.integration.test_batch_job import FakeKB, FakeLLM, _corpus, _settings, fakes
+from tests.fakes import FakeKB, FakeLLM
+from tests.integration.test_batch_job import _corpus, _settings, fakes
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 

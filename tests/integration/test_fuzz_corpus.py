@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 import pytest
 import ray
@@ -16,12 +16,14 @@ from hypothesis import HealthCheck, example, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
+import tests.fakes
 from kifqa.batch import actor_pools, run_job
 from kifqa.config import Settings
-from kifqa.llm.base import LLM, ChatRequest, Completion
 from kifqa.runs import RunFolder
+from tests.fakes import ScriptedLLM
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+ray.cloudpickle.register_pickle_by_value(tests.fakes)
 
 #: Text of every kind: any code point but lone surrogates, including control characters.
 ANY_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=60)
@@ -47,18 +49,10 @@ ROW = st.one_of(
 LINES = st.lists(st.one_of(ROW, ROW, ROW, st.sampled_from(["", "   ", "\t"])), min_size=1, max_size=25)
 
 
-class DraftingLLM(LLM):
+def drafting(settings: Settings) -> ScriptedLLM:
     """Drafts ``(<the question's first 30 characters> | born in | ?x)``, whatever they are, and picks
     option 1 when asked to choose: the pipeline parses and searches hostile text for real."""
-
-    identity = "drafting-double"
-
-    def __init__(self, settings: Settings) -> None:
-        pass
-
-    async def agenerate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
-        return [Completion(text=f"({r.messages[-1].content[:30]} | born in | ?x)" if r.grammar else "1")
-                for r in requests]
+    return ScriptedLLM(draft="({q} | born in | ?x)", identity="drafting-double")
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +60,7 @@ def pools(settings: Settings, built_kb) -> Iterator[tuple[Settings, object]]:
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     job = settings.model_copy(update={"batch": settings.batch.model_copy(update={
         "shard_size": 10, "kb_cache": False, "question_timeout_s": 60})})
-    with actor_pools(job, open_llm=DraftingLLM) as running:
+    with actor_pools(job, open_llm=drafting) as running:
         yield job, running
     ray.shutdown()
 

@@ -28,8 +28,13 @@ def test_starts_answers_and_stops(built_kb: BuiltKB) -> None:
     assert not _answers(server.url)
 
 
-def test_session_server_is_up(oxigraph_server: str) -> None:
-    assert _answers(oxigraph_server)
+def test_the_session_server_serves_the_built_kb(oxigraph_server: str) -> None:
+    query = "SELECT ?label WHERE { <http://www.wikidata.org/entity/Q5950> <http://www.w3.org/2000/01/rdf-schema#label> ?label }"
+    answer = httpx.get(oxigraph_server, params={"query": query}, timeout=10,
+                       headers={"Accept": "application/sparql-results+json"})
+    assert answer.status_code == 200 and oxigraph_server.startswith("http://127.0.0.1:")
+    assert [row["label"] for row in answer.json()["results"]["bindings"]] == [
+        {"type": "literal", "value": "James Brown", "xml:lang": "en"}]
 
 
 def test_busy_port_is_a_clear_error(built_kb: BuiltKB) -> None:

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 
 import pytest
 
-from kifqa.llm.base import LLM, ChatRequest, Completion, Usage
+from kifqa.llm.base import Usage
 from kifqa.pipeline import Pipeline, answers, entities, relations
 from kifqa.types import ConstraintResult, ErrorKind, Pattern, Question
 from tests.cassette import cassette_llm
+from tests.fakes import ScriptedLLM
 
 
 @pytest.fixture(scope="module")
@@ -41,16 +41,9 @@ def test_inverse_question_asks_for_the_subject(pipeline) -> None:
     assert all(r.property == "P57" for r in result.trace.relations)
 
 
-class Scripted(LLM):
-    """A model that answers every request with the same text."""
-
-    identity = "scripted"
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    async def agenerate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
-        return [Completion(self.text, Usage(prompt_tokens=10, completion_tokens=12)) for _ in requests]
+def Scripted(text: str) -> ScriptedLLM:
+    """A model that answers every request, draft and relation, with the same text."""
+    return ScriptedLLM(draft=text, pick=text, usage=Usage(prompt_tokens=10, completion_tokens=12))
 
 
 def test_constrained_question(local_kb) -> None:

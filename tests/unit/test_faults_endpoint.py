@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from kifqa.resilience import Endpoint, Failure, GaveUp, RetryPolicy
+from kifqa.batch.driver import down_line
+from kifqa.resilience import Endpoint, Failure, GaveUp, RetryPolicy, open_circuits
 
 
 class Boom(Exception):
@@ -214,3 +215,19 @@ def test_an_outage_longer_than_max_outage_fails_every_call_saying_so() -> None:
     results, seconds = asyncio.run(calls())
     assert all(isinstance(r, GaveUp) for r in results) and seconds < 3
     assert all("longer than the 0.5 s an outage may last" in str(r) for r in results[-20:])
+
+
+def test_an_open_circuit_is_listed_by_label_with_how_long_it_has_been_down() -> None:
+    ep = Endpoint("test", RetryPolicy(retries=0, backoff_s=0.0, breaker_failures=2, breaker_cooldown_s=0.2),
+                  label="http://kb.example.org/sparql (store)")
+    attempt, _ = script(DOWN, DOWN, "ok")
+    for _ in range(2):
+        with pytest.raises(GaveUp):
+            asyncio.run(ep.run(attempt, classify))
+    assert ep.label in open_circuits()  # the second failure opened it
+    time.sleep(0.3)
+    assert 0.3 <= open_circuits()[ep.label] < 60
+    assert down_line({ep.label: 42.4, "http://127.0.0.1:8080/v1": 3.0}) == (
+        "http://127.0.0.1:8080/v1 down for 3 s; http://kb.example.org/sparql (store) down for 42 s")
+    assert asyncio.run(ep.run(attempt, classify)) == "ok"  # the probe after the cooldown closes it
+    assert ep.label not in open_circuits() and ep.down_s() is None and down_line({}) == ""

@@ -19,10 +19,26 @@ def _check(status: int = 200, body: bytes = ROWS, headers: dict[str, str] | None
     asyncio.run(check_response(response))
 
 
-def test_complete_results_pass() -> None:
-    _check()
-    _check(body=b'{"head": {}, "boolean": true}')
-    _check(status=503, body=b"<html>down</html>")  # KIF raises for the status itself
+def _fetch(status: int, body: bytes) -> httpx.Response:
+    """A request through a client with the hook installed, to a transport answering ``status`` and ``body``."""
+    async def fetch() -> httpx.Response:
+        transport = httpx.MockTransport(lambda request: httpx.Response(status, content=body))
+        async with httpx.AsyncClient(transport=transport, event_hooks={"response": [check_response]}) as client:
+            return await client.post(URL)
+    return asyncio.run(fetch())
+
+
+@pytest.mark.parametrize("body", [ROWS, b'{"head": {}, "boolean": true}'])
+def test_complete_results_reach_the_caller_unchanged(body: bytes) -> None:
+    response = _fetch(200, body)  # the hook read the body to check it: the caller still gets all of it
+    assert response.status_code == 200 and response.content == body
+
+
+def test_an_error_status_is_left_to_kif() -> None:
+    response = _fetch(503, b"<html>down</html>")  # not a ResultError: KIF raises for the status itself
+    assert response.content == b"<html>down</html>"
+    with pytest.raises(httpx.HTTPStatusError, match="503"):
+        response.raise_for_status()
 
 
 @pytest.mark.parametrize(("headers", "body", "kind", "message"), [

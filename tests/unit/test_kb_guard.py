@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 import httpx
 import pytest
 
+from kifqa import resilience
 from kifqa.config import KBSettings
 from kifqa.errors import KBError
 from kifqa.kb.base import KBStats
@@ -28,12 +28,17 @@ def _guard(*, retries: int = 3, backoff_s: float = 0.5, **settings: object) -> G
 class Flaky:
     """Fails with the given errors, then returns ``"ok"``."""
 
-    def __init__(self, *errors: BaseException) -> None:
+    def __init__(self, *errors: BaseException, clock: Clock | None = None) -> None:
         self.errors = list(errors)
         self.calls = 0
+        self.clock = clock
+        #: The clock's time at each call (with a clock).
+        self.times: list[float] = []
 
     async def __call__(self) -> str:
         self.calls += 1
+        if self.clock:
+            self.times.append(self.clock.monotonic())
         if self.errors:
             raise self.errors.pop(0)
         return "ok"
@@ -48,12 +53,34 @@ def test_transient_errors_are_retried_and_counted() -> None:
     assert guard.stats.calls == 1 and guard.stats.by_kind == {"facts": 1}
 
 
-def test_retry_after_is_honoured() -> None:
-    guard = _guard(retries=1)
-    call = Flaky(_status(429, {"Retry-After": "0.3"}))
-    started = time.perf_counter()
-    asyncio.run(guard.run("facts", call))
-    assert time.perf_counter() - started >= 0.3
+class Clock:
+    """A fake clock for :mod:`kifqa.resilience`: ``sleep`` advances it at once and records the wait."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.waits: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        self.now += seconds
+        await _sleep(0)
+
+
+_sleep = asyncio.sleep
+
+
+def test_retry_after_is_honoured_and_is_all_the_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = Clock()
+    monkeypatch.setattr(resilience, "time", clock)
+    monkeypatch.setattr(asyncio, "sleep", clock.sleep)
+    guard = _guard(retries=1, backoff_s=5.0)  # a backoff would show as a longer wait
+    call = Flaky(_status(429, {"Retry-After": "0.3"}), clock=clock)
+    assert asyncio.run(guard.run("facts", call)) == "ok"
+    assert call.times == [0.0, 0.3]  # the retry came exactly when the Retry-After ran out
+    assert sum(clock.waits) == 0.3
 
 
 def test_retry_after_forms() -> None:
