@@ -59,6 +59,10 @@ class KBSettings(BaseModel):
     timeout_s: float = Field(default=30.0, json_schema_extra=RUNTIME)
     #: Most KB calls one knowledge base runs at once.
     max_concurrency: int = Field(default=8, json_schema_extra=RUNTIME)
+    #: Most concurrent lookups (``properties_of``, ``facts``) coalesced into one query; 1: one query each.
+    batch_size: int = Field(default=64, ge=1, json_schema_extra=RUNTIME)
+    #: How long a batch waits for more lookups after its first one, in seconds.
+    batch_wait_s: float = Field(default=0.005, ge=0, json_schema_extra=RUNTIME)
     #: Retries of a result the endpoint cut short (``X-SPARQL-MaxRows``); then the call fails.
     truncated_retries: int = Field(default=1, json_schema_extra=RUNTIME)
     #: Retries, backoff and circuit breaker of the store's and the search's endpoints.
