@@ -33,7 +33,7 @@ class _Group(Generic[A, R]):
 class Coalescer(Generic[G, A, R]):
     """Gathers lookups by group into batches that ``run`` answers (see the module doc)."""
 
-    def __init__(self, run: BatchRunner[G, A, R], *, size: int, wait_s: float, max_running: int = 2) -> None:
+    def __init__(self, run: BatchRunner[G, A, R], *, size: int, wait_s: float, max_running: int = 1) -> None:
         self._run = run
         self.size = size
         self.wait_s = wait_s
