@@ -50,13 +50,14 @@ class EndpointLimiter:
         """Waits for a free slot and for the request's turn under the rate limit, the budget and any pause."""
         await self._slots.acquire()
         self._held[holder] += 1
-        while (wait := max(self._paused_until, self._budget_ready()) - time.monotonic()) > 0:
-            await asyncio.sleep(wait)
-        now = time.monotonic()
-        start = max(now, self._next_start)
-        self._next_start = start + self._interval
-        if start > now:
-            await asyncio.sleep(start - now)
+        while True:
+            while (wait := max(self._paused_until, self._budget_ready()) - time.monotonic()) > 0:
+                await asyncio.sleep(wait)
+            now = time.monotonic()
+            if now >= self._next_start:
+                self._next_start = now + self._interval
+                return
+            await asyncio.sleep(self._next_start - now)  # then check the pause again
 
     async def release(self, holder: str, seconds: float | None = None) -> None:
         """Gives back ``holder``'s slot of a request that took ``seconds`` (charged to the budget)."""

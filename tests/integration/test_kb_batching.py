@@ -118,17 +118,18 @@ def cluster() -> Iterator[None]:
 
 @pytest.mark.slow
 def test_retry_after_holds_every_request_of_a_job(cluster, settings, oxigraph_server, tmp_path):
-    """The endpoint's budget is far below the limit the job knows of, so it answers 429s: no request of
-    any KB actor arrives inside a Retry-After, and no question ends in an error."""
+    """The endpoint's query-time budget is far below what the job's limit (which knows of no budget)
+    lets through, so it answers 429s: no request of any KB actor arrives inside a Retry-After (but for
+    those sent within 0.25 s of it, before it could be read), and no question ends in an error."""
     questions = load_sqwd(settings.data_dir, "valid", limit=240)[200:240]
     corpus = tmp_path / "q.jsonl"
     corpus.write_text("".join(json.dumps({"id": q.id, "question": q.text}) + "\n" for q in questions))
-    with WDQSLike(oxigraph_server, budget_s=3.0, burst_s=1.0, latency_s=0.05, max_concurrent=2) as endpoint:
+    with WDQSLike(oxigraph_server, budget_s=6.0, burst_s=1.0, charge_s=0.05, latency_s=0.05) as endpoint:
         job = settings.override(
-            kb={"spec": f"sparql+wikidata:{endpoint.url}", "batch_size": 8},
+            kb={"spec": f"sparql+wikidata:{endpoint.url}", "batch_size": 2},
             llm={"backend": "gold", "cache": None, "cache_mode": "off"},
             batch={"kb_actors": 2, "kb_cache": False, "llm_actor_cpus": 0, "shard_size": 20, "max_tasks": 2,
-                   "limits": {"127.0.0.1": EndpointLimit(max_concurrent=4, per_second=20).model_dump()}})
+                   "limits": {"127.0.0.1": EndpointLimit(max_concurrent=5, per_second=20).model_dump()}})
         summary = run_job(job, corpus, tmp_path / "out", progress=False)
         counts = endpoint.counts
     assert counts.throttled > 0, "the endpoint throttled the job"
