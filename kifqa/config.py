@@ -66,6 +66,10 @@ class KBSettings(Section):
     timeout_s: float = Field(default=30.0, json_schema_extra=RUNTIME)
     #: Most KB calls one knowledge base runs at once.
     max_concurrency: int = Field(default=8, json_schema_extra=RUNTIME)
+    #: Most concurrent lookups (``properties_of``, ``facts``) coalesced into one query; 1: one query each.
+    batch_size: int = Field(default=64, ge=1, json_schema_extra=RUNTIME)
+    #: How long a batch waits for more lookups after its first one, in seconds.
+    batch_wait_s: float = Field(default=0.005, ge=0, json_schema_extra=RUNTIME)
     #: Retries of a result the endpoint cut short (``X-SPARQL-MaxRows``); then the call fails.
     truncated_retries: int = Field(default=1, json_schema_extra=RUNTIME)
     #: Retries, backoff and circuit breaker of the store's and the search's endpoints.
@@ -158,11 +162,22 @@ class EndpointLimit(Section):
     max_concurrent: int = Field(default=5, ge=1)
     #: Requests started per second; ``None`` for no rate limit.
     per_second: float | None = Field(default=None, gt=0)
+    #: Query seconds per second the requests may use (WDQS allows 1.0); kept under, never probed.
+    #: ``None``: no budget.
+    budget_s_per_s: float | None = Field(default=None, gt=0)
+    #: What the endpoint charges each request beyond its own time (WDQS: about 0.2 s), in seconds.
+    charge_s: float = Field(default=0.0, ge=0)
+    #: Query seconds the requests may use in a burst above ``budget_s_per_s``.
+    burst_s: float = Field(default=10.0, ge=0)
+
+
+#: The Wikidata Query Service's limit: 5 in flight, 5 per second, 90 % of its 60 s per 60 s of query time.
+WDQS_LIMIT = EndpointLimit(max_concurrent=5, per_second=5.0, budget_s_per_s=0.9, charge_s=0.2)
 
 
 def _default_limits() -> dict[str, EndpointLimit]:
     return {
-        "query.wikidata.org": EndpointLimit(max_concurrent=5, per_second=5.0),
+        "query.wikidata.org": WDQS_LIMIT,
         "dbpedia.org": EndpointLimit(max_concurrent=50),
     }
 

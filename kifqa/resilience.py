@@ -216,6 +216,8 @@ class Endpoint:
             p = self.policy
             if failures[-1].kind in UNHEALTHY and self._outage_waits(answered_before):
                 return False
+            if failures[-1].kind == "throttled" and p.max_outage_s:
+                return False  # batch jobs wait out throttling, within the question's timeout
             return same_kind() > (p.truncated_retries if failures[-1].kind == "truncated" else p.retries)
 
         def count(state: RetryCallState) -> None:

@@ -189,6 +189,8 @@ class FilterRun:
     n_statements: int
     seconds: float
     truncated: bool = False
+    #: The batch query it was answered by, with other questions' lookups (``""``: a query of its own).
+    batch: str = ""
 
 
 class ErrorKind(StrEnum):

@@ -15,7 +15,8 @@ a seeded draw picks a fault for it, with the per-request probabilities of :class
                row limit): a silently truncated result
 =============  ==================================================================================
 
-``down = True`` resets every connection (an endpoint that is gone). The proxy counts requests, faults
+``down = True`` resets every connection (an endpoint that is gone); ``poison = TEXT`` answers HTTP 400
+to every request whose body or URL holds TEXT (URL-decoded): a lookup the endpoint rejects. The proxy counts requests, faults
 by kind and the highest number of requests in flight (a request stops counting just before its answer
 or reset is written, since its client may send the next one as soon as it has read it; a hung request
 when its client disconnects), and logs the time of each request and of each 429, so tests can check that no request
@@ -36,7 +37,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote_plus, urlsplit
 
 import httpx
 
@@ -90,6 +91,7 @@ class FaultProxy(LoopbackServer):
         self._path = parts.path
         self.faults = faults
         self.down = False
+        self.poison: str | None = None
         self.requests: list[Request] = []
         #: (time the 429 was sent, its Retry-After in seconds)
         self.throttled: list[tuple[float, float]] = []
@@ -116,10 +118,12 @@ class FaultProxy(LoopbackServer):
 
     # -- internals -------------------------------------------------------------
 
-    def _draw(self) -> str:
+    def _draw(self, path: str = "", body: bytes = b"") -> str:
         with self._lock:
             if self.down:
                 return "reset"
+            if self.poison and self.poison in unquote_plus(path + "?" + body.decode("utf-8", "replace")):
+                return "poison"
             x, total = self._rng.random(), 0.0
             for kind, p in self.faults.kinds.items():
                 total += p
@@ -157,7 +161,7 @@ class FaultProxy(LoopbackServer):
 
             def _proxy(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                fault = proxy._draw()
+                fault = proxy._draw(self.path, body)
                 arrived = proxy._httpd.accepted.pop(self.request, time.monotonic())
                 with proxy._track(arrived, self.command, self.path, fault) as self.answered:
                     if fault == "reset":
@@ -169,6 +173,8 @@ class FaultProxy(LoopbackServer):
                         self._send(429, b'{"error": "too many requests"}', {"Retry-After": str(wait)})
                         with proxy._lock:
                             proxy.throttled.append((time.monotonic(), float(wait)))
+                    elif fault == "poison":
+                        self._send(400, b"MalformedQueryException: rejected", {"Content-Type": "text/plain"})
                     elif fault == "unavailable":
                         self._send(503, b"<html><body>503 Service Unavailable</body></html>",
                                    {"Content-Type": "text/html"})

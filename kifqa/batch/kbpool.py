@@ -1,12 +1,15 @@
 """The pool of KB actors and :class:`ActorKB`, the :class:`KnowledgeBase` that forwards to it.
 
 Each actor holds its own knowledge base (KIF stores and searches are not thread-safe: one per process,
-used from the actor's event loop), answers from the shared on-disk cache when it can, and otherwise
-asks the endpoint's :class:`~kifqa.batch.limiter.EndpointLimiter` for a slot first.
+used from the actor's event loop) and answers from the shared on-disk cache when it can. The endpoint's
+:class:`~kifqa.batch.limiter.EndpointLimiter` admits each HTTP request the knowledge base sends (its
+``request_gate``), so that calls of many questions in flight at once can be coalesced into one request
+(:mod:`kifqa.kb.coalesce`); a knowledge base without a gate is admitted per call.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -48,16 +51,21 @@ class KBActor:
         self._kb: KnowledgeBase | None = None
         self._cache: KBCache | None = None
         self._cache_opened = not settings.batch.kb_cache
-        self._limiter = limiter
         self._holder = ray.get_runtime_context().get_actor_id()
+        self._gate = LimiterGate(limiter, self._holder or "") if limiter is not None else None
         if limiter is not None:
             limiter.forget.remote(self._holder)  # slots a previous incarnation of this actor held
         self._stats = KBStats()
+        self._per_call = False
 
     def _knowledge_base(self) -> KnowledgeBase:
         """The knowledge base, opened on first use: a failure to open it is that call's error."""
         if self._kb is None:
             self._kb = self._open_kb(self._settings.kb.spec, self._settings)
+            if self._gate is not None:
+                self._per_call = not hasattr(self._kb, "request_gate")
+                if not self._per_call:
+                    self._kb.request_gate = self._gate  # type: ignore[attr-defined]
         return self._kb
 
     def _results_cache(self) -> KBCache | None:
@@ -89,20 +97,22 @@ class KBActor:
         return value
 
     async def _limited(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """The call to the knowledge base, under its endpoint's shared limit when it has one."""
+        """The call to the knowledge base; under its endpoint's shared limit as a whole when the
+        knowledge base has no gate for its own requests."""
         method = getattr(self._knowledge_base(), name)
-        if self._limiter is None:
+        if self._gate is None or not self._per_call:
             return await method(*args, **kwargs)
-        await self._limiter.acquire.remote(self._holder)
+        await self._gate.acquire()
+        started = time.monotonic()
         try:
             return await method(*args, **kwargs)
         except KBError as err:
             # The knowledge base retried, honouring Retry-After, and gave up: every actor waits.
             if wait := retry_after(err.__cause__):
-                self._limiter.pause.remote(wait)
+                await self._gate.pause(wait)
             raise
         finally:
-            self._limiter.release.remote(self._holder)
+            await self._gate.release(time.monotonic() - started)
 
     async def open_circuits(self) -> dict[str, float]:
         """The endpoints this actor's process has found down (circuit open), and for how many seconds."""
@@ -120,6 +130,25 @@ class KBActor:
             await self._kb.aclose()
         if self._cache:
             self._cache.close()
+
+
+class LimiterGate:
+    """The :class:`~kifqa.kb.guard.RequestGate` of one KB actor: the shared limiter, from any event loop
+    (the knowledge base sends its requests from its own)."""
+
+    def __init__(self, limiter: ActorHandle, holder: str) -> None:
+        self._limiter = limiter
+        self._holder = holder
+
+    async def acquire(self) -> None:
+        await asyncio.wrap_future(self._limiter.acquire.remote(self._holder).future())
+
+    async def release(self, seconds: float) -> None:
+        self._limiter.release.remote(self._holder, seconds)
+
+    async def pause(self, seconds: float) -> None:
+        # Waited for, so that the limiter holds every actor before this request's slot is given back.
+        await asyncio.wrap_future(self._limiter.pause.remote(seconds).future())
 
 
 def _namespace(settings: Settings, kb: KnowledgeBase) -> str:

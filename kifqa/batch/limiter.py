@@ -1,5 +1,6 @@
-"""One limit per endpoint, shared by every KB actor of a job: requests in flight, requests per second,
-and a pause for everyone when the endpoint answers ``Retry-After``."""
+"""One limit per endpoint, shared by every KB actor of a job and held per HTTP request: requests in
+flight, requests per second, a query-time budget, and a pause for everyone when the endpoint answers
+``Retry-After``."""
 
 from __future__ import annotations
 
@@ -28,26 +29,42 @@ class EndpointLimiter:
     """Admits requests to one endpoint.
 
     Slots are counted per holder (a KB actor) so that a restarted holder can hand back what its
-    previous incarnation held (:meth:`forget`).
+    previous incarnation held (:meth:`forget`). The query-time budget is an estimate: each request
+    costs ``charge_s`` plus its time beyond the shortest request seen (that much is the round trip,
+    not the endpoint's work); a request starts only while the estimate is within the budget.
     """
 
     def __init__(self, limit: EndpointLimit) -> None:
+        self._limit = limit
         self._slots = asyncio.Semaphore(limit.max_concurrent)
         self._interval = 1.0 / limit.per_second if limit.per_second else 0.0
         self._next_start = 0.0
+        self._paused_until = 0.0
+        self._budget = limit.burst_s
+        self._budget_at = time.monotonic()
+        self._round_trip: float | None = None
         self._held: Counter[str] = Counter()
+        self._pauses = 0
 
     async def acquire(self, holder: str) -> None:
-        """Waits for a free slot and for the request's turn under the rate limit and any pause."""
+        """Waits for a free slot and for the request's turn under the rate limit, the budget and any pause."""
         await self._slots.acquire()
         self._held[holder] += 1
-        now = time.monotonic()
-        start = max(now, self._next_start)
-        self._next_start = start + self._interval
-        if start > now:
-            await asyncio.sleep(start - now)
+        while True:
+            while (wait := max(self._paused_until, self._budget_ready()) - time.monotonic()) > 0:
+                await asyncio.sleep(wait)
+            now = time.monotonic()
+            if now >= self._next_start:
+                self._next_start = now + self._interval
+                return
+            await asyncio.sleep(self._next_start - now)  # then check the pause again
 
-    async def release(self, holder: str) -> None:
+    async def release(self, holder: str, seconds: float | None = None) -> None:
+        """Gives back ``holder``'s slot of a request that took ``seconds`` (charged to the budget)."""
+        if seconds is not None and self._limit.budget_s_per_s:
+            self._round_trip = seconds if self._round_trip is None else min(self._round_trip, seconds)
+            self._refill()
+            self._budget -= self._limit.charge_s + seconds - self._round_trip
         if self._held[holder] > 0:
             self._held[holder] -= 1
             self._slots.release()
@@ -59,4 +76,22 @@ class EndpointLimiter:
 
     async def pause(self, seconds: float) -> None:
         """Starts no request for ``seconds`` (the endpoint said ``Retry-After``)."""
-        self._next_start = max(self._next_start, time.monotonic() + seconds)
+        self._pauses += 1
+        self._paused_until = max(self._paused_until, time.monotonic() + seconds)
+
+    async def pauses(self) -> int:
+        """How many times the endpoint said ``Retry-After``."""
+        return self._pauses
+
+    def _refill(self) -> None:
+        now = time.monotonic()
+        rate = self._limit.budget_s_per_s or 0.0
+        self._budget = min(self._limit.burst_s, self._budget + (now - self._budget_at) * rate)
+        self._budget_at = now
+
+    def _budget_ready(self) -> float:
+        """When the budget is positive again (now, if it is or there is none)."""
+        if not self._limit.budget_s_per_s:
+            return 0.0
+        self._refill()
+        return self._budget_at + max(0.0, -self._budget) / self._limit.budget_s_per_s

@@ -7,6 +7,14 @@ actors (models loaded, KB opened), KB cache off; then it is run again into the s
 must skip every shard. Printed: questions/s; CPU seconds per question of the driver, the shard
 tasks, the LLM actors, the KB actors and Ray's own processes (raylet, GCS, idle workers); the
 driver's peak RSS; output bytes per question; and the resume time.
+
+``--endpoint wdqs-like`` puts the local base behind :class:`~kifqa.bench.wdqs_like.WDQSLike` (WDQS's
+query-time budget, 0.2 s charged per query, 5 in flight, 0.15 s latency) with WDQS's limit in
+``batch.limits``, and answers held-out validation questions (from ``sqwd-valid-200``) twice, with KB
+lookups coalesced and one query per lookup (``kb.batch_size: 1``), each against a fresh endpoint. It
+prints, for both: questions/s, endpoint queries and charged seconds per question, the 429s, the
+requests sent while a Retry-After ran, the hours 100,000 questions would take, and whether the two
+runs gave the same answers and traces (apart from SPARQL text, batch names and timings).
 """
 
 from __future__ import annotations
@@ -20,11 +28,16 @@ from pathlib import Path
 from typing import Any
 
 import click
+import pyarrow.parquet as pq
 
 from kifqa.batch import Pools, actor_pools, run_job
+from kifqa.bench.wdqs_like import WDQSLike
 from kifqa.cli.options import load_settings
-from kifqa.config import Settings
+from kifqa.config import WDQS_LIMIT, Settings
 from kifqa.data.pool import sqwd_pool
+from kifqa.eval.datasets import load_sqwd
+from kifqa.kb.build import locate
+from kifqa.kb.server import OxigraphServer
 from kifqa.llm.gold import SPLITS
 
 #: Targets on the 2-core machine (issue 14, docs/batch.md).
@@ -33,8 +46,13 @@ TARGETS = {"questions_per_s": 40.0, "driver_peak_rss_mib": 1024.0, "trace_bytes_
 
 
 @click.command()
-@click.option("--questions", "n", type=click.IntRange(min=1), default=5000, show_default=True,
-              help="Questions in the corpus (train and valid questions repeated under distinct ids).")
+@click.option("--questions", "n", type=click.IntRange(min=1), default=None,
+              help="Questions in the corpus (train and valid questions repeated under distinct ids; "
+                   "wdqs-like: valid questions from 200 on). Default: 5000; wdqs-like: 600.")
+@click.option("--endpoint", type=click.Choice(["local", "wdqs-like"]), default="local", show_default=True,
+              help="The local base in process, or behind a WDQS-like endpoint (batched vs unbatched).")
+@click.option("--kb-actor-concurrency", type=click.IntRange(min=1), default=None,
+              help="Calls one KB actor takes at once (default: the configured one).")
 @click.option("--kb-actors", type=click.IntRange(min=1), default=2, show_default=True,
               help="KB actors (one per core here: a KB actor is one process, bound by one core).")
 @click.option("--shard-size", type=click.IntRange(min=1), default=None, help="Default: the configured one.")
@@ -44,16 +62,25 @@ TARGETS = {"questions_per_s": 40.0, "driver_peak_rss_mib": 1024.0, "trace_bytes_
               help="Keep the corpus and the job's output here (default: a temporary folder, removed).")
 @click.option("--config", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="A YAML settings file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
-def batch(n: int, kb_actors: int, shard_size: int | None, max_tasks: int | None, task_concurrency: int | None,
-          out: Path | None, config: Path | None, as_json: bool) -> None:
-    """Questions/s, CPU per question by actor kind, driver RSS, output size and resume time of a large job."""
+def batch(n: int | None, endpoint: str, kb_actor_concurrency: int | None, kb_actors: int, shard_size: int | None,
+          max_tasks: int | None, task_concurrency: int | None, out: Path | None, config: Path | None,
+          as_json: bool) -> None:
+    """Questions/s, CPU per question by actor kind, driver RSS, output size and resume time of a large job;
+    with ``--endpoint wdqs-like``, batched against unbatched KB lookups behind WDQS's rules."""
     options = {"kb_actors": kb_actors, "shard_size": shard_size, "max_tasks": max_tasks,
-               "task_concurrency": task_concurrency}
-    settings = _bench_settings(load_settings(config), {k: v for k, v in options.items() if v is not None})
+               "task_concurrency": task_concurrency, "kb_actor_concurrency": kb_actor_concurrency}
+    # Behind the endpoint's latency and limits a question waits longer: more in flight give batches to fill.
+    defaults = _WDQS_DEFAULTS if endpoint == "wdqs-like" else {}
+    given = {k: v for k, v in options.items() if v is not None}
+    settings = _bench_settings(load_settings(config), {**defaults, **given})
     with tempfile.TemporaryDirectory(prefix="kifqa-bench-") as tmp:
         root = out or Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
-        figures = measure(settings, corpus(settings, root / "questions.jsonl", n), root / "out")
+        if endpoint == "wdqs-like":
+            figures = measure_wdqs_like(settings, held_out(settings, root / "questions.jsonl", n or 600), root)
+            click.echo(json.dumps(figures, indent=2) if as_json else render_wdqs_like(figures))
+            return
+        figures = measure(settings, corpus(settings, root / "questions.jsonl", n or 5000), root / "out")
     click.echo(json.dumps(figures, indent=2) if as_json else render(figures))
 
 
@@ -70,6 +97,97 @@ def corpus(settings: Settings, path: Path, n: int) -> Path:
         for i in range(n):
             f.write(json.dumps({"id": f"q{i:06d}", "question": texts[i % len(texts)]}) + "\n")
     return path
+
+
+def held_out(settings: Settings, path: Path, n: int) -> Path:
+    """``n`` validation questions from ``sqwd-valid-200`` on (never tuned on)."""
+    with path.open("w", encoding="utf-8") as f:
+        for q in load_sqwd(settings.data_dir, "valid")[200:200 + n]:
+            f.write(json.dumps({"id": q.id, "question": q.text}) + "\n")
+    return path
+
+
+#: Job settings of ``--endpoint wdqs-like`` unless given: 600 questions in flight (a shard's all at once).
+_WDQS_DEFAULTS = {"max_tasks": 6, "task_concurrency": 100, "kb_actor_concurrency": 1024}
+
+#: The two runs of ``--endpoint wdqs-like``: their KB batch sizes (``None``: the configured one).
+_WDQS_RUNS = {"batched": None, "unbatched": 1}
+
+
+def measure_wdqs_like(settings: Settings, corpus: Path, root: Path) -> dict[str, object]:
+    """The job on ``corpus`` against a fresh WDQS-like endpoint, batched and unbatched; their figures."""
+    figures: dict[str, object] = {}
+    with OxigraphServer(locate(settings).store_dir) as server:
+        port = 0
+        for name, size in _WDQS_RUNS.items():
+            with WDQSLike(server.url, port=port) as endpoint:
+                port = int(endpoint.url.split(":")[2].split("/")[0])  # the same spec (and trace) both runs
+                # The gold model reads no examples: fixed ones spare each task the clusters' start-up.
+                run = settings.override(kb={"spec": f"sparql+wikidata:{endpoint.url}",
+                                            **({"batch_size": size} if size else {})},
+                                        examples={"mode": "fixed"},
+                                        batch={"limits": {"127.0.0.1": WDQS_LIMIT.model_dump()}})
+                with actor_pools(run) as pools:
+                    endpoint.reset_counts()  # the actors' start-up sends no query; count only the job
+                    start = time.perf_counter()
+                    summary = run_job(run, corpus, root / name, pools=pools, progress=False)
+                    wall = time.perf_counter() - start
+                counts = endpoint.counts
+            q = summary.ran or 1
+            rate = summary.ran / wall
+            # The endpoint's budget bounds any rate over a long run: budget seconds per second over the
+            # seconds charged per question (the first minutes may run faster on the burst allowance).
+            sustained = min(rate, (endpoint.budget_s / 60.0) / (counts.charged_s / q)) if counts.charged_s else rate
+            figures[name] = {
+                "batch_size": run.kb.batch_size, "questions": summary.ran, "answered": summary.answered,
+                "errors": summary.errors, "seconds": round(wall, 1), "questions_per_s": round(rate, 2),
+                "sustained_questions_per_s": round(sustained, 2),
+                "queries_per_question": round(counts.requests / q, 3),
+                "charged_s_per_question": round(counts.charged_s / q, 4),
+                "throttled_429": counts.throttled, "inside_retry_after": counts.inside_retry_after,
+                "max_running": counts.max_running, "endpoint_timeouts": counts.timeouts,
+                "hours_per_100k": round(100_000 / sustained / 3600, 2),
+            }
+    figures["same_answers_and_traces"] = _comparable(root / "batched") == _comparable(root / "unbatched")
+    figures["cpus"], figures["load_average"] = os.cpu_count(), [round(x, 2) for x in os.getloadavg()]
+    return figures
+
+
+#: Trace fields that may differ between a batched and an unbatched run.
+_VARYING = frozenset({"seconds", "timings", "latency_s", "sparql", "batch"})
+
+
+def _comparable(out: Path) -> tuple[list[str], list[str]]:
+    """A run's answers and traces without what batching may change (SPARQL text, batch names, timings)."""
+    def strip(x: object) -> object:
+        if isinstance(x, dict):
+            return {k: strip(v) for k, v in x.items() if k not in _VARYING}
+        if isinstance(x, list):
+            return [strip(v) for v in x]
+        return x
+    answers = pq.read_table(out / "answers").to_pylist()
+    traces = pq.read_table(out / "traces").to_pylist()
+    return (sorted(json.dumps(a, sort_keys=True) for a in answers),
+            sorted(json.dumps(strip({**t, "trace": json.loads(t["trace"])}), sort_keys=True) for t in traces))
+
+
+def render_wdqs_like(f: dict[str, object]) -> str:
+    rows = [("questions/s", "questions_per_s"), ("questions/s the budget sustains", "sustained_questions_per_s"),
+            ("queries per question", "queries_per_question"), ("charged s per question", "charged_s_per_question"),
+            ("429s received", "throttled_429"), ("requests inside a Retry-After", "inside_retry_after"),
+            ("most queries running at once", "max_running"), ("error rows", "errors"),
+            ("hours for 100,000 questions", "hours_per_100k")]
+    b, u = f["batched"], f["unbatched"]
+    assert isinstance(b, dict) and isinstance(u, dict)
+    lines = [f"WDQS-like endpoint (60 s per 60 s, 0.2 s per query, 5 in flight, 0.15 s latency) over the local "
+             f"base; gold model, local label search; {b['questions']} held-out questions (sqwd-valid-200 on), "
+             f"{f['cpus']} CPUs",
+             f"{'':34}{'batched':>12}{'unbatched':>12}"]
+    lines += [f"{label:34}{b[key]:>12}{u[key]:>12}" for label, key in rows]
+    ratio = b["sustained_questions_per_s"] / u["sustained_questions_per_s"] if u["sustained_questions_per_s"] else 0
+    lines += [f"speed-up {ratio:.1f}x (sustained); same answers and traces: {f['same_answers_and_traces']}",
+              f"load average {f['load_average']} (after the runs; other processes share the CPUs)"]
+    return "\n".join(lines)
 
 
 def measure(settings: Settings, corpus: Path, out: Path) -> dict[str, object]:

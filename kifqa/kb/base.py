@@ -40,6 +40,8 @@ class FilterResult:
     sparql: str = ""
     #: True when the store may have cut the result short (e.g. an endpoint row limit).
     truncated: bool = False
+    #: The batch query that answered it with other lookups (its SPARQL's hash and size), or ``""``.
+    batch: str = ""
 
 
 @dataclass

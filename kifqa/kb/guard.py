@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Protocol, TypeVar
 
 import httpx
 
@@ -63,6 +64,19 @@ def policy(settings: KBSettings) -> RetryPolicy:
                        max_retry_after_s=MAX_RETRY_AFTER_S, **settings.resilience.model_dump())
 
 
+class RequestGate(Protocol):
+    """A limit on the HTTP requests to an endpoint that other processes share (the batch job's limiter)."""
+
+    async def acquire(self) -> None:
+        """Waits until one more request may leave."""
+
+    async def release(self, seconds: float) -> None:
+        """The request admitted last by :meth:`acquire` ended after ``seconds``."""
+
+    async def pause(self, seconds: float) -> None:
+        """The endpoint answered ``Retry-After: seconds``: no request may leave for that long."""
+
+
 class Guard:
     """Runs the KB calls of one knowledge base; create and use it on a single event loop."""
 
@@ -75,6 +89,8 @@ class Guard:
         self.endpoints = {target: Endpoint(target, policy(settings), label=f"{name} ({target})")
                           for target in ("store", "search")}
         self._semaphore = asyncio.Semaphore(settings.max_concurrency)
+        #: Each attempt on the store waits for it (one attempt is one HTTP request to a SPARQL store).
+        self.gate: RequestGate | None = None
 
     async def run(self, kind: str, call: Callable[[], Awaitable[T]], *, target: str = "store") -> T:
         """``await call()`` on ``target`` (``store`` or ``search``) with retries, the circuit breaker,
@@ -83,7 +99,9 @@ class Guard:
         self.stats.by_kind[kind] = self.stats.by_kind.get(kind, 0) + 1
         started = time.perf_counter()
         try:
-            return await self.endpoints[target].run(call, classify, slot=lambda: self._semaphore)
+            if self.gate is None or target != "store":
+                return await self.endpoints[target].run(call, classify, slot=lambda: self._semaphore)
+            return await self.endpoints[target].run(self._paused_on_429(call), classify, slot=self._gated)
         except GaveUp as err:
             tries = f" after {err.attempts} attempts" if err.attempts > 1 else ""
             raise KBError(f"{self.name}: {kind} failed{tries}: {err}") from err.__cause__
@@ -94,3 +112,29 @@ class Guard:
         finally:
             self.stats.retries = sum(e.retries for e in self.endpoints.values())
             self.stats.seconds += time.perf_counter() - started
+
+    @asynccontextmanager
+    async def _gated(self) -> AsyncIterator[None]:
+        """The concurrency cap, then the shared gate, held while one request is out."""
+        assert self.gate is not None
+        async with self._semaphore:
+            await self.gate.acquire()
+            started = time.monotonic()
+            try:
+                yield
+            finally:
+                await self.gate.release(time.monotonic() - started)
+
+    def _paused_on_429(self, call: Callable[[], Awaitable[T]]) -> Callable[[], Awaitable[T]]:
+        """``call``, telling the gate of a 429's ``Retry-After`` before its slot is given back."""
+        gate = self.gate
+        assert gate is not None
+
+        async def attempt() -> T:
+            try:
+                return await call()
+            except httpx.HTTPStatusError as err:
+                if err.response.status_code == 429:
+                    await gate.pause(retry_after(err) or 1.0)
+                raise
+        return attempt

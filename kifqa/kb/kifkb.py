@@ -9,6 +9,7 @@ event loop and run many coroutines on it at once.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
@@ -40,17 +41,23 @@ from kifqa.errors import KBError
 from kifqa.kb import ids
 from kifqa.kb.base import EntityProperties, FilterResult, KBStats, KnowledgeBase, PropertyUse
 from kifqa.kb.build import build_hash
-from kifqa.kb.guard import Guard
+from kifqa.kb.coalesce import Coalescer
+from kifqa.kb.guard import Guard, RequestGate
 from kifqa.kb.http import check_results
 from kifqa.kb.index import LabelIndex
 from kifqa.kb.search import check_query
-from kifqa.kb.sparql import BoundQuery, Projection, ShapeCompiler, compile_filter, sparql_store
+from kifqa.kb.sparql import BatchQuery, BatchShapes, BoundQuery, Projection, ShapeCompiler, compile_filter, sparql_store
 from kifqa.types import Candidate, Direction, Fact
 
 T = TypeVar("T")
 
 #: Entities per KIF label query of a remote knowledge base.
 LABEL_BATCH = 50
+
+#: A batched lookup's group: (kind, direction, the property's datatype for ``facts``).
+_Group = tuple[str, Direction, Any]
+#: A batched lookup: the entity, and the property for ``facts``.
+_Key = tuple[Entity, Property | None]
 
 
 class Masks(TypedDict, total=False):
@@ -87,6 +94,10 @@ class KifKnowledgeBase(KnowledgeBase):
         core = sparql_store(store)
         #: Each filter shape compiled once (``None``: the store does not speak SPARQL itself).
         self._shapes = ShapeCompiler(core) if core is not None else None
+        #: Lookups of many callers coalesced into one query per kind (``kb.batch_size`` > 1).
+        self._batch_shapes = BatchShapes(core) if core is not None and settings.batch_size > 1 else None
+        self._coalescer: Coalescer[_Group, _Key, Any] = Coalescer(
+            self._run_batch, size=settings.batch_size, wait_s=settings.batch_wait_s)
         self._label_cache: dict[str, str] = {}
         self._closed = False
         self._loop = asyncio.new_event_loop()
@@ -110,6 +121,8 @@ class KifKnowledgeBase(KnowledgeBase):
         if direction not in ("forward", "backward"):
             raise KBError(f"direction must be 'forward' or 'backward', not {direction!r}")
         e, p = ids.entity(entity), typed_property(property, self.index)
+        if self._batch_shapes is not None:
+            return await self._run(self._batched_facts(e, p, direction))
         base: dict[str, Any] = {"property": p, "snak_mask": Filter.VALUE_SNAK, **self._masks}
         if direction == "forward":
             return await self._run(self._facts(lambda x: Filter(subject=x, **base), e))
@@ -132,6 +145,20 @@ class KifKnowledgeBase(KnowledgeBase):
                 self.index.close()
 
     # -- beyond the interface ------------------------------------------------
+
+    @property
+    def request_gate(self) -> RequestGate | None:
+        """What each HTTP request to the store waits for first (a limit shared with other processes)."""
+        return self._guard.gate
+
+    @request_gate.setter
+    def request_gate(self, gate: RequestGate | None) -> None:
+        self._guard.gate = gate
+
+    @property
+    def batching(self) -> tuple[int, int]:
+        """(batch queries sent, lookups they answered) so far."""
+        return self._coalescer.batches, self._coalescer.lookups
 
     async def filter(self, subject: Entity | str | None = None, property: Property | str | None = None,
                      value: Entity | str | None = None) -> FilterResult:
@@ -185,9 +212,14 @@ class KifKnowledgeBase(KnowledgeBase):
         e = ids.entity(entity)
         real: dict[str, Any] = {"property_mask": Filter.PropertyMask.REAL, "snak_mask": Filter.VALUE_SNAK,
                                 **self._masks}
-        (forward, cut_forward), (backward, cut_backward) = await asyncio.gather(
-            self._distinct_properties(lambda x: Filter(subject=x, **real), e),
-            self._distinct_properties(lambda x: Filter(value=x, **real), e))
+        if self._batch_shapes is not None:
+            (forward, cut_forward), (backward, cut_backward) = await asyncio.gather(
+                self._coalescer.lookup(("properties_of", "forward", None), (e, None)),
+                self._coalescer.lookup(("properties_of", "backward", None), (e, None)))
+        else:
+            (forward, cut_forward), (backward, cut_backward) = await asyncio.gather(
+                self._distinct_properties(_properties_filter("forward", real), e),
+                self._distinct_properties(_properties_filter("backward", real), e))
         found: list[tuple[Property, Direction]] = [(p, "forward") for p in forward]
         found += [(p, "backward") for p in backward]
         described = await self._describe(list(dict.fromkeys(p for p, _ in found)))
@@ -217,6 +249,84 @@ class KifKnowledgeBase(KnowledgeBase):
         found = await self._guard.run("filter", lambda: self._select(bound))
         return await self._labelled(found[:limit], f=make(e), sparql=bound.sparql, truncated=len(found) > limit)
 
+    async def _batched_facts(self, e: Entity, p: Property, direction: Direction) -> FilterResult:
+        """``facts`` answered within a batch of lookups of the same direction and datatype."""
+        found, batch = await self._coalescer.lookup(("facts", direction, p.range), (e, p))
+        make = _facts_filter(direction, {"property": p, "snak_mask": Filter.VALUE_SNAK, **self._masks})
+        assert self._shapes is not None
+        bound = self._shapes.bind(make, e, projection=Projection.ALL, limit=self.settings.max_results + 1,
+                                  distinct=True)
+        limit = self.settings.max_results
+        return await self._labelled(found[:limit], f=make(e), sparql=bound.sparql, truncated=len(found) > limit,
+                                    batch=batch)
+
+    # -- batches (on the private loop) ---------------------------------------
+
+    async def _run_batch(self, group: _Group, keys: list[_Key]) -> list[Any]:
+        """The results of one group's lookups ``keys``, by one query when it answers completely; a batch
+        that fails or reaches its row cap is split in two and each half run again, so that a bad
+        lookup costs only its own caller."""
+        kind, direction, _ = group
+        if len(keys) == 1:
+            return [await _outcome(self._single(group, keys[0]))]
+        limit = self.settings.max_results
+        real = {"property_mask": Filter.PropertyMask.REAL, "snak_mask": Filter.VALUE_SNAK, **self._masks}
+        assert self._batch_shapes is not None
+        if kind == "properties_of":
+            make = _properties_filter(direction, real)
+            projection = Projection.PROPERTY | (Projection.SUBJECT if direction == "forward" else Projection.VALUE)
+            query = self._batch_shapes.bind(lambda es, _: make(es), keys, projection=projection, limit=limit + 1)
+        else:
+            base = {"snak_mask": Filter.VALUE_SNAK, **self._masks}
+            query = self._batch_shapes.bind(lambda es, ps: _facts_filter(direction, {**base, "property": ps})(es),
+                                            keys, projection=Projection.ALL, limit=limit + 1)
+        if query is None:
+            return list(await asyncio.gather(*(_outcome(self._single(group, k)) for k in keys)))
+        try:
+            rows = await self._guard.run(kind, lambda: self._select_batch(query))
+        except KBError:
+            rows = None
+        if rows is None or len(rows) > limit:  # failed, or cut at the batch's cap: halve it
+            half = len(keys) // 2
+            first, second = await asyncio.gather(self._run_batch(group, keys[:half]),
+                                                 self._run_batch(group, keys[half:]))
+            return first + second
+        name = f"batch {hashlib.sha1(query.query.encode()).hexdigest()[:12]} of {len(keys)} lookups"
+        found: dict[tuple[str, str], list[Any]] = {}
+        for row in rows:
+            entity = row.subject if direction == "forward" else row.snak.value
+            if kind == "properties_of":
+                found.setdefault((entity.iri.content, ""), []).append(row.snak.property)
+            else:
+                found.setdefault((entity.iri.content, row.snak.property.iri.content), []).append(row)
+        results: list[Any] = []
+        for e, p in keys:
+            mine = found.get((e.iri.content, p.iri.content if p is not None else ""), [])
+            if kind == "properties_of":
+                properties = list(dict.fromkeys(mine))
+                results.append((properties, False) if len(properties) <= limit
+                               else await _outcome(self._single(group, (e, p))))
+            else:
+                results.append((mine, name) if len(mine) <= limit else await _outcome(self._single(group, (e, p))))
+        return results
+
+    async def _single(self, group: _Group, key: _Key) -> Any:
+        """One lookup alone, as the unbatched path runs it."""
+        kind, direction, _ = group
+        e, p = key
+        limit = self.settings.max_results
+        if kind == "properties_of":
+            real = {"property_mask": Filter.PropertyMask.REAL, "snak_mask": Filter.VALUE_SNAK, **self._masks}
+            return await self._distinct_properties(_properties_filter(direction, real), e)
+        assert self._shapes is not None and p is not None
+        make = _facts_filter(direction, {"property": p, "snak_mask": Filter.VALUE_SNAK, **self._masks})
+        bound = self._shapes.bind(make, e, projection=Projection.ALL, limit=limit + 1, distinct=True)
+        return await self._guard.run("filter", lambda: self._select(bound)), ""
+
+    async def _select_batch(self, query: BatchQuery) -> list[Any]:
+        assert self._batch_shapes is not None
+        return query.read(await self._batch_shapes.store.backend.aselect(query.query, self.settings.timeout_s))
+
     async def _select(self, bound: BoundQuery) -> list[Any]:
         """Runs a bound shape's queries on the store's SPARQL backend; the terms they give."""
         assert self._shapes is not None
@@ -230,10 +340,11 @@ class KifKnowledgeBase(KnowledgeBase):
         return await self._labelled(statements, f=f, sparql=compile_filter(self.store, f, limit=limit + 1),
                                     truncated=truncated)
 
-    async def _labelled(self, statements: list[Statement], *, f: Filter, sparql: str, truncated: bool) -> FilterResult:
+    async def _labelled(self, statements: list[Statement], *, f: Filter, sparql: str, truncated: bool,
+                        batch: str = "") -> FilterResult:
         names = await self._labels([ids.to_id(x) for s in statements for x in _entities(s)])
-        facts = tuple(_fact(s, names) for s in statements)
-        return FilterResult(facts=facts, filter=repr(f), sparql=sparql, truncated=truncated)
+        facts = tuple(sorted((_fact(s, names) for s in statements), key=lambda x: (x.subject, x.property, x.value)))
+        return FilterResult(facts=facts, filter=repr(f), sparql=sparql, truncated=truncated, batch=batch)
 
     async def _statements(self, f: Filter, kind: str) -> tuple[list[Statement], bool]:
         """The statements of ``f``, at most ``max_results``, and whether there were more."""
@@ -318,6 +429,28 @@ def masks(index: LabelIndex) -> Masks:
     for kind in index.subject_kinds():
         subject_mask |= Filter.PROPERTY if kind == "property" else Filter.ITEM
     return {"subject_mask": subject_mask, "value_mask": value_mask}
+
+
+def _properties_filter(direction: Direction, real: dict[str, Any]) -> Callable[[Any], Filter]:
+    """The filter of an entity's (or an OR of entities') statements ``direction``-wards (for ``properties_of``)."""
+    if direction == "forward":
+        return lambda x: Filter(subject=x, **real)
+    return lambda x: Filter(value=x, **real)
+
+
+def _facts_filter(direction: Direction, base: dict[str, Any]) -> Callable[[Any], Filter]:
+    """The filter of ``facts``' statements around an entity (or an OR of entities)."""
+    if direction == "forward":
+        return lambda x: Filter(subject=x, **base)
+    return lambda x: Filter(value=x, **base)
+
+
+async def _outcome(coro: Coroutine[Any, Any, T]) -> T | BaseException:
+    """The result of ``coro``, or the :class:`KBError` it raised (a batch answers each caller apart)."""
+    try:
+        return await coro
+    except KBError as err:
+        return err
 
 
 def _id_order(id: str) -> tuple[int, str]:

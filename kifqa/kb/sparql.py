@@ -12,7 +12,7 @@ from typing import Any
 from kif_lib import Filter, Statement, Store, VariablePattern
 from kif_lib.compiler.sparql import SPARQL_FilterCompiler
 from kif_lib.compiler.sparql.results import SPARQL_Results
-from kif_lib.model import Entity, ValueSnak
+from kif_lib.model import Entity, OrFingerprint, Property, ValueSnak
 from kif_lib.store.mixer import MixerStore
 from kif_lib.store.sparql.sparql_core import _CoreSPARQL_Store
 
@@ -55,6 +55,11 @@ _NOT_IN_IRIREF = re.compile(r'[\x00-\x20<>"{}|^`\\]')
 #: The local name of the stand-in entity a shape is compiled with (a Wikidata-style id, so that
 #: mappings that check ids accept it).
 _STAND_IN = "999999999937"
+#: The local name of a batch shape's second stand-in (an OR needs two entities).
+_STAND_IN_2 = "999999999938"
+
+#: A one-variable ``VALUES`` block as KIF writes an OR of two terms.
+_VALUES = re.compile(r"VALUES \((\?\w+)\) \{\s*\((<[^>]*>)\)\s*\((<[^>]*>)\)\s*\}")
 
 
 
@@ -156,10 +161,90 @@ class ShapeCompiler:
         return compile_queries(self.store, f, projection=projection, limit=limit, distinct=distinct)
 
 
-def _stand_in(entity: Entity) -> Entity:
-    """An entity of ``entity``'s class and namespace whose local name is :data:`_STAND_IN`, keeping
-    the local name's first letter (``Q``, ``P``...)."""
+def _stand_in(entity: Entity, name: str = _STAND_IN) -> Entity:
+    """An entity of ``entity``'s class and namespace (a property keeps its datatype) whose local name is
+    ``name``, keeping the local name's first letter (``Q``, ``P``...)."""
     iri = entity.iri.content
     cut = max(iri.rfind("/"), iri.rfind("#")) + 1
     head = iri[cut:cut + 1] if iri[cut:cut + 1].isalpha() else ""
-    return type(entity)(iri[:cut] + head + _STAND_IN)
+    if isinstance(entity, Property):
+        return Property(iri[:cut] + head + name, entity.range)
+    return type(entity)(iri[:cut] + head + name)
+
+
+@dataclass(frozen=True)
+class BatchQuery:
+    """One query over many lookups: ``keys`` (entities, or (entity, property) pairs) bound in one
+    ``VALUES`` block, and how to read its results."""
+
+    compiler: SPARQL_FilterCompiler
+    query: str
+
+    def read(self, result: SPARQL_Results) -> list[Any]:
+        """The statements (or, projected, statement templates) the result gives, by KIF's result builder."""
+        push = self.compiler.build_results()
+        variable = self.compiler.pattern.variable  # type: ignore[attr-defined]  # a filter compiles to a VariablePattern
+        out = []
+        for binding in itertools.chain(result.get("results", {}).get("bindings", []), ({},)):
+            for theta in push(binding) or ():
+                out.append(variable.instantiate(theta))
+        return out
+
+
+class BatchShapes:
+    """Compiles each batch shape once and binds many lookups into one query.
+
+    A batch shape is a filter whose entity (and, for ``facts``, property) is an OR of two stand-ins,
+    which KIF compiles to one ``VALUES`` block each; a batch replaces them by one block of the real
+    entities (or of (entity, property) pairs, so that no pair outside the batch is asked). The query's
+    ``LIMIT`` is the shape's, for the whole batch: callers check it (:attr:`BatchQuery.query`'s rows
+    reaching it means the batch may be cut). A shape whose text holds the stand-ins elsewhere than in
+    those blocks cannot be batched (:meth:`bind` returns ``None``).
+    """
+
+    def __init__(self, store: _CoreSPARQL_Store, *, max_shapes: int = 1024) -> None:
+        self.store = store
+        self.max_shapes = max_shapes
+        self._shapes: dict[tuple[Any, ...], tuple[SPARQL_FilterCompiler, str, tuple[str, str, str, str]] | None] = {}
+
+    def bind(self, make: Callable[[Any, Any], Filter], keys: list[tuple[Entity, Property | None]], *,
+             projection: Projection, limit: int) -> BatchQuery | None:
+        """The query of the lookups ``keys``; ``make(entities, properties)`` builds the filter around an OR
+        of entities and an OR of properties (``None`` when the keys have no property)."""
+        entity, prop = keys[0]
+        entities = (_stand_in(entity), _stand_in(entity, _STAND_IN_2))
+        props = None if prop is None else (_stand_in(prop), _stand_in(prop, _STAND_IN_2))
+        key = (make(OrFingerprint(*entities), props and OrFingerprint(*props)), projection, limit)
+        if key in self._shapes:
+            shape = self._shapes[key]
+        else:
+            shape = self._compile(key[0], entities, props, projection, limit)
+            if len(self._shapes) >= self.max_shapes:
+                self._shapes.clear()
+            self._shapes[key] = shape
+        if shape is None or any(_NOT_IN_IRIREF.search(x.iri.content) for k in keys for x in k if x is not None):
+            return None
+        compiler, text, (entity_var, prop_var, entity_block, prop_block) = shape
+        if prop is None:
+            rows = " ".join(f"(<{e.iri.content}>)" for e, _ in keys)
+            return BatchQuery(compiler, text.replace(entity_block, f"VALUES ({entity_var}) {{ {rows} }}"))
+        rows = " ".join(f"(<{e.iri.content}> <{p.iri.content}>)" for e, p in keys if p is not None)
+        return BatchQuery(compiler, text.replace(entity_block, f"VALUES ({entity_var} {prop_var}) {{ {rows} }}")
+                          .replace(prop_block, ""))
+
+    def _compile(self, f: Filter, entities: tuple[Entity, Entity], props: tuple[Entity, Entity] | None,
+                 projection: Projection, limit: int
+                 ) -> tuple[SPARQL_FilterCompiler, str, tuple[str, str, str, str]] | None:
+        compiler, queries = compile_queries(self.store, f, projection=projection, limit=limit, distinct=True)
+        if len(queries) != 1:
+            return None
+        text = queries[0]
+        blocks = {frozenset(m.group(2, 3)): (m.group(1), m.group(0)) for m in _VALUES.finditer(text)}
+        entity = blocks.get(frozenset(f"<{e.iri.content}>" for e in entities))
+        prop = blocks.get(frozenset(f"<{p.iri.content}>" for p in props)) if props else ("", "")
+        if entity is None or prop is None:
+            return None
+        rest = text.replace(entity[1], "").replace(prop[1], "") if props else text.replace(entity[1], "")
+        if _STAND_IN in rest or _STAND_IN_2 in rest:
+            return None
+        return compiler, text, (entity[0], prop[0], entity[1], prop[1])

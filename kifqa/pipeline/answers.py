@@ -28,7 +28,8 @@ async def run_filters(kb: KnowledgeBase, relations: list[Relation]) -> tuple[lis
     runs = []
     for r, (result, seconds) in zip(relations, results):
         runs.append(FilterRun(relation=r, filter=result.filter, sparql=result.sparql,
-                              n_statements=len(result.facts), seconds=seconds, truncated=result.truncated))
+                              n_statements=len(result.facts), seconds=seconds, truncated=result.truncated,
+                              batch=result.batch))
         for f in result.facts:
             key = (f.subject, f.property, f.value)
             if r.direction == "forward":

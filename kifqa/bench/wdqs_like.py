@@ -1,0 +1,253 @@
+"""A SPARQL endpoint with the Wikidata Query Service's published rules, in front of a local one.
+
+:class:`WDQSLike` listens on 127.0.0.1 only (a free port by default) and forwards SPARQL requests to
+``upstream`` (e.g. the :class:`~kifqa.kb.server.OxigraphServer` of the local build), enforcing per
+client (its ``User-Agent``) what WDQS documents:
+
+- **a query-time budget**: ``budget_s`` seconds of query time per ``budget_s`` seconds, with bursts
+  to ``burst_s``; each query is charged ``charge_s`` plus the upstream's own time;
+- **a concurrency cap**: at most ``max_concurrent`` queries of a client running at once;
+- **429 with Retry-After** beyond either (the time until the budget is positive again, at least 1 s);
+- **a deadline**: a query running past ``deadline_s`` is answered 500 (WDQS's timeout);
+- **added latency**: every answer waits ``latency_s`` (a round trip to a remote service);
+- **DBpedia's row cut** (``max_rows``, e.g. 10,000): a longer result is cut and says so in
+  ``X-SPARQL-MaxRows``, as Virtuoso does.
+
+It counts requests, 429s, charged seconds, and the requests of a client that arrived while a
+Retry-After it had received was still running (:attr:`Counts.inside_retry_after`): what gets a client
+banned from the real WDQS. At most ``max_connections`` connections are served at once (the rest wait
+in the listen backlog), so it is bounded however hard a client pushes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Self, cast
+from urllib.parse import urlsplit
+
+import httpx
+
+#: Request headers passed upstream.
+_FORWARDED = ("content-type", "accept", "user-agent")
+
+
+@dataclass
+class Counts:
+    """What the endpoint saw."""
+
+    requests: int = 0
+    #: Requests answered (with the upstream's answer, cut or not).
+    answered: int = 0
+    throttled: int = 0
+    timeouts: int = 0
+    cut: int = 0
+    charged_s: float = 0.0
+    #: Requests that arrived while a Retry-After their client had received still ran.
+    inside_retry_after: int = 0
+    #: Most queries of one client running at once.
+    max_running: int = 0
+
+
+@dataclass
+class _Client:
+    budget: float
+    updated: float
+    running: int = 0
+    #: (when the 429 was delivered, when its Retry-After ends)
+    retry_afters: list[tuple[float, float]] = field(default_factory=list)
+
+
+class WDQSLike:
+    """WDQS's rules in front of ``upstream`` (a SPARQL endpoint URL); a context manager."""
+
+    def __init__(self, upstream: str, *, budget_s: float = 60.0, burst_s: float = 120.0, charge_s: float = 0.2,
+                 max_concurrent: int = 5, latency_s: float = 0.15, deadline_s: float = 60.0,
+                 max_rows: int | None = None, grace_s: float = 0.25, max_connections: int = 64,
+                 host: str = "127.0.0.1", port: int = 0) -> None:
+        if host not in ("127.0.0.1", "localhost"):
+            raise ValueError("the WDQS-like endpoint listens on the loopback interface only")
+        parts = urlsplit(upstream)
+        self._upstream = upstream
+        self.path = parts.path or "/"
+        self.budget_s, self.burst_s, self.charge_s = budget_s, burst_s, charge_s
+        self.max_concurrent, self.latency_s, self.deadline_s = max_concurrent, latency_s, deadline_s
+        self.max_rows = max_rows
+        #: A request arriving this soon after its client got a 429 was sent before the client could read it.
+        self.grace_s = grace_s
+        self.counts = Counts()
+        self._clients: dict[str, _Client] = {}
+        self._lock = threading.Lock()
+        self._http = httpx.Client(timeout=httpx.Timeout(deadline_s + 5.0),
+                                  limits=httpx.Limits(max_connections=max_connections))
+        self._httpd = _BoundedServer((host, port), self._handler(), max_connections)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="wdqs-like", daemon=True)
+
+    @property
+    def url(self) -> str:
+        """The endpoint's SPARQL URL (the upstream's path on this server's host and port)."""
+        host, port = cast(tuple[str, int], self._httpd.server_address[:2])
+        return f"http://{host}:{port}{self.path}"
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._http.close()
+
+    def reset_counts(self) -> Counts:
+        """The counts so far; counting starts again from zero (the budgets are kept)."""
+        with self._lock:
+            counts, self.counts = self.counts, Counts()
+        return counts
+
+    # -- the rules -------------------------------------------------------------
+
+    def _admit(self, who: str, now: float) -> float | None:
+        """Starts a query of ``who`` (``None``), or the Retry-After of its 429."""
+        with self._lock:
+            c = self._clients.get(who)
+            if c is None:
+                c = self._clients[who] = _Client(budget=self.burst_s, updated=now)
+            self.counts.requests += 1
+            c.budget = min(self.burst_s, c.budget + (now - c.updated) * self.budget_s / 60.0)
+            c.updated = now
+            c.retry_afters = [(at, end) for at, end in c.retry_afters if end > now]
+            if any(at + self.grace_s < now for at, _ in c.retry_afters):
+                self.counts.inside_retry_after += 1
+            if c.budget <= 0:
+                self.counts.throttled += 1
+                return float(max(1, math.ceil(-c.budget * 60.0 / self.budget_s)))
+            if c.running >= self.max_concurrent:
+                self.counts.throttled += 1
+                return 1.0
+            c.running += 1
+            self.counts.max_running = max(self.counts.max_running, c.running)
+            return None
+
+    def _finish(self, who: str, seconds: float) -> None:
+        charge = self.charge_s + seconds
+        with self._lock:
+            c = self._clients[who]
+            c.running -= 1
+            c.budget -= charge
+            self.counts.charged_s += charge
+
+    def _delivered_429(self, who: str, retry_after: float) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self._clients[who].retry_afters.append((now, now + retry_after))
+
+    def _forward(self, method: str, path: str, headers: dict[str, str], body: bytes) -> httpx.Response:
+        target = self._upstream + path[len(self.path):] if path.startswith(self.path) else self._upstream
+        sent = {k: v for k, v in headers.items() if k.lower() in _FORWARDED}
+        return self._http.request(method, target, headers=sent, content=body, timeout=self.deadline_s)
+
+    def _cut(self, content: bytes) -> tuple[bytes, dict[str, str]]:
+        """The result cut at ``max_rows``, with Virtuoso's header, when it is longer."""
+        if self.max_rows is None:
+            return content, {}
+        try:
+            data = json.loads(content)
+            rows = data["results"]["bindings"]
+        except (ValueError, KeyError, TypeError):
+            return content, {}
+        if len(rows) <= self.max_rows:
+            return content, {}
+        data["results"]["bindings"] = rows[:self.max_rows]
+        with self._lock:
+            self.counts.cut += 1
+        return json.dumps(data).encode(), {"X-SPARQL-MaxRows": str(self.max_rows)}
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        endpoint = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                """Quiet."""
+
+            def do_GET(self) -> None:
+                self._serve()
+
+            def do_POST(self) -> None:
+                self._serve()
+
+            def _serve(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                who = self.headers.get("User-Agent", "") + "@" + self.client_address[0]
+                arrived = time.monotonic()
+                retry_after = endpoint._admit(who, arrived)
+                if retry_after is not None:
+                    self._send(429, b"Too Many Requests - Please retry in %d seconds." % retry_after,
+                               {"Retry-After": str(int(retry_after)), "Content-Type": "text/plain"})
+                    endpoint._delivered_429(who, retry_after)
+                    return
+                started = time.perf_counter()
+                try:
+                    upstream = endpoint._forward(self.command, self.path, dict(self.headers), body)
+                except httpx.TimeoutException:
+                    endpoint._finish(who, endpoint.deadline_s)
+                    with endpoint._lock:
+                        endpoint.counts.timeouts += 1
+                    self._send(500, b"java.util.concurrent.TimeoutException", {"Content-Type": "text/plain"})
+                    return
+                except httpx.HTTPError as err:
+                    endpoint._finish(who, time.perf_counter() - started)
+                    self._send(502, f"upstream failed: {err}".encode(), {"Content-Type": "text/plain"})
+                    return
+                endpoint._finish(who, time.perf_counter() - started)
+                content, extra = endpoint._cut(upstream.content)
+                with endpoint._lock:
+                    endpoint.counts.answered += 1
+                headers = {"Content-Type": upstream.headers.get("content-type", "application/sparql-results+json"),
+                           **extra}
+                self._send(upstream.status_code, content, headers)
+
+            def _send(self, status: int, data: bytes, headers: dict[str, str]) -> None:
+                time.sleep(endpoint.latency_s)
+                try:
+                    self.send_response(status)
+                    for name, value in headers.items():
+                        self.send_header(name, value)
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    self.close_connection = True
+
+        return Handler
+
+
+class _BoundedServer(ThreadingHTTPServer):
+    """Serves at most ``max_connections`` connections at once; further ones wait to be accepted."""
+
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], max_connections: int) -> None:
+        super().__init__(address, handler)
+        self._slots = threading.BoundedSemaphore(max_connections)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        self._slots.acquire()
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
