@@ -105,8 +105,11 @@ def build(force: bool, hard: bool, encoding: str, config: Path | None) -> None:
 def _hard_summary(stats: dict[str, Any], manifest: dict[str, Any]) -> str:
     real, fan_out = stats["fan_out_real"], stats["fan_out_hard"]
     size = f", {manifest['bytes'] / 2 ** 20:,.0f} MiB" if "bytes" in manifest else ""
-    return (f"  synthetic (seed {stats['seed']}): {stats['statements_added']:,} statements and "
-            f"{stats['items_added']:,} items added, {stats['kinds']} kinds{size}\n"
+    added = (f"  synthetic (seed {stats['seed']}): {stats['statements_added']:,} statements and "
+             f"{stats['items_added']:,} items added, {stats['kinds']} kinds{size}")
+    if not fan_out:
+        return added + "\n  (no train and valid files: no test-split statistics)"
+    return (f"{added}\n"
             f"  {stats['test_topics']:,} test-split topics: (property, direction) pairs median {fan_out['median']:g}, "
             f"p90 {fan_out['p90']:g} (real base: {real['median']:g}, {real['p90']:g}); "
             f"{stats['homonym_share']:.0%} of their labels are shared by synthetic items")

@@ -41,6 +41,7 @@ from pathlib import Path
 import rdflib
 from rdflib.namespace import OWL, RDF, RDFS
 
+from kifqa.data import paths
 from kifqa.data.ids import WD
 from kifqa.data.sqwd import read_sqwd
 from kifqa.data.text import index_key
@@ -386,9 +387,12 @@ def _id_order(id: str) -> tuple[int, str]:
 def test_topics(data_dir: Path, data: Dataset) -> list[str]:
     """The topics of SimpleQuestions-Wikidata's test split, which the data folder holds only as statements:
     each statement of ``kb_triples.tsv`` that no train or valid question asks about, its subject when
-    train's questions about its property mostly ask for the value, else its value. Statistics only."""
+    train's questions about its property mostly ask for the value, else its value (none without the
+    train and valid files). Statistics only."""
+    if not all((data_dir / paths.sqwd(split)).is_file() for split in paths.SQWD_SPLITS):
+        return []
     asked, forward = set(), Counter[str]()
-    for split in ("train", "valid"):
+    for split in paths.SQWD_SPLITS:
         for row in read_sqwd(data_dir, split):
             p, inverse = "P" + row.property[1:], row.property.startswith("R")
             asked.add((row.answer, p, row.topic) if inverse else (row.topic, p, row.answer))
@@ -414,8 +418,10 @@ def statistics_of(data: Dataset, distractors: Distractors, topics: list[str]) ->
     synthetic_names = {index_key(n) for r in distractors.items.values() for n in (r.label, *r.aliases)}
     labels = {index_key(data.items[t].label) for t in topics if data.items.get(t) and data.items[t].label}
 
-    def summary(counts: Counter[str]) -> dict[str, float]:
+    def summary(counts: Counter[str]) -> dict[str, float] | None:
         values = sorted(counts[t] for t in topics)
+        if not values:
+            return None
         return {"median": statistics.median(values), "p90": values[int(0.9 * (len(values) - 1))],
                 "one_pair_share": round(sum(v == 1 for v in values) / len(values), 3)}
 
