@@ -153,6 +153,10 @@ class PipelineSettings(Section):
     max_options: int = 12
     #: Constrain the draft's known entity to runs of the question's words.
     constrain_draft: bool = True
+    #: Which runs the constrained draft admits: ``linked``, the runs that are exactly an item's label or
+    #: alias (all runs when none is); ``longest``, of those only the runs inside no longer one; ``off``,
+    #: all runs.
+    ground_draft: Literal["linked", "longest", "off"] = "linked"
 
 
 class EndpointLimit(Section):

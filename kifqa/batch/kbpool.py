@@ -39,7 +39,7 @@ KBFactory = Callable[[str, Settings], KnowledgeBase]
 
 _logger = logging.getLogger(__name__)
 
-_CALLS = frozenset({"search_entities", "search_properties", "properties_of", "facts", "labels"})
+_CALLS = frozenset({"search_entities", "search_properties", "properties_of", "facts", "labels", "named"})
 
 
 class KBActor:
@@ -192,6 +192,9 @@ class ActorKB(KnowledgeBase):
 
     async def labels(self, ids: list[str]) -> dict[str, str]:
         return await self._call("labels", ids)
+
+    async def named(self, texts: list[str]) -> list[str] | None:
+        return await self._call("named", texts)
 
 
 def start_kb_pool(settings: Settings, open_kb: KBFactory, limiter: ActorHandle | None) -> list[ActorHandle]:

@@ -21,7 +21,7 @@ from kifqa.data.dbpedia_map import DBpediaLinks
 from kifqa.errors import KifqaError
 
 if TYPE_CHECKING:
-    from kifqa.eval.datasets import GoldExtender
+    from kifqa.eval.datasets import Distractors, GoldExtender
 
 
 @click.command("eval")
@@ -156,7 +156,15 @@ def gold_extender(settings: Settings, *, extend_other: bool = False) -> GoldExte
 
         return locate(settings).links()
 
-    return GoldExtender(settings.data_dir, extend_other=extend_other, dbpedia_links=dbpedia_links)
+    def distractors() -> Distractors:
+        from kifqa.kb.build import locate
+        from kifqa.kb.hard import read_exports
+
+        return read_exports(locate(settings, hard=True).root)
+
+    hard = settings.kb.spec.startswith("local-hard")
+    return GoldExtender(settings.data_dir, extend_other=extend_other, dbpedia_links=dbpedia_links,
+                        distractors=distractors if hard else None)
 
 
 def _compare(settings: Settings, dataset: str, folders: tuple[Path, Path], out: Path | None, show: int,

@@ -29,8 +29,9 @@ T = TypeVar("T")
 _config_option = click.option("--config", "config", type=click.Path(exists=True, dir_okay=False, path_type=Path),
                               help="A YAML settings file.")
 _kb_option = click.option("--kb", "spec", metavar="SPEC", default=None,
-                          help="Knowledge base: local (default), local-server[:PORT], local-dbpedia, "
-                               "local-dbpedia-server[:PORT], wikidata, dbpedia, "
+                          help="Knowledge base: local (default), local-server[:PORT], local-hard, "
+                               "local-hard-server[:PORT], local-dbpedia, local-dbpedia-server[:PORT], wikidata, "
+                               "dbpedia, "
                                "sparql+wikidata:URL, sparql+dbpedia:URL, kif:STORE[?K=V...].")
 _json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 
@@ -70,14 +71,18 @@ def kb() -> None:
 
 @kb.command()
 @click.option("--force", is_flag=True, help="Rebuild even if a build of the same inputs exists.")
+@click.option("--hard", is_flag=True, help="The hard base: every real statement plus seeded synthetic distractors "
+                                           "(property fan-out, homonyms); `--kb local-hard` uses it.")
 @click.option("--encoding", type=click.Choice(["wikidata", "dbpedia"]), default="wikidata", show_default=True,
               help="wikidata: Wikibase-dump RDF in Oxigraph + label index; dbpedia: the same facts converted to "
                    "DBpedia resources and ontology properties (N-Triples for Virtuoso) + label index.")
 @_config_option
 @_friendly
-def build(force: bool, encoding: str, config: Path | None) -> None:
+def build(force: bool, hard: bool, encoding: str, config: Path | None) -> None:
     """Build the local knowledge base from the data folder."""
     settings = load_settings(config)
+    if hard and encoding == "dbpedia":
+        raise click.UsageError("--hard builds the Wikidata encoding only")
     if encoding == "dbpedia":
         built_db, new = dbpedia.build(settings, force=force)
         c = built_db.manifest["counts"]
@@ -89,12 +94,27 @@ def build(force: bool, encoding: str, config: Path | None) -> None:
                    f"{c['resources']:,} resources ({c['resources_with_sdbqa_iri']:,} SimpleDBpediaQA IRIs), "
                    f"{c['rdf_triples']:,} RDF triples; build took {built_db.manifest['seconds']} s")
         return
-    built, new = kb_build.build(settings, force=force)
+    built, new = kb_build.build(settings, force=force, hard=hard)
     counts = built.manifest["counts"]
     click.echo(f"{'built' if new else 'up to date'}: {built.root}")
     click.echo(f"  hash {built.digest}, {counts['statements']:,} statements, {counts['rdf_triples']:,} RDF triples, "
                f"{counts['items']:,} items, {counts['properties']:,} properties; build took "
                f"{built.manifest['seconds']} s")
+    if stats := built.manifest.get("hard"):
+        click.echo(_hard_summary(stats, built.manifest))
+
+
+def _hard_summary(stats: dict[str, Any], manifest: dict[str, Any]) -> str:
+    real, fan_out = stats["fan_out_real"], stats["fan_out_hard"]
+    size = f", {manifest['bytes'] / 2 ** 20:,.0f} MiB" if "bytes" in manifest else ""
+    added = (f"  synthetic (seed {stats['seed']}): {stats['statements_added']:,} statements and "
+             f"{stats['items_added']:,} items added, {stats['kinds']} kinds{size}")
+    if not fan_out:
+        return added + "\n  (no train and valid files: no test-split statistics)"
+    return (f"{added}\n"
+            f"  {stats['test_topics']:,} test-split topics: (property, direction) pairs median {fan_out['median']:g}, "
+            f"p90 {fan_out['p90']:g} (real base: {real['median']:g}, {real['p90']:g}); "
+            f"{stats['homonym_share']:.0%} of their labels are shared by synthetic items")
 
 
 @kb.command()
@@ -103,9 +123,10 @@ def build(force: bool, encoding: str, config: Path | None) -> None:
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--engine", type=click.Choice(["oxigraph", "virtuoso"]), default="oxigraph", show_default=True,
               help="oxigraph: the Wikidata-encoded build; virtuoso: the DBpedia-encoded build (loaded at start).")
+@click.option("--hard", is_flag=True, help="Serve the hard base (oxigraph; query it with --kb local-hard-server).")
 @_config_option
 @_friendly
-def serve(port: int | None, host: str, engine: str, config: Path | None) -> None:
+def serve(port: int | None, host: str, engine: str, hard: bool, config: Path | None) -> None:
     """Serve a built base over SPARQL until interrupted."""
     settings = load_settings(config)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stop the server on `kill` too
@@ -119,10 +140,11 @@ def serve(port: int | None, host: str, engine: str, config: Path | None) -> None
                        "Ctrl-C stops")
             _wait(virtuoso.wait)
         return
-    built_kb = kb_build.locate(settings)
+    built_kb = kb_build.locate(settings, hard=hard)
     server = OxigraphServer(built_kb.store_dir, port=port or settings.kb.server_port, host=host)
     with server:
-        click.echo(f"serving {built_kb.store_dir} at {server.url} (query it with --kb local-server:{server.port}); "
+        client = "local-hard-server" if hard else "local-server"
+        click.echo(f"serving {built_kb.store_dir} at {server.url} (query it with --kb {client}:{server.port}); "
                    "Ctrl-C stops")
         _wait(server.wait)
 
@@ -145,7 +167,7 @@ def info(spec: str | None, config: Path | None, as_json: bool) -> None:
     spec = settings.kb.spec
     report: dict[str, Any] = {"spec": spec, "data_dir": str(settings.data_dir)}
     try:
-        built = kb_build.locate(settings)
+        built = kb_build.locate(settings, hard=spec.startswith("local-hard"))
         report["local_build"] = {"path": str(built.root), **built.manifest}
     except KifqaError as err:
         report["local_build"] = f"none ({err})"

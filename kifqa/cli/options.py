@@ -17,8 +17,9 @@ def settings_options(func: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed([
         click.option("--config", "config", type=click.Path(exists=True, dir_okay=False, path_type=Path),
                      help="A YAML settings file."),
-        click.option("--kb", "kb", help="KB spec: local, local-server, local-dbpedia, local-dbpedia-server, "
-                                        "wikidata, dbpedia, sparql+wikidata:URL, sparql+dbpedia:URL, kif:..."),
+        click.option("--kb", "kb", help="KB spec: local, local-server, local-hard, local-hard-server, local-dbpedia, "
+                                        "local-dbpedia-server, wikidata, dbpedia, sparql+wikidata:URL, "
+                                        "sparql+dbpedia:URL, kif:..."),
         click.option("--model", "model",
                      help="Model: qwen2.5-coder-1.5b, qwen2.5-coder-0.5b, a .gguf path or a served name."),
         click.option("--examples", "examples", type=click.Choice(["clustered", "retrieved", "fixed"]),

@@ -21,6 +21,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,8 @@ from kifqa.runs.corpus import has_ids, read_rows, row_id
 from kifqa.types import Direction
 
 _SQWD_PROPERTY = re.compile(r"[PR][1-9][0-9]*")
+#: What a base adds to the data folder's: statements ``(subject, property, value)`` and items' names.
+Distractors = tuple[list[tuple[str, str, str]], dict[str, list[str]]]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -277,20 +280,28 @@ class GoldExtender:
     every item whose label or alias equals the gold topic entity's label.
 
     Applies to SimpleQuestions-Wikidata questions (``sqwd:`` datasets), using the data folder's labels
-    and statements; with ``extend_other``, also to questions of other datasets (gold files) that give
-    a topic and a ``Pn``/``Rn`` property. Other questions keep the answers their dataset gives.
+    and statements, plus, on the hard base, the ``distractors`` it adds (its statements and its synthetic
+    items' names: ``(statements, {"Q…": [names]})``, read on first use); with ``extend_other``, also to
+    questions of other datasets (gold files) that give a topic and a ``Pn``/``Rn`` property. Other
+    questions keep the answers their dataset gives.
     Also names things for reports: :meth:`names` of an entity, :meth:`property_label`.
     """
 
     def __init__(self, data_dir: Path, *, extend_other: bool = False,
-                 dbpedia_links: Callable[[], DBpediaLinks] | None = None) -> None:
+                 dbpedia_links: Callable[[], DBpediaLinks] | None = None,
+                 distractors: Callable[[], Distractors] | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.extend_other = extend_other
         self._dbpedia_links = dbpedia_links
+        self._distractors = distractors
+
+    @cached_property
+    def _added(self) -> Distractors:
+        return self._distractors() if self._distractors else ([], {})
 
     @cached_property
     def _labels(self) -> dict[str, list[str]]:
-        return read_item_names(self.data_dir)
+        return {**read_item_names(self.data_dir), **self._added[1]}
 
     @cached_property
     def _by_name(self) -> dict[str, set[str]]:
@@ -306,7 +317,7 @@ class GoldExtender:
     def _triples(self) -> tuple[dict[tuple[str, str], set[str]], dict[tuple[str, str], set[str]]]:
         forward: dict[tuple[str, str], set[str]] = defaultdict(set)
         backward: dict[tuple[str, str], set[str]] = defaultdict(set)
-        for s, p, o, _ in read_statements(self.data_dir):
+        for s, p, o in chain(((s, p, o) for s, p, o, _ in read_statements(self.data_dir)), self._added[0]):
             forward[s, p].add(o)
             backward[o, p].add(s)
         return forward, backward

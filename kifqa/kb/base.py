@@ -83,5 +83,11 @@ class KnowledgeBase(abc.ABC):
     async def labels(self, ids: list[str]) -> dict[str, str]:
         """English labels of the given entities (missing ones are left out)."""
 
+    async def named(self, texts: list[str]) -> list[str] | None:
+        """Those of ``texts`` that are exactly an item's label or alias (case, accents and punctuation
+        folded), in the order given; ``None`` when the base cannot tell without a search per text (a base
+        without a label index of its own)."""
+        return None
+
     async def aclose(self) -> None:
         """Releases connections and processes."""

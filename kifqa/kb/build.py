@@ -21,10 +21,11 @@ import pyoxigraph
 from kifqa.config import Settings
 from kifqa.data import paths, wikidata
 from kifqa.errors import KBError
+from kifqa.kb import hard as hard_base
 from kifqa.kb import index, rdf, swap
 
 #: The builder's version: part of the build hash, so bumping it rebuilds every base.
-VERSION = "2"
+VERSION = "3"
 
 MANIFEST = "manifest.json"
 
@@ -114,37 +115,74 @@ def _complete(kind: type[B], final: Path, digest: str) -> bool:
     return kind.read(swap.current(final), digest) is not None
 
 
-def locate(settings: Settings) -> BuiltKB:
-    """The build of the current data folder, marked in use by this process; :class:`KBError` if there is none."""
+def hard_digest(data_dir: Path) -> str:
+    """The hash of the hard base's inputs: the Wikidata inputs, the ontology, the builder's and the
+    generator's versions and the seed."""
+    return paths.inputs_digest(data_dir, f"{VERSION}/hard-{hard_base.VERSION}/seed-{hard_base.SEED}",
+                               (*paths.WIKIDATA_INPUTS, paths.ONTOLOGY))
+
+
+def _digest_and_final(settings: Settings, hard: bool) -> tuple[str, Path]:
+    if hard:
+        digest = hard_digest(settings.data_dir)
+        return digest, kb_dir(settings) / f"hard-{digest}"
     digest = paths.inputs_digest(settings.data_dir, VERSION)
-    built = read_build(BuiltKB, kb_dir(settings) / digest, digest)
+    return digest, kb_dir(settings) / digest
+
+
+def locate(settings: Settings, *, hard: bool = False) -> BuiltKB:
+    """The build of the current data folder (``hard``: the hard base, :mod:`kifqa.kb.hard`), marked in use
+    by this process; :class:`KBError` if there is none."""
+    digest, final = _digest_and_final(settings, hard)
+    built = read_build(BuiltKB, final, digest)
     if built is None:
-        raise KBError(f"no knowledge base is built for the data in {settings.data_dir} (hash {digest}) "
-                      f"under {kb_dir(settings)}; run `kifqa kb build`")
+        what = "hard knowledge base" if hard else "knowledge base"
+        raise KBError(f"no {what} is built for the data in {settings.data_dir} (hash {digest}) "
+                      f"under {kb_dir(settings)}; run `kifqa kb build{' --hard' if hard else ''}`")
     return built
 
 
-def build(settings: Settings, *, force: bool = False) -> tuple[BuiltKB, bool]:
-    """Builds the knowledge base unless an identical build exists; returns it and whether it was built now."""
-    digest = paths.inputs_digest(settings.data_dir, VERSION)
-    return build_once(BuiltKB, kb_dir(settings) / digest, digest,
-                      lambda root: _write(root, settings.data_dir, digest), force=force)
+def build(settings: Settings, *, force: bool = False, hard: bool = False) -> tuple[BuiltKB, bool]:
+    """Builds the knowledge base (``hard``: the hard base) unless an identical build exists; returns it and
+    whether it was built now."""
+    digest, final = _digest_and_final(settings, hard)
+    return build_once(BuiltKB, final, digest,
+                      lambda root: _write(root, settings.data_dir, digest, hard=hard), force=force)
 
 
-def _write(root: Path, data_dir: Path, digest: str) -> None:
+def _write(root: Path, data_dir: Path, digest: str, *, hard: bool = False) -> None:
     started = time.perf_counter()
+    phases: dict[str, float] = {}
+
+    def phase(name: str) -> None:
+        phases[name] = round(time.perf_counter() - started - sum(phases.values()), 2)
+
     dataset = wikidata.load(data_dir)
+    extra: dict[str, Any] = {}
+    if hard:
+        distractors = hard_base.generate(dataset, hard_base.read_ontology(data_dir / paths.ONTOLOGY))
+        distractors.write(root)
+        extra["hard"] = {"seed": hard_base.SEED, "version": hard_base.VERSION,
+                         **hard_base.statistics_of(dataset, distractors, hard_base.test_topics(data_dir, dataset))}
+        dataset = distractors.extend(dataset)
+        phase("distractors")
     built = BuiltKB(root, {})
     with open(built.rdf_path, "w", encoding="utf-8") as f:
         rdf_triples = 0
         for line in rdf.lines(dataset):
             f.write(line)
             rdf_triples += 1
+    phase("rdf")
     store = pyoxigraph.Store(str(built.store_dir))
     store.bulk_load(path=str(built.rdf_path), format=pyoxigraph.RdfFormat.N_TRIPLES)
     store.flush()
     del store  # closes the database before the folder is renamed
+    phase("load")
     counts = index.build(built.index_path, dataset)
+    phase("index")
+    if hard:
+        built.rdf_path.unlink()  # loaded; 0.7 GB that nothing reads again (distractors.tsv has what it adds)
+        extra["phases_s"] = phases
     manifest = {
         "hash": digest,
         "version": VERSION,
@@ -152,5 +190,7 @@ def _write(root: Path, data_dir: Path, digest: str) -> None:
         "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "seconds": round(time.perf_counter() - started, 2),
         "counts": {"statements": len(dataset.triples), "rdf_triples": rdf_triples, **counts},
+        "bytes": sum(f.stat().st_size for f in root.rglob("*") if f.is_file()),
+        **extra,
     }
     (root / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")

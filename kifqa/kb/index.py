@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import quote
 
-from kifqa.data.text import index_key
+from kifqa.data.text import index_key, question_key
 from kifqa.data.wikidata import Dataset
 from kifqa.errors import KBError
 from kifqa.sqlite import select_in
@@ -35,8 +35,9 @@ CREATE TABLE entity (
   description TEXT NOT NULL, datatype TEXT NOT NULL, degree INTEGER NOT NULL);
 CREATE TABLE name (
   rowid INTEGER PRIMARY KEY, entity INTEGER NOT NULL, kind TEXT NOT NULL, text TEXT NOT NULL,
-  norm TEXT NOT NULL, is_label INTEGER NOT NULL);
+  norm TEXT NOT NULL, words TEXT NOT NULL, is_label INTEGER NOT NULL);
 CREATE INDEX name_norm ON name (kind, norm);
+CREATE INDEX name_words ON name (kind, words);
 CREATE INDEX name_entity ON name (entity);
 CREATE VIRTUAL TABLE item_fts USING fts5 (norm, content='', tokenize='unicode61 remove_diacritics 2');
 CREATE VIRTUAL TABLE property_fts USING fts5 (norm, content='', tokenize='unicode61 remove_diacritics 2');
@@ -92,9 +93,10 @@ def build(path: Path, data: Dataset) -> dict[str, int]:
         for rowid, (id, kind, label, aliases, description, datatype, deg) in enumerate(rows, 1):
             con.execute("INSERT INTO entity VALUES (?, ?, ?, ?, ?, ?, ?)",
                         (rowid, id, kind, label, description, datatype, deg))
-            names += [(rowid, kind, text, index_key(text), i == 0)
+            names += [(rowid, kind, text, index_key(text), question_key(text), i == 0)
                       for i, text in enumerate((label, *aliases)) if text]
-        con.executemany("INSERT INTO name (entity, kind, text, norm, is_label) VALUES (?, ?, ?, ?, ?)", names)
+        con.executemany("INSERT INTO name (entity, kind, text, norm, words, is_label) VALUES (?, ?, ?, ?, ?, ?)",
+                        names)
         for kind in ("item", "property"):
             con.execute(f"INSERT INTO {kind}_fts (rowid, norm) SELECT rowid, norm FROM name WHERE kind = ?", (kind,))
         con.execute("INSERT INTO description_fts (rowid, text) SELECT rowid, description FROM entity "
@@ -167,6 +169,16 @@ class LabelIndex:
     def labels(self, ids: Iterable[str]) -> dict[str, str]:
         """English labels of the given ids (unknown or unlabelled ids are left out)."""
         return {id: e.label for id, e in self.entries(ids).items() if e.label}
+
+    def named(self, texts: Iterable[str]) -> list[str]:
+        """Those of ``texts`` that are exactly some item's label or alias, case, accents and punctuation
+        folded (:func:`~kifqa.data.text.question_key`), in the order given."""
+        keys = {text: question_key(text) for text in texts}
+        with self._lock:
+            found = {row[0] for row in select_in(
+                self._con, "SELECT DISTINCT words FROM name WHERE kind = 'item' AND words IN ({marks})",
+                sorted({k for k in keys.values() if k}))}
+        return [text for text, key in keys.items() if key in found]
 
     def search(self, kind: Kind, text: str, limit: int) -> list[Hit]:
         """Entities of ``kind`` matching ``text``: all exact matches, then up to ``limit`` in all."""

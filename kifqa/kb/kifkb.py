@@ -131,6 +131,10 @@ class KifKnowledgeBase(KnowledgeBase):
     async def labels(self, ids: list[str]) -> dict[str, str]:
         return await self._run(self._labels(ids))
 
+    async def named(self, texts: list[str]) -> list[str] | None:
+        """From the label index of a local build (one SQLite query); ``None`` without one."""
+        return self.index.named(texts) if self.index is not None else None
+
     async def aclose(self) -> None:
         if self._closed:
             return

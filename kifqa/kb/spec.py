@@ -25,6 +25,11 @@ from kifqa.kb.virtuoso import DEFAULT_PORT, process_server
 FORMS = """\
   local                  the built base, in process (pyoxigraph) + local label search (default)
   local-server[:PORT]    the `kifqa kb serve` server on 127.0.0.1:PORT (default kb.server_port) + local search
+  local-hard             the hard base (`kifqa kb build --hard`: real statements plus synthetic distractors),
+                         in process + its label search
+  local-hard-server[:PORT]
+                         the `kifqa kb serve --hard` server on 127.0.0.1:PORT (default kb.server_port) + the
+                         hard base's label search
   local-dbpedia          the DBpedia-encoded build on a Virtuoso this process starts (and stops at exit)
                          + its DBpedia-Lookup-style search (`kifqa-dbpedia`)
   local-dbpedia-server[:PORT]
@@ -86,7 +91,7 @@ def endpoint_host(spec: str, settings: Settings) -> str | None:
     """The host a spec's store sends its queries to (:attr:`ResolvedKB.host`); ``None`` for the in-process
     and local builds, which are not opened for it. Nothing is sent, so no contact is needed."""
     spec = spec.strip()
-    return None if spec in ("local", "local-dbpedia") else _resolved(spec, settings).host
+    return None if spec in ("local", "local-hard", "local-dbpedia") else _resolved(spec, settings).host
 
 
 def endpoint_url(spec: str, settings: Settings) -> str | None:
@@ -107,12 +112,12 @@ def _resolved(spec: str, settings: Settings) -> ResolvedKB:
 
 def _resolve(spec: str, settings: Settings) -> tuple[Store, Search]:
     head, _, rest = spec.partition(":")
-    if spec == "local":
-        built = locate(settings)
+    if spec in ("local", "local-hard"):
+        built = locate(settings, hard=spec == "local-hard")
         return _local_store(built, settings), _local_search(built)
-    if head == "local-server":
+    if head in ("local-server", "local-hard-server"):
         port = _port(rest, spec) if rest else settings.kb.server_port
-        return _wikidata_endpoint(f"http://127.0.0.1:{port}/query", settings)
+        return _wikidata_endpoint(f"http://127.0.0.1:{port}/query", settings, hard=head == "local-hard-server")
     if spec == "local-dbpedia":
         built_dbpedia = dbpedia.locate(settings)
         return _dbpedia_endpoint(process_server(built_dbpedia.rdf_path, graph=dbpedia.GRAPH).url, settings,
@@ -193,8 +198,9 @@ def _dbpedia_endpoint(url: str, settings: Settings, built: dbpedia.DBpediaBuild 
                      lambda: _dbpedia_search(built or dbpedia.locate(settings)))
 
 
-def _wikidata_endpoint(url: str, settings: Settings) -> tuple[Store, Search]:
-    return _endpoint("wikidata-sparql", url, settings, "wikidata-wapi", lambda: _local_search(locate(settings)))
+def _wikidata_endpoint(url: str, settings: Settings, *, hard: bool = False) -> tuple[Store, Search]:
+    return _endpoint("wikidata-sparql", url, settings, "wikidata-wapi",
+                     lambda: _local_search(locate(settings, hard=hard)))
 
 
 def _endpoint(store: str, url: str, settings: Settings, remote_search: str,

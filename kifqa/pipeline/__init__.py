@@ -121,8 +121,11 @@ class Pipeline:
             else:
                 shots = self.examples.select(question.text)
                 trace.examples = [e.question for e in shots]
+                known = None
+                if s.constrain_draft and s.ground_draft != "off":
+                    known = await draft.grounded(kb, question.text, longest=s.ground_draft == "longest")
                 out = await rec.generate(self.llm, draft.request(
-                    question.text, shots, constrain=s.constrain_draft,
+                    question.text, shots, constrain=s.constrain_draft, known=known,
                     prefix_key=self.examples.prefix_key(question.text)))
                 if out.error:
                     raise StepError(f"model call failed: {out.error}", kind=ErrorKind.MODEL)

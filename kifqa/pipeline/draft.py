@@ -6,8 +6,9 @@ import json
 from importlib import resources
 
 from kifqa.data.pool import Example
+from kifqa.kb.base import KnowledgeBase
 from kifqa.llm.base import ChatRequest, Message
-from kifqa.pipeline.text import ngrams
+from kifqa.pipeline.text import ngrams, outermost, spans
 from kifqa.types import UNKNOWN, Pattern
 
 #: Characters a predicate may use (the grammar and the parser agree on them).
@@ -19,18 +20,19 @@ class DraftError(ValueError):
     """The model's draft is not a valid pattern list."""
 
 
-def grammar(question: str) -> str:
+def grammar(question: str, known: list[str] | None = None) -> str:
     """GBNF for the draft of ``question``: one main pattern with exactly one ``?x``, an optional
-    constraint pattern ``(?x | predicate | entity)``, and known entities that are runs of the
-    question's own words in any letter case (the draft cannot name what the question does not)."""
-    grams = ngrams(question)
-    known = " | ".join(_any_case(g) for g in grams) if grams else '"?"'
+    constraint pattern ``(?x | predicate | entity)``, and known entities that are ``known`` (runs of
+    the question that the label index links, :func:`grounded`) or else runs of the question's own
+    words, in any letter case (the draft cannot name what the question does not)."""
+    grams = known or ngrams(question)
+    alternatives = " | ".join(_any_case(g) for g in grams) if grams else '"?"'
     return "\n".join([
         'root ::= main ( "\\n" constraint )?',
         'main ::= "(" known " | " pred " | ?x)" | "(?x | " pred " | " known ")"',
         'constraint ::= "(?x | " pred " | " known ")"',
         f"pred ::= {_PREDICATE}",
-        f"known ::= {known}",
+        f"known ::= {alternatives}",
     ])
 
 
@@ -46,10 +48,21 @@ def _any_case(text: str) -> str:
     return "(" + " ".join(parts) + ")"
 
 
-def request(question: str, examples: list[Example], *, constrain: bool = True,
+async def grounded(kb: KnowledgeBase, question: str, *, longest: bool = False) -> list[str] | None:
+    """The runs of ``question``'s words, as written with their punctuation, that are exactly an item's
+    label or alias in ``kb`` (``longest``: only those inside no longer one); ``None`` when none is, or
+    when the base cannot tell."""
+    found = await kb.named(spans(question))
+    if not found:
+        return None
+    return outermost(found) if longest else found
+
+
+def request(question: str, examples: list[Example], *, constrain: bool = True, known: list[str] | None = None,
             prefix_key: str | None = None) -> ChatRequest:
     """The draft request: the fixed system prompt (a shared, cacheable prefix), each example as a
-    user turn and the assistant's draft, then the question. ``prefix_key`` names the example block
+    user turn and the assistant's draft, then the question; the grammar admits ``known`` as the known
+    entity (default: every run of the question's words). ``prefix_key`` names the example block
     when other questions share it (:meth:`~kifqa.pipeline.examples.ExampleSource.prefix_key`)."""
     messages = [Message("system", _SYSTEM)]
     for e in examples:
@@ -57,7 +70,7 @@ def request(question: str, examples: list[Example], *, constrain: bool = True,
     messages.append(Message("user", question))
     return ChatRequest(
         messages=tuple(messages),
-        grammar=grammar(question) if constrain else None,
+        grammar=grammar(question, known) if constrain else None,
         max_tokens=64,
         prefix_key=prefix_key,
     )

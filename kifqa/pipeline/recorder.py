@@ -70,3 +70,7 @@ class CountingKB(KnowledgeBase):
     async def labels(self, ids: list[str]) -> dict[str, str]:
         self._trace.kb_calls += 1
         return await self._kb.labels(ids)
+
+    async def named(self, texts: list[str]) -> list[str] | None:
+        self._trace.kb_calls += 1
+        return await self._kb.named(texts)

@@ -6,9 +6,11 @@ import difflib
 import re
 from collections.abc import Iterable
 
-from kifqa.data.text import name_key, normalize, words
+from kifqa.data.text import name_key, normalize, question_key, words
 
 _POSSESSIVE = re.compile(r"['’]s$")
+_WORD_SPAN = re.compile(r"\w+(?:['’.&-]\w+)*")
+_PATTERN_SYNTAX = re.compile(r"[|()?\n]")
 
 
 def ngrams(text: str, *, max_len: int = 8) -> list[str]:
@@ -23,6 +25,29 @@ def ngrams(text: str, *, max_len: int = 8) -> list[str]:
             if bare and bare != gram:
                 out[bare] = None
     return list(out)
+
+
+def spans(text: str, *, max_len: int = 8) -> list[str]:
+    """Every run of up to ``max_len`` consecutive words of ``text`` as the text writes it, with the
+    punctuation between its words (``carranger: zenkai! racer``); possessive ``'s`` also dropped."""
+    found = [(m.start(), m.end()) for m in _WORD_SPAN.finditer(text)]
+    out: dict[str, None] = {}
+    for i in range(len(found)):
+        for j in range(i, min(i + max_len, len(found))):
+            run = " ".join(text[found[i][0]:found[j][1]].split())
+            if _PATTERN_SYNTAX.search(run):  # a pattern could not hold it
+                break
+            out[run] = None
+            bare = _POSSESSIVE.sub("", run)
+            if bare and bare != run:
+                out[bare] = None
+    return list(out)
+
+
+def outermost(runs: list[str]) -> list[str]:
+    """The runs whose words are inside no longer one of ``runs`` (case, accents and punctuation folded)."""
+    padded = [f" {question_key(r)} " for r in runs]
+    return [r for r, p in zip(runs, padded) if not any(len(o) > len(p) and p in o for o in padded)]
 
 
 def relaxed(text: str) -> list[str]:

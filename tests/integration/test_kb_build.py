@@ -152,3 +152,54 @@ def test_search_tiers(tiny_kb: KifKnowledgeBase) -> None:
 def test_unused_properties_are_searchable(tiny_kb: KifKnowledgeBase) -> None:
     found = _run(tiny_kb, lambda kb: kb.search_properties("unused"))
     assert found[0].id == "P15" and found[0].description == "no statement uses it"
+
+
+_ONTOLOGY = """@prefix dbo: <http://dbpedia.org/ontology/> .
+@prefix owl: <http://www.w3.org/2002/07/owl#> .
+@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+@prefix wd: <http://www.wikidata.org/entity/> .
+dbo:Place a owl:Class ; rdfs:label "place"@en .
+dbo:location a owl:ObjectProperty ; rdfs:domain dbo:Place ; rdfs:range dbo:Place ; owl:equivalentProperty wd:P10 .
+dbo:discovered a owl:DatatypeProperty ; rdfs:domain dbo:Place ; owl:equivalentProperty wd:P13 .
+dbo:mass a owl:DatatypeProperty ; owl:equivalentProperty wd:P12 .
+"""
+
+
+def test_hard_build_keeps_the_real_base_and_exports_what_it_adds(tiny_settings: Maker) -> None:
+    from kifqa.kb.hard import DISTRACTOR_LABELS, DISTRACTORS
+
+    settings = tiny_settings()
+    (settings.data_dir / paths.ONTOLOGY).parent.mkdir()
+    (settings.data_dir / paths.ONTOLOGY).write_text(_ONTOLOGY)
+    real, _ = build(settings)
+    built, new = build(settings, hard=True)
+    assert new and built.root != real.root and locate(settings, hard=True).root == built.root
+    assert locate(settings).root == real.root, "the real base stays as it is"
+    added = [line.split("\t") for line in (built.root / DISTRACTORS).read_text().splitlines()]
+    stats = built.manifest["hard"]
+    assert added and len(added) == stats["statements_added"] == built.manifest["counts"]["statements"] - 7
+    assert stats["fan_out_hard"] is None  # no train and valid files here
+    real_forward = {("Q1", "P10"), ("Q2", "P10"), ("Q1", "P11"), ("Q1", "P12"), ("Q1", "P13"), ("Q1", "P14"),
+                    ("Q5", "P10")}
+    assert ["Q2", "P13"] in [t[:2] for t in added]  # Q2 is a place too: it gets a discovery date
+    assert not [t for t in added if (t[0], t[1]) in real_forward]
+    assert json.loads((built.root / DISTRACTOR_LABELS).read_text()).keys() == {
+        id for t in added for id in (t[0], t[2]) if id.startswith("Q") and int(id[1:]) > 10 ** 9}
+    assert not (built.root / "kb.nt").exists()
+
+    async def facts() -> tuple[set[str], set[str]]:
+        hard_kb, real_kb = open_kb("local-hard", settings), open_kb("local", settings)
+        try:
+            found = [{f.subject for f in (await kb.facts("Q3", "P10", "backward")).facts} for kb in (real_kb, hard_kb)]
+            return found[0], found[1]
+        finally:
+            await hard_kb.aclose()
+            await real_kb.aclose()
+
+    in_real, in_hard = asyncio.run(facts())
+    assert in_real == {"Q1", "Q2"} and in_real <= in_hard
+
+    again, _ = build(settings, hard=True, force=True)
+    assert again.root != built.root
+    assert (again.root / DISTRACTORS).read_bytes() == (built.root / DISTRACTORS).read_bytes()
+    assert (again.root / DISTRACTOR_LABELS).read_bytes() == (built.root / DISTRACTOR_LABELS).read_bytes()

@@ -44,3 +44,13 @@ def test_request_puts_the_fixed_prompt_first() -> None:
     assert [m.role for m in a.messages[1:3]] == ["user", "assistant"] and a.messages[2].content == shots[0].draft
     assert a.messages[-1].content == "where was sasha vujačić born"
     assert a.grammar and draft._any_case("vujačić") in a.grammar
+
+
+def test_spans_keep_the_questions_punctuation() -> None:
+    from kifqa.pipeline.text import outermost, spans
+
+    runs = spans("what kind of game is gekisou sentai carranger: zenkai! racer senshi?")
+    assert "gekisou sentai carranger: zenkai! racer senshi" in runs and "senshi" in runs
+    assert not any("?" in r for r in runs)
+    assert "james brown" in spans("who is james brown's son") and "(the" not in " ".join(spans("a (the b) c"))
+    assert outermost(["singer", "singer-songwriter", "professional"]) == ["singer-songwriter", "professional"]

@@ -1,0 +1,35 @@
+"""The draft's known entity is grounded in the label index: the grammar admits the question's runs that
+name an item exactly, as the question writes them (real data, real index)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from kifqa.kb.kifkb import KifKnowledgeBase
+from kifqa.pipeline import draft
+
+
+def _grounded(kb: KifKnowledgeBase, question: str, *, longest: bool = False) -> list[str] | None:
+    return asyncio.run(draft.grounded(kb, question, longest=longest))
+
+
+def test_a_title_with_punctuation_is_admitted_as_written(local_kb: KifKnowledgeBase) -> None:
+    found = _grounded(local_kb, "what kind of game is gekisou sentai carranger: zenkai! racer senshi?")
+    assert found is not None and "gekisou sentai carranger: zenkai! racer senshi" in found
+    assert "gekisou sentai carranger zenkai racer senshi" not in found  # the question's own form only
+    g = draft.grammar("what kind of game is gekisou sentai carranger: zenkai! racer senshi?", found)
+    known = next(line for line in g.splitlines() if line.startswith("known ::="))
+    assert draft._any_case("gekisou sentai carranger: zenkai! racer senshi") in known
+    assert draft._any_case("kind of game") not in known  # a run that names nothing
+
+
+def test_the_exact_label_not_the_longer_run(local_kb: KifKnowledgeBase) -> None:
+    found = _grounded(local_kb, "Name a professional singer-songwriter")
+    assert found is not None and "singer-songwriter" in found
+    assert "professional singer-songwriter" not in found and "professional" not in found
+
+
+def test_all_runs_when_none_links(local_kb: KifKnowledgeBase) -> None:
+    assert _grounded(local_kb, "zqxv wkpq") is None
+    g = draft.grammar("zqxv wkpq", None)
+    assert draft._any_case("zqxv wkpq") in g
