@@ -91,6 +91,9 @@ class LLMSettings(BaseModel):
     context: int = 4096
     #: ``local``: llama.cpp slots decoded together (each keeps its own prompt cache; see docs/llm.md).
     parallel: int = Field(default=4, ge=1, json_schema_extra=RUNTIME)
+    #: ``local``: keep each few-shot block's KV state under ``cache_dir/kv`` and restore it instead
+    #: of evaluating the block (once per machine and model; see docs/llm.md).
+    persist_blocks: bool = Field(default=True, json_schema_extra=RUNTIME)
     #: ``openai``: how the server takes a grammar: ``llamacpp`` (``grammar``), ``vllm``
     #: (``structured_outputs``, vLLM >= 0.10.2), ``vllm-legacy`` (``guided_grammar``, vLLM < 0.12)
     #: or ``openai`` (hosted APIs: no grammar).

@@ -34,6 +34,7 @@ def open_backend(settings: Settings) -> LLM:
             parallel=cfg.parallel,
             threads=cfg.threads,
             timeout_s=cfg.timeout_s,
+            persist_blocks=cfg.persist_blocks,
             options=cfg.extra,
         )
     if cfg.backend == "openai":

@@ -123,7 +123,8 @@ class Pipeline:
                 trace.examples = [e.question for e in shots]
                 out = await rec.generate(self.llm, draft.request(
                     question.text, shots, constrain=s.constrain_draft,
-                    prefix_key=self.examples.prefix_key(question.text)))
+                    prefix_key=self.examples.prefix_key(question.text),
+                    shared=self.examples.shared(question.text)))
                 if out.error:
                     raise StepError(f"model call failed: {out.error}")
                 text = out.text

@@ -50,9 +50,19 @@ class ClusteredExamples(ExampleSource):
     def prefix_key(self, question: str) -> str | None:
         return f"cluster-{self.cluster(question)}"
 
+    def shared(self, question: str) -> int:
+        return len(self._shown(question))
+
+    def shared_blocks(self) -> dict[str, list[Example]]:
+        return {f"cluster-{c}": [self.pool.examples[i] for i in members] for c, members in enumerate(self.blocks)}
+
+    def _shown(self, question: str) -> list[int]:
+        """The pool indices of ``question``'s block, the question itself left out."""
+        return [i for i in self.blocks[self.cluster(question)] if not self.pool.is_question(i, question)]
+
     def select(self, question: str) -> list[Example]:
         members = self.blocks[self.cluster(question)]
-        shown = [i for i in members if not self.pool.is_question(i, question)]
+        shown = self._shown(question)
         tail = self.pool.nearest(question, self.nearest, skip=frozenset(members)) if self.nearest else []
         return [self.pool.examples[i] for i in shown] + tail[::-1]
 

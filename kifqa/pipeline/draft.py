@@ -47,10 +47,11 @@ def _any_case(text: str) -> str:
 
 
 def request(question: str, examples: list[Example], *, constrain: bool = True,
-            prefix_key: str | None = None) -> ChatRequest:
+            prefix_key: str | None = None, shared: int | None = None) -> ChatRequest:
     """The draft request: the fixed system prompt (a shared, cacheable prefix), each example as a
     user turn and the assistant's draft, then the question. ``prefix_key`` names the example block
-    when other questions share it (:meth:`~kifqa.pipeline.examples.ExampleSource.prefix_key`)."""
+    when other questions share it (:meth:`~kifqa.pipeline.examples.ExampleSource.prefix_key`), the
+    first ``shared`` examples (default: all)."""
     messages = [Message("system", _SYSTEM)]
     for e in examples:
         messages += [Message("user", e.question), Message("assistant", e.draft)]
@@ -60,6 +61,7 @@ def request(question: str, examples: list[Example], *, constrain: bool = True,
         grammar=grammar(question) if constrain else None,
         max_tokens=64,
         prefix_key=prefix_key,
+        prefix_messages=None if shared is None else 1 + 2 * shared,
     )
 
 
