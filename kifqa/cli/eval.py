@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from kifqa.cli.options import concurrency_option, fail, load_settings, settings_options
+from kifqa.llm.factory import in_process_instances
 from kifqa.config import Settings
 from kifqa.data.dbpedia_map import DBpediaLinks
 from kifqa.errors import KifqaError
@@ -59,7 +60,8 @@ def eval_(dataset: str, limit: int | None, start: int, concurrency: int | None, 
     if oracle_drafts and (batch or run_dir or compare):
         raise click.UsageError("--oracle-drafts answers in-process: not with --batch, --run or --compare")
     settings = load_settings(config, kb, model, examples)
-    concurrency = concurrency or settings.llm.in_flight
+    instances = in_process_instances(settings)
+    concurrency = concurrency or settings.llm.in_flight * instances
     try:
         if compare:
             _compare(settings, dataset, compare, out, show, extend_gold)
@@ -120,7 +122,7 @@ def _evaluate(settings: Settings, dataset: str, limit: int | None, start: int, c
                          f"{draft}\t{t.get('error') or ''}\n")
 
     async def run() -> tuple[Evaluation, Evaluation | None]:
-        async with open_pipeline(settings=settings) as pipeline:
+        async with open_pipeline(settings=settings, instances=in_process_instances(settings)) as pipeline:
             normal = await evaluate(pipeline, questions, extender, concurrency=concurrency, progress=progress)
             if not oracle_drafts:
                 return normal, None

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from kifqa.cli.options import concurrency_option, fail, load_settings, settings_options
+from kifqa.llm.factory import in_process_instances
 from kifqa.errors import KifqaError
 
 
@@ -45,7 +46,7 @@ def silver(corpus: Path | None, out: Path, limit: int | None, concurrency: int |
     if (target_precision is None) != (calibration_dir is None):
         raise click.UsageError("--target-precision and --calibration go together")
     settings = load_settings(config, kb, model, examples)
-    concurrency = concurrency or settings.llm.in_flight
+    concurrency = concurrency or settings.llm.in_flight * in_process_instances(settings)
     try:
         calibration = None
         if calibration_dir is not None:
@@ -84,7 +85,8 @@ def silver(corpus: Path | None, out: Path, limit: int | None, concurrency: int |
                     sys.stderr.write(f"{r.question.id}\t{len(r.answers)} answers\t{r.trace.error or ''}\n")
 
                 async def run():
-                    async with open_pipeline(settings=settings) as pipeline:
+                    async with open_pipeline(settings=settings,
+                                             instances=in_process_instances(settings)) as pipeline:
                         return await answer_all(pipeline, questions, concurrency=concurrency, progress=progress)
 
                 predictions = [Prediction.from_result(r) for r in asyncio.run(run())]
