@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import logging
 import os
 import threading
 import time
@@ -31,6 +32,8 @@ from kifqa.llm.aio import PerLoop
 from kifqa.llm.base import LLM, ChatRequest, Completion, Message
 from kifqa.llm.blockstate import StateKey, StateStore, model_sha256
 from kifqa.llm.wire import chat_body, join_stream, parse_completion
+
+log = logging.getLogger(__name__)
 
 #: llama.cpp log level: 0 quiet, 1 errors, 2 warnings, 3 info.
 _LOG_ERRORS = 1
@@ -250,7 +253,9 @@ class LocalLLM(LLM):
                 try:
                     self._put_prefix(slot, prefix)
                 except (LLMError, ValueError, RuntimeError) as e:
-                    return Completion(error=f"local model: shared prefix failed: {e}")
+                    # A saved state that cannot be used never fails the request: llama.cpp evaluates the prefix.
+                    log.warning("shared prefix not restored or saved: %s", e)
+                    self._slot_table.set(slot, None)
 
         def collect(chunk: Any) -> bool:
             chunks.append(chunk)
@@ -340,6 +345,8 @@ class LocalLLM(LLM):
         n = 0
         while n < min(len(first), len(second)) and first[n] == second[n]:
             n += 1
+        if n == 0:
+            raise LLMError("local model: the chat template renders no common prefix for these messages")
         return StateKey(tokens=tuple(first[:n]), **self._state_base)
 
     def _http(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
