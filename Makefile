@@ -48,6 +48,7 @@ runs/demo-questions.jsonl: $(KIFQA_DATA_DIR)/simplequestions-wikidata/valid_answ
 demo: setup runs/demo-questions.jsonl
 	$(BIN)/kifqa kb build
 	$(BIN)/kifqa model fetch
+	$(BIN)/kifqa model warm
 	$(BIN)/kifqa run runs/demo-questions.jsonl --out runs/demo
 
 bench: setup

@@ -17,10 +17,11 @@ from kifqa.types import Question, Result
 
 @asynccontextmanager
 async def open_pipeline(*, settings: Settings | None = None, kb: KnowledgeBase | None = None,
-                        llm: LLM | None = None,
-                        examples: ExampleSource | None = None) -> AsyncIterator[Pipeline]:
+                        llm: LLM | None = None, examples: ExampleSource | None = None,
+                        instances: int = 1) -> AsyncIterator[Pipeline]:
     """A :class:`Pipeline` on ``settings``; what you pass in is used as is (and not closed),
-    what the settings name is opened here and closed on exit."""
+    what the settings name is opened here and closed on exit (the model as ``instances`` instances,
+    see :func:`~kifqa.llm.open_llm`)."""
     from kifqa.kb.spec import open_kb
     from kifqa.llm import open_llm
 
@@ -29,7 +30,7 @@ async def open_pipeline(*, settings: Settings | None = None, kb: KnowledgeBase |
     own_llm = llm is None
     kb = kb or open_kb(settings.kb.spec, settings)
     try:
-        llm = llm or open_llm(settings)
+        llm = llm or open_llm(settings, instances=instances)
         try:
             yield Pipeline.from_settings(kb=kb, llm=llm, settings=settings, examples=examples)
         finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import os
 import types
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
@@ -100,6 +101,11 @@ class LLMSettings(Section):
     context: int = 4096
     #: ``local``: llama.cpp slots decoded together (each keeps its own prompt cache; see docs/llm.md).
     parallel: int = Field(default=4, ge=1, json_schema_extra=RUNTIME)
+    #: ``local``: keep each few-shot block's KV state under ``cache_dir/kv`` and restore it instead
+    #: of evaluating the block (once per machine and model; see docs/llm.md).
+    persist_blocks: bool = Field(default=True, json_schema_extra=RUNTIME)
+    #: ``local``: where the block states are kept (default ``cache_dir/kv``).
+    block_dir: Path | None = Field(default=None, json_schema_extra=RUNTIME)
     #: ``openai``: how the server takes a grammar: ``llamacpp`` (``grammar``), ``vllm``
     #: (``structured_outputs``, vLLM >= 0.10.2), ``vllm-legacy`` (``guided_grammar``, vLLM < 0.12)
     #: or ``openai`` (hosted APIs: no grammar).
@@ -209,14 +215,16 @@ class BatchSettings(Section):
     #: ``question_timeout_s``) instead of failing; an outage longer than this many seconds fails the
     #: calls at once, with errors that say so (``--retry-failed`` completes the job later).
     max_outage_s: float = Field(default=300.0, ge=0, json_schema_extra=RUNTIME)
-    #: LLM actors, each holding one model (one llama.cpp process or one vLLM engine).
-    llm_actors: int = Field(default=1, ge=1, json_schema_extra=RUNTIME)
+    #: LLM actors, each holding one model (one llama.cpp process or one vLLM engine); ``auto``:
+    #: :meth:`llm_actor_count` (every core for the local backend). In-process commands (``kifqa eval``,
+    #: ``silver``, ``bench examples``) open as many model instances by the same rule.
+    llm_actors: int | Literal["auto"] = Field(default="auto", json_schema_extra=RUNTIME)
     llm_actor_cpus: float = Field(default=1.0, ge=0, json_schema_extra=RUNTIME)
     llm_actor_gpus: float = Field(default=0.0, ge=0, json_schema_extra=RUNTIME)
     #: Requests one LLM actor accepts at once (they reach the backend together).
     llm_actor_concurrency: int = Field(default=64, ge=1, json_schema_extra=RUNTIME)
     #: KB actors, each holding its own knowledge base (KIF store and search).
-    kb_actors: int = Field(default=1, ge=1, json_schema_extra=RUNTIME)
+    kb_actors: int | Literal["auto"] = Field(default="auto", json_schema_extra=RUNTIME)
     kb_actor_concurrency: int = Field(default=32, ge=1, json_schema_extra=RUNTIME)
     #: Per-endpoint limits by host name, shared by all KB actors; unlisted endpoints are unlimited.
     limits: dict[str, EndpointLimit] = Field(default_factory=_default_limits, json_schema_extra=RUNTIME)
@@ -228,6 +236,31 @@ class BatchSettings(Section):
     retry_failed: bool = Field(default=False, json_schema_extra=RUNTIME)
     #: The Ray cluster to join (``auto``, ``ray://host:10001``); ``None`` joins a running one or starts one.
     ray_address: str | None = Field(default=None, json_schema_extra=RUNTIME)
+
+    @field_validator("llm_actors", "kb_actors")
+    @classmethod
+    def _at_least_one(cls, value: int | str) -> int | str:
+        if isinstance(value, int) and value < 1:
+            raise ValueError("at least 1 actor, or auto")
+        return value
+
+    def llm_actor_count(self, llm: LLMSettings, *, cpus: int | None = None) -> int:
+        """``llm_actors``, with ``auto`` resolved: for the local backend on CPU, one actor per
+        ``llm.threads`` of the ``cpus`` cores (default: this machine's); shard tasks and KB actors
+        reserve no core (they mostly wait for the model). Other backends: one (the server or GPU does the
+        work; ask for more explicitly)."""
+        if self.llm_actors != "auto":
+            return self.llm_actors
+        if llm.backend != "local" or self.llm_actor_gpus > 0:
+            return 1
+        return max(1, (cpus or os.cpu_count() or 1) // llm.threads)
+
+    def kb_actor_count(self, *, cpus: int | None = None) -> int:
+        """``kb_actors``, with ``auto`` resolved: one per 4 cores (a KB actor answers many questions at
+        once, each call a short lookup), at least one."""
+        if self.kb_actors != "auto":
+            return self.kb_actors
+        return max(1, (cpus or os.cpu_count() or 1) // 4)
 
 
 class Settings(BaseSettings):

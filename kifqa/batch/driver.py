@@ -20,7 +20,7 @@ from ray.exceptions import RayError, RayTaskError
 from tqdm import tqdm
 
 from kifqa.batch.kbpool import KBFactory
-from kifqa.batch.llmpool import LLMFactory
+from kifqa.batch.llmpool import LLMFactory, cluster_cpus
 from kifqa.batch.pools import Pools, actor_pools, connect
 from kifqa.batch.preflight import check_endpoints
 from kifqa.batch.summary import COLUMNS, Summary, trace_counts
@@ -63,6 +63,10 @@ class _Run:
     task_cpu_s: float = 0.0
     kb_calls: int = 0
     kb_cache_hits: int = 0
+    #: perf_counter() when the first question was answered (0: none yet).
+    first_answer_at: float = 0.0
+    llm_actors: int = 0
+    kb_actors: int = 0
 
 
 def run_job(settings: Settings, corpus: str | Path | None = None, out: str | Path | None = None, *,
@@ -104,6 +108,8 @@ def run_job(settings: Settings, corpus: str | Path | None = None, out: str | Pat
     try:
         with _stoppable() as terminated:
             if todo and pools is None:
+                if progress:
+                    _say_stages(settings)
                 with actor_pools(settings, open_kb=open_kb, open_llm=open_llm) as own:
                     run = _run_shards(settings, output, todo, own, pipeline, progress)
                     run.startup_s = own.startup_s
@@ -113,7 +119,7 @@ def run_job(settings: Settings, corpus: str | Path | None = None, out: str | Pat
     except KeyboardInterrupt:
         raise _stopped(output, manifest, shards, terminated=bool(terminated)) from None
 
-    summary = _summary(output, run, n_shards=len(shards), n_todo=len(todo), llm_actors=b.llm_actors)
+    summary = _summary(output, run, n_shards=len(shards), n_todo=len(todo), started=started)
     manifest["runs"][-1].update(finished_at=now(), seconds=round(time.perf_counter() - started, 3),
                                 questions=run.questions, shards=len(todo), shards_failed=run.failed)
     complete = summary.ok and len(output.finished()) == len(shards)
@@ -182,7 +188,7 @@ def _todo(shards: list[Shard], output: RunFolder, *, retry_failed: bool) -> list
     return todo
 
 
-def _summary(output: RunFolder, run: _Run, *, n_shards: int, n_todo: int, llm_actors: int) -> Summary:
+def _summary(output: RunFolder, run: _Run, *, n_shards: int, n_todo: int, started: float) -> Summary:
     return Summary(
         out=str(output.root), **trace_counts(output.trace_shards(COLUMNS)),
         answers=output.count_answers(), ran=run.questions, shards=n_shards,
@@ -190,13 +196,30 @@ def _summary(output: RunFolder, run: _Run, *, n_shards: int, n_todo: int, llm_ac
         seconds=round(run.seconds, 3), task_cpu_s=round(run.task_cpu_s, 3),
         questions_per_s=run.questions / run.seconds if run.seconds else 0.0,
         kb_cache_hit_rate=run.kb_cache_hits / run.kb_calls if run.kb_calls else 0.0,
-        llm_busy_share=run.llm_busy_s / (llm_actors * run.seconds) if run.seconds else 0.0)
+        first_answer_s=round(run.first_answer_at - started, 3) if run.first_answer_at else 0.0,
+        llm_actors=run.llm_actors, kb_actors=run.kb_actors,
+        llm_busy_share=run.llm_busy_s / (run.llm_actors * run.seconds) if run.seconds and run.llm_actors else 0.0)
+
+
+def _say_stages(settings: Settings) -> None:
+    """Shows what happens before the first answer: the example pool embedded on first use (its own
+    bar, in this process, so that the tasks find it cached), then the actors starting."""
+    from kifqa.pipeline import open_examples
+
+    if settings.examples.mode != "fixed":
+        tqdm.write("preparing the few-shot examples (the training pool is embedded on first use only)")
+        open_examples(settings)
+    connect(settings)
+    b, cpus = settings.batch, cluster_cpus()
+    tqdm.write(f"starting {b.llm_actor_count(settings.llm, cpus=cpus)} LLM actor(s) (loading "
+               f"{settings.llm.model}; each few-shot block is then restored from cache_dir/kv, or computed "
+               f"once and saved) and {b.kb_actor_count(cpus=cpus)} KB actor(s)")
 
 
 def _run_shards(settings: Settings, output: RunFolder, todo: list[Shard], pools: Pools,
                 pipeline: PipelineFactory, progress: bool) -> _Run:
     b = settings.batch
-    run = _Run()
+    run = _Run(llm_actors=len(pools.llm_actors), kb_actors=len(pools.kb_actors))
     counter = Progress.remote()  # type: ignore[attr-defined]  # mypy ignores the @ray.remote decorator
     ctx = TaskContext(job=uuid.uuid4().hex, settings=settings, out=str(output.root), kb=pools.kb, llm=pools.llm,
                       pipeline=pipeline, progress=counter)
@@ -226,6 +249,8 @@ def _run_shards(settings: Settings, output: RunFolder, todo: list[Shard], pools:
             if progress and time.perf_counter() >= next_look:
                 bar.set_postfix_str(down_line(pools.open_circuits()), refresh=False)
                 next_look = time.perf_counter() + _LOOK_S
+            if bar.n and not run.first_answer_at:
+                run.first_answer_at = time.perf_counter()
     run.seconds = time.perf_counter() - start
     run.llm_busy_s = pools.llm_busy_seconds() - busy
     kb_now = pools.kb_stats()

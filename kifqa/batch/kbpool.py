@@ -26,11 +26,12 @@ from ray.exceptions import RayError, RayTaskError
 
 import kifqa.kb as kb_package
 from kifqa.batch.kbcache import KBCache
-from kifqa.batch.routing import LeastLoaded
+from kifqa.batch.llmpool import cluster_cpus
 from kifqa.config import Settings
 from kifqa.errors import KBError
 from kifqa.kb.base import EntityProperties, FilterResult, KBStats, KnowledgeBase
 from kifqa.kb.guard import retry_after
+from kifqa.llm.routing import LeastLoaded
 from kifqa.resilience import open_circuits
 from kifqa.types import Candidate, Direction
 
@@ -198,8 +199,10 @@ class ActorKB(KnowledgeBase):
 
 
 def start_kb_pool(settings: Settings, open_kb: KBFactory, limiter: ActorHandle | None) -> list[ActorHandle]:
-    """Starts ``settings.batch.kb_actors`` KB actors (not waiting for them to be ready)."""
+    """Starts ``settings.batch.kb_actors`` KB actors (``auto``: by the cluster's cores; not waiting for them
+    to be ready)."""
     b = settings.batch
     actor = ray.remote(KBActor).options(
         num_cpus=0, max_concurrency=b.kb_actor_concurrency, max_restarts=3, max_task_retries=2)
-    return [cast(ActorHandle, actor.remote(settings, open_kb, limiter)) for _ in range(b.kb_actors)]
+    return [cast(ActorHandle, actor.remote(settings, open_kb, limiter))
+            for _ in range(b.kb_actor_count(cpus=cluster_cpus()))]

@@ -17,9 +17,9 @@ from ray import ObjectRef
 from ray.actor import ActorHandle
 from ray.exceptions import RayError
 
-from kifqa.batch.routing import LeastLoaded
 from kifqa.config import Settings
 from kifqa.llm.base import LLM, ChatRequest, Completion, Message
+from kifqa.llm.routing import LeastLoaded
 from kifqa.resilience import open_circuits
 
 #: Opens the model the settings name (:func:`kifqa.llm.open_llm`).
@@ -118,9 +118,16 @@ class ActorLLM(LLM):
 
 
 def start_llm_pool(settings: Settings, open_llm: LLMFactory) -> list[ActorHandle]:
-    """Starts ``settings.batch.llm_actors`` LLM actors (not waiting for them to be ready)."""
+    """Starts ``settings.batch.llm_actors`` LLM actors (``auto``: by the cluster's cores; not waiting for
+    them to be ready)."""
     b = settings.batch
+    count = b.llm_actor_count(settings.llm, cpus=cluster_cpus())
     actor = ray.remote(LLMActor).options(
         num_cpus=b.llm_actor_cpus, num_gpus=b.llm_actor_gpus, max_concurrency=b.llm_actor_concurrency,
         max_restarts=2, max_task_retries=1)
-    return [cast(ActorHandle, actor.remote(settings, open_llm)) for _ in range(b.llm_actors)]
+    return [cast(ActorHandle, actor.remote(settings, open_llm)) for _ in range(count)]
+
+
+def cluster_cpus() -> int:
+    """The CPU cores of the Ray cluster this process is connected to."""
+    return max(1, int(ray.cluster_resources().get("CPU", 1)))

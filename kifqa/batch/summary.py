@@ -31,6 +31,11 @@ class Summary(BaseModel):
     #: Seconds to start the actors (models loaded), then to run the questions.
     startup_s: float
     seconds: float
+    #: Seconds from the job's start (actors included) to its first answered question; 0 if none ran.
+    first_answer_s: float = 0.0
+    #: LLM and KB actors this run used (``auto`` resolved).
+    llm_actors: int = 0
+    kb_actors: int = 0
     #: CPU seconds the shard tasks' worker processes spent in this run.
     task_cpu_s: float = 0.0
     questions_per_s: float
@@ -52,10 +57,12 @@ class Summary(BaseModel):
             f"questions {self.questions}: {self.answered} answered, {self.empty} empty, "
             f"{self.errors} errors ({self.input_errors} bad input); {self.answers} answer rows",
             f"this run  {self.ran} questions in {self.seconds:.1f} s ({self.questions_per_s:.2f} questions/s; "
-            f"startup {self.startup_s:.1f} s); {self.shards_skipped} of {self.shards} shards already done",
+            f"startup {self.startup_s:.1f} s, first answer after {self.first_answer_s:.1f} s); "
+            f"{self.shards_skipped} of {self.shards} shards already done",
             f"per q     {self.llm_calls_per_question:.2f} LLM calls, {self.prompt_tokens_per_question:.0f} prompt + "
             f"{self.completion_tokens_per_question:.0f} completion tokens, {self.kb_calls_per_question:.2f} KB calls",
-            f"actors    LLM busy {self.llm_busy_share:.0%} of the run; KB cache hits {self.kb_cache_hit_rate:.0%}",
+            f"actors    {self.llm_actors} LLM, {self.kb_actors} KB; LLM busy {self.llm_busy_share:.0%} of the run; "
+            f"KB cache hits {self.kb_cache_hit_rate:.0%}",
             f"output    {self.out}",
         ]
         if self.shards_failed:

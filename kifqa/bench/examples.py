@@ -7,7 +7,9 @@ mode: macro F1, seconds per question, prompt tokens the model evaluated per ques
 of prompt tokens its prefix cache served. With an LLM record cache (``llm.cache``) answers recorded
 by an earlier run are replayed: their model time and prefix-cache tokens are then the recorded ones
 (the cache keeps them, and they are added as if run one after another), and the table says how
-many calls were replayed.
+many calls were replayed. With the local backend, a mode with shared few-shot blocks runs twice: cold
+(an empty block-state folder: each block is computed on the way and saved) and warm (every block
+restored from that folder), as a first and a later run on a machine would.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
+import tempfile
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -88,6 +91,7 @@ class ModeRun:
     wall_s: float
     cpu_s: float
     meter: Meter = field(default_factory=Meter)
+    instances: int = 1
 
     @property
     def seconds_per_question(self) -> float:
@@ -103,36 +107,47 @@ class ModeRun:
         return self.meter.cached_tokens / max(self.meter.prompt_tokens, 1)
 
 
-async def run_mode(settings: Settings, mode: str, dataset: str, start: int, limit: int | None) -> ModeRun:
-    """Answers and scores the questions with the examples of ``mode``."""
+async def run_mode(settings: Settings, mode: str, dataset: str, start: int, limit: int | None, *,
+                   label: str | None = None, share: int = 1) -> ModeRun:
+    """Answers and scores the questions with the examples of ``mode``, on as many model instances as
+    ``kifqa eval`` opens (divided among ``share`` modes at once)."""
     from kifqa.api import open_pipeline
     from kifqa.eval.datasets import GoldExtender, load_gold
     from kifqa.eval.sources import evaluate
     from kifqa.kb.spec import open_kb
     from kifqa.llm import open_llm
+    from kifqa.llm.factory import in_process_instances
 
     settings = settings.override(examples={"mode": mode})
     questions = load_gold(dataset, settings.data_dir, limit=limit, start=start)
     meter = Meter()
     kb = open_kb(settings.kb.spec, settings)
-    llm = MeteredLLM(open_llm(settings), meter)
+    instances = in_process_instances(settings, share=share)
+    llm = MeteredLLM(open_llm(settings, instances=instances), meter)
     try:
         async with open_pipeline(settings=settings, kb=kb, llm=llm) as pipeline:
             wall, cpu = time.perf_counter(), time.process_time()
             evaluation = await evaluate(pipeline, questions, GoldExtender(settings.data_dir),
-                                        concurrency=settings.llm.in_flight)
+                                        concurrency=settings.llm.in_flight * instances)
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     finally:
         await llm.aclose()
         await kb.aclose()
     f1 = evaluation.metrics()["all"]["macro_f1"]
-    return ModeRun(mode, len(questions), f1, wall, cpu, meter)
+    return ModeRun(label or mode, len(questions), f1, wall, cpu, meter, instances=instances)
 
 
-def run_mode_sync(settings: Settings, mode: str, dataset: str, start: int, limit: int | None) -> ModeRun:
-    """:func:`run_mode` on a loop of its own (for a worker process)."""
-    click.echo(f"{mode}: answering {limit} questions of {dataset} from {start} ...", err=True)
-    return asyncio.run(run_mode(settings, mode, dataset, start, limit))
+def run_cold_and_warm(settings: Settings, mode: str, dataset: str, start: int, limit: int | None,
+                      share: int = 1) -> list[ModeRun]:
+    """``mode`` cold then warm (see the module's docstring) when its blocks can be saved, else once
+    (each on a loop of its own, for a worker process)."""
+    cfg = settings.llm
+    if cfg.backend != "local" or not cfg.persist_blocks or mode == "retrieved":
+        return [asyncio.run(run_mode(settings, mode, dataset, start, limit, share=share))]
+    with tempfile.TemporaryDirectory(prefix="kifqa-blocks-") as folder:
+        fresh = settings.override(llm={"block_dir": folder})
+        return [asyncio.run(run_mode(fresh, mode, dataset, start, limit, label=f"{mode}:{state}", share=share))
+                for state in ("cold", "warm")]
 
 
 @click.command("examples")
@@ -154,23 +169,26 @@ def examples(dataset: str, start: int, limit: int, modes: str, config: str | Non
     if unknown:
         raise click.UsageError(f"unknown modes {unknown}; choose among {', '.join(MODES)}")
     if jobs == 1:
-        runs = [run_mode_sync(settings, mode, dataset, start, limit) for mode in chosen]
+        runs = [r for mode in chosen for r in run_cold_and_warm(settings, mode, dataset, start, limit)]
     else:
         with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            runs = list(pool.map(run_mode_sync, *zip(*((settings, m, dataset, start, limit) for m in chosen))))
+            done = pool.map(run_cold_and_warm, *zip(*((settings, m, dataset, start, limit, jobs) for m in chosen)))
+            runs = [r for pair in done for r in pair]
     click.echo(render(runs, settings, jobs=jobs))
 
 
 def render(runs: list[ModeRun], settings: Settings, *, jobs: int = 1) -> str:
     """The side-by-side table and how it was measured."""
-    lines = [f"model {settings.llm.model} ({settings.llm.backend}, {settings.llm.threads} thread(s), "
-             f"{settings.llm.parallel} slot(s)), kb {settings.kb.spec}, {settings.llm.in_flight} question(s) "
-             f"in flight, {jobs} mode(s) at once; load average at the end {os.getloadavg()[0]:.1f}",
-             f"{'mode':12}{'n':>6}{'macro F1':>10}{'s/question':>12}{'CPU s/q':>9}{'evaluated tok/q':>17}"
+    instances = runs[0].instances if runs else 1
+    lines = [f"model {settings.llm.model} ({settings.llm.backend}, {instances} instance(s) of "
+             f"{settings.llm.threads} thread(s) and {settings.llm.parallel} slot(s)), kb {settings.kb.spec}, "
+             f"{settings.llm.in_flight * instances} question(s) in flight, {jobs} mode(s) at once; load average "
+             f"at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs",
+             f"{'mode':16}{'n':>6}{'macro F1':>10}{'s/question':>12}{'CPU s/q':>9}{'evaluated tok/q':>17}"
              f"{'prefix hits':>13}{'calls/q':>9}{'replayed':>10}"]
     for r in runs:
         m = r.meter
-        lines.append(f"{r.mode:12}{r.questions:6d}{r.macro_f1:10.3f}{r.seconds_per_question:12.2f}"
+        lines.append(f"{r.mode:16}{r.questions:6d}{r.macro_f1:10.3f}{r.seconds_per_question:12.2f}"
                      f"{r.cpu_s / r.questions:9.2f}{r.evaluated_per_question:17.1f}{r.prefix_hit_rate:13.0%}"
                      f"{m.calls / r.questions:9.2f}{m.replayed / max(m.calls, 1):10.0%}")
     if any(r.meter.unrecorded for r in runs):

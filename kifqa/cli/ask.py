@@ -1,9 +1,12 @@
-"""``kifqa ask``: answer one question in-process and print the answers (and the trace)."""
+"""``kifqa ask``: answer questions in-process and print the answers (and the traces)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -15,30 +18,49 @@ from kifqa.types import Result, Trace
 
 
 @click.command()
-@click.argument("question")
+@click.argument("questions", nargs=-1, required=True)
 @settings_options
 @click.option("--explain", is_flag=True, help="Also print the trace, step by step.")
-@click.option("--json", "as_json", is_flag=True, help="Print the answers and the trace as JSON.")
-def ask(question: str, config: Path | None, kb: str | None, model: str | None,
+@click.option("--json", "as_json", is_flag=True, help="Print the answers and the trace as JSON (one object a line).")
+def ask(questions: tuple[str, ...], config: Path | None, kb: str | None, model: str | None,
         examples: str | None, explain: bool, as_json: bool) -> None:
-    """Answer QUESTION (no Ray; the defaults are the local KB and the local model)."""
+    """Answer each QUESTION in turn, in one process (``-`` reads one question a line from stdin; no Ray;
+    the defaults are the local KB and the local model)."""
     settings = load_settings(config, kb, model, examples)
-    # Bytes of the command line that are not UTF-8 reach Python as lone surrogates, which no UTF-8
-    # output (terminal, JSON, Parquet) can hold: decode them as U+FFFD instead.
-    question = question.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
-    async def run() -> Result:
+    async def run() -> None:
         async with open_pipeline(settings=settings) as pipeline:
-            return await pipeline.answer(question)
+            for question in _questions(questions):
+                start = time.perf_counter()
+                result = await pipeline.answer(question)
+                _show(result, explain=explain, as_json=as_json, title=len(questions) > 1 or questions == ("-",),
+                      seconds=time.perf_counter() - start)
 
     try:
-        result = asyncio.run(run())
+        asyncio.run(run())
     except KifqaError as err:
         raise fail(err) from err
+
+
+def _questions(arguments: tuple[str, ...]) -> Iterator[str]:
+    """The questions: the arguments, ``-`` standing for stdin's lines (read as they come)."""
+    for argument in arguments:
+        lines = (line.strip() for line in sys.stdin) if argument == "-" else [argument]
+        for text in lines:
+            if text:
+                # Bytes of the command line that are not UTF-8 reach Python as lone surrogates, which no
+                # UTF-8 output (terminal, JSON, Parquet) can hold: decode them as U+FFFD instead.
+                yield text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def _show(result: Result, *, explain: bool, as_json: bool, title: bool, seconds: float) -> None:
+    """Prints one question's answers (and trace)."""
     if as_json:
         click.echo(json.dumps({"answers": result.answer_rows(), "trace": result.trace.to_dict()},
-                              ensure_ascii=False, indent=2))
+                              ensure_ascii=False, indent=None if title else 2))
         return
+    if title:
+        click.echo(f"# {result.question.text}  ({seconds:.1f} s)")
     if explain:
         click.echo(render_trace(result.trace))
         click.echo()

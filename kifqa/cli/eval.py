@@ -19,6 +19,7 @@ from kifqa.cli.options import concurrency_option, fail, load_settings, settings_
 from kifqa.config import Settings
 from kifqa.data.dbpedia_map import DBpediaLinks
 from kifqa.errors import KifqaError
+from kifqa.llm.factory import in_process_instances
 
 if TYPE_CHECKING:
     from kifqa.eval.datasets import Distractors, GoldExtender
@@ -60,7 +61,8 @@ def eval_(dataset: str, limit: int | None, start: int, concurrency: int | None, 
     if oracle_drafts and (batch or run_dir or compare):
         raise click.UsageError("--oracle-drafts answers in-process: not with --batch, --run or --compare")
     settings = load_settings(config, kb, model, examples)
-    concurrency = concurrency or settings.llm.in_flight
+    instances = in_process_instances(settings)
+    concurrency = concurrency or settings.llm.in_flight * instances
     try:
         if compare:
             _compare(settings, dataset, compare, out, show, extend_gold)

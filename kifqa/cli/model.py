@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import sys
+import time
 from pathlib import Path
 
 import click
@@ -10,6 +12,7 @@ import click
 from kifqa.cli.options import fail, load_settings
 from kifqa.errors import KifqaError
 from kifqa.llm import ChatRequest, Message, open_llm, weights
+from kifqa.llm.factory import open_backend
 
 _config = click.option(
     "--config", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="A YAML settings file."
@@ -18,7 +21,7 @@ _config = click.option(
 
 @click.group()
 def model() -> None:
-    """The local GGUF models: fetch (assemble and verify), info, chat."""
+    """The local GGUF models: fetch (assemble and verify), warm, info, chat."""
 
 
 @model.command()
@@ -37,6 +40,39 @@ def fetch(config: Path | None, name: str | None, verify: bool) -> None:
     except KifqaError as err:
         raise fail(err) from err
     click.echo(f"{name}: {path} ({spec.size:,} bytes, sha256 {spec.sha256})")
+
+
+@model.command()
+@_config
+@click.option("--model", "name", help="Model name or path (default: llm.model).")
+@click.option("--examples", type=click.Choice(["fixed", "retrieved", "clustered"]),
+              help="Example mode whose blocks to compute (default: examples.mode).")
+def warm(config: Path | None, name: str | None, examples: str | None) -> None:
+    """Compute the KV state of every shared few-shot block once, under cache_dir/kv (local backend)."""
+    from kifqa.llm.local import LocalLLM
+    from kifqa.pipeline import draft, open_examples
+
+    settings = load_settings(config, model=name, examples=examples)
+    llm = open_backend(settings)
+    if not isinstance(llm, LocalLLM) or not llm.persist_blocks:
+        raise click.UsageError("warm needs the local backend with llm.persist_blocks on")
+    try:
+        click.echo("embedding the example pool (first use only) ...", err=True)
+        blocks = open_examples(settings).shared_blocks()
+        start = time.perf_counter()
+        llm.load()
+        click.echo(f"model {llm.identity} loaded in {time.perf_counter() - start:.1f} s", err=True)
+        with click.progressbar(blocks.items(), label=f"{len(blocks)} block(s)", file=sys.stderr) as bar:
+            for key, shots in bar:
+                llm.prepare(draft.request("?", shots, prefix_key=key))
+    except KifqaError as err:
+        raise fail(err) from err
+    finally:
+        asyncio.run(llm.aclose())
+    b = llm.block_stats
+    click.echo(f"{len(blocks)} block(s) in {llm.state_dir}: {b.computed} computed ({b.compute_s:.1f} s), "
+               f"{b.restored} already saved ({b.restore_s * 1000 / max(b.restored, 1):.0f} ms each to restore), "
+               f"{b.refused} refused; {b.bytes / 1e6:.1f} MB")
 
 
 @model.command()

@@ -9,6 +9,7 @@ import click
 
 from kifqa.cli.options import concurrency_option, fail, load_settings, settings_options
 from kifqa.errors import KifqaError
+from kifqa.llm.factory import in_process_instances
 from kifqa.types import Result
 
 
@@ -45,7 +46,7 @@ def silver(corpus: Path | None, out: Path, limit: int | None, concurrency: int |
     if (target_precision is None) != (calibration_dir is None):
         raise click.UsageError("--target-precision and --calibration go together")
     settings = load_settings(config, kb, model, examples)
-    concurrency = concurrency or settings.llm.in_flight
+    concurrency = concurrency or settings.llm.in_flight * in_process_instances(settings)
     try:
         calibration = None
         if calibration_dir is not None and target_precision is not None:  # given together (checked above)

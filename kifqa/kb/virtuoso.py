@@ -35,7 +35,6 @@ from typing import Any, cast
 from urllib.parse import urlencode
 
 import httpx
-from kif_lib.compiler.sparql.mapping.dbpedia import DBpediaMapping
 from kif_lib.compiler.sparql.results import SPARQL_Results, SPARQL_ResultsAsk
 from kif_lib.store.sparql.httpx import HttpxSPARQL_Store
 
@@ -282,6 +281,10 @@ class VirtuosoStore(HttpxSPARQL_Store, store_name="kifqa-virtuoso",
             return _boolean(await self._aselect(query))
 
     def __init__(self, store_name: str, iri: str, **kwargs: Any) -> None:
+        # Imported here: KIF's DBpedia mapping takes seconds to import, which every command paid
+        # (importing kifqa.kb registers this store) even when it never opens a DBpedia base.
+        from kif_lib.compiler.sparql.mapping.dbpedia import DBpediaMapping
+
         kwargs.setdefault("mapping", DBpediaMapping(wikidata_properties=False))
         super().__init__(store_name, iri, **kwargs)
 

@@ -34,6 +34,9 @@ class ChatRequest:
     #: hint that sends such requests to the same model instance, whose prefix cache then serves
     #: the prefix. Not part of the request's content (nor of the record cache's key).
     prefix_key: str | None = None
+    #: How many leading messages that prefix is (None: all but the last). The local backend keeps
+    #: their KV state on disk and restores it instead of evaluating them.
+    prefix_messages: int | None = None
 
 
 @dataclass(frozen=True)

@@ -10,17 +10,26 @@ from kifqa.llm.base import LLM
 from kifqa.llm.cache import CachedLLM
 from kifqa.llm.local import LocalLLM
 from kifqa.llm.openai_compat import OpenAILLM
+from kifqa.llm.spread import SpreadLLM
 from kifqa.llm.vllm_engine import VllmLLM
 
 
-def open_llm(settings: Settings) -> LLM:
+def open_llm(settings: Settings, *, instances: int = 1) -> LLM:
     """The configured backend (not loaded yet: models load on first use), behind the cache if
-    ``settings.llm.cache`` is set and ``cache_mode`` is not ``off``."""
-    llm = open_backend(settings)
+    ``settings.llm.cache`` is set and ``cache_mode`` is not ``off``. ``instances`` > 1 opens that
+    many model instances in this process, spread by :class:`SpreadLLM`."""
+    llm = open_backend(settings) if instances <= 1 else SpreadLLM([open_backend(settings) for _ in range(instances)])
     cfg = settings.llm
     if cfg.cache is not None and cfg.cache_mode != "off":
         return CachedLLM(llm, path=cfg.cache, mode=cfg.cache_mode)
     return llm
+
+
+def in_process_instances(settings: Settings, *, share: int = 1) -> int:
+    """Model instances an in-process command (``kifqa eval``, ``silver``, ``bench examples``) opens:
+    ``batch.llm_actors`` (``auto``: every core of this machine, as the batch job's actors), divided
+    among ``share`` processes."""
+    return max(1, settings.batch.llm_actor_count(settings.llm) // share)
 
 
 def open_backend(settings: Settings) -> LLM:
@@ -34,6 +43,8 @@ def open_backend(settings: Settings) -> LLM:
             parallel=cfg.parallel,
             threads=cfg.threads,
             timeout_s=cfg.timeout_s,
+            persist_blocks=cfg.persist_blocks,
+            state_dir=cfg.block_dir,
             options=cfg.extra,
         )
     if cfg.backend == "openai":

@@ -126,7 +126,8 @@ class Pipeline:
                     known = await draft.grounded(kb, question.text, longest=s.ground_draft == "longest")
                 out = await rec.generate(self.llm, draft.request(
                     question.text, shots, constrain=s.constrain_draft, known=known,
-                    prefix_key=self.examples.prefix_key(question.text)))
+                    prefix_key=self.examples.prefix_key(question.text),
+                    shared=self.examples.shared(question.text)))
                 if out.error:
                     raise StepError(f"model call failed: {out.error}", kind=ErrorKind.MODEL)
                 text = out.text

@@ -10,6 +10,9 @@ follow the block (the question's own part of the prompt).
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 from collections import defaultdict
 from pathlib import Path
 
@@ -39,9 +42,8 @@ class ClusteredExamples(ExampleSource):
                  cache_dir: Path | None = None, seed: int = 0) -> None:
         self.pool = EmbeddedPool(pool, cache_dir=cache_dir)
         self.nearest = nearest
-        self.centroids, self.labels = spherical_kmeans(self.pool.matrix, min(clusters, len(pool)), seed=seed)
-        self.blocks = [block_of(self.pool.matrix, np.flatnonzero(self.labels == c), self.centroids[c], pool,
-                                size=block) for c in range(len(self.centroids))]
+        self.centroids, self.labels, self.blocks = _clustering(self.pool, min(clusters, len(pool)), block=block,
+                                                               seed=seed, cache_dir=cache_dir)
 
     def cluster(self, question: str) -> int:
         """The cluster whose centroid is closest to ``question``."""
@@ -50,11 +52,45 @@ class ClusteredExamples(ExampleSource):
     def prefix_key(self, question: str) -> str | None:
         return f"cluster-{self.cluster(question)}"
 
+    def shared(self, question: str) -> int:
+        return len(self._shown(question))
+
+    def shared_blocks(self) -> dict[str, list[Example]]:
+        return {f"cluster-{c}": [self.pool.examples[i] for i in members] for c, members in enumerate(self.blocks)}
+
+    def _shown(self, question: str) -> list[int]:
+        """The pool indices of ``question``'s block, the question itself left out."""
+        return [i for i in self.blocks[self.cluster(question)] if not self.pool.is_question(i, question)]
+
     def select(self, question: str) -> list[Example]:
         members = self.blocks[self.cluster(question)]
-        shown = [i for i in members if not self.pool.is_question(i, question)]
+        shown = self._shown(question)
         tail = self.pool.nearest(question, self.nearest, skip=frozenset(members)) if self.nearest else []
         return [self.pool.examples[i] for i in shown] + tail[::-1]
+
+
+def _clustering(pool: EmbeddedPool, k: int, *, block: int, seed: int,
+                cache_dir: Path | None) -> tuple[np.ndarray, np.ndarray, list[list[int]]]:
+    """Centroids, each example's cluster and each cluster's block (pool indices), cached in
+    ``cache_dir`` by the pool's questions and drafts and the settings: k-means over the whole pool
+    takes seconds, which every process that opens the examples (each ``kifqa ask``) would pay."""
+    digest = hashlib.sha256(json.dumps([[e.question, e.draft] for e in pool.examples] + [k, block, seed]).encode())
+    cache = cache_dir / f"clusters-{digest.hexdigest()[:16]}.npz" if cache_dir else None
+    if cache is not None and cache.exists():
+        saved = np.load(cache)
+        return saved["centroids"], saved["labels"], [[int(i) for i in row if i >= 0] for row in saved["blocks"]]
+    centroids, labels = spherical_kmeans(pool.matrix, k, seed=seed)
+    blocks = [block_of(pool.matrix, np.flatnonzero(labels == c), centroids[c], pool.examples, size=block)
+              for c in range(len(centroids))]
+    if cache is not None:
+        padded = np.full((len(blocks), max(map(len, blocks), default=0)), -1, dtype=np.int64)
+        for c, members in enumerate(blocks):
+            padded[c, :len(members)] = members
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp.npz")
+        np.savez(tmp, centroids=centroids, labels=labels, blocks=padded)
+        tmp.replace(cache)
+    return centroids, labels, blocks
 
 
 def relation_of(example: Example) -> tuple[str, bool]:

@@ -59,11 +59,12 @@ async def grounded(kb: KnowledgeBase, question: str, *, longest: bool = False) -
 
 
 def request(question: str, examples: list[Example], *, constrain: bool = True, known: list[str] | None = None,
-            prefix_key: str | None = None) -> ChatRequest:
+            prefix_key: str | None = None, shared: int | None = None) -> ChatRequest:
     """The draft request: the fixed system prompt (a shared, cacheable prefix), each example as a
     user turn and the assistant's draft, then the question; the grammar admits ``known`` as the known
     entity (default: every run of the question's words). ``prefix_key`` names the example block
-    when other questions share it (:meth:`~kifqa.pipeline.examples.ExampleSource.prefix_key`)."""
+    when other questions share it (:meth:`~kifqa.pipeline.examples.ExampleSource.prefix_key`), the
+    first ``shared`` examples (default: all)."""
     messages = [Message("system", _SYSTEM)]
     for e in examples:
         messages += [Message("user", e.question), Message("assistant", e.draft)]
@@ -73,6 +74,7 @@ def request(question: str, examples: list[Example], *, constrain: bool = True, k
         grammar=grammar(question, known) if constrain else None,
         max_tokens=64,
         prefix_key=prefix_key,
+        prefix_messages=None if shared is None else 1 + 2 * shared,
     )
 
 

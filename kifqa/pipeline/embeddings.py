@@ -37,7 +37,6 @@ class EmbeddedPool:
             raise ConfigError("the example pool is empty")
         self.examples = examples
         self._keys = [normalize(e.question) for e in examples]
-        self._encoder = _load_encoder()
         self.matrix = self._embed_pool(cache_dir)
         self._embedded: OrderedDict[str, np.ndarray] = OrderedDict()
 
@@ -46,7 +45,8 @@ class EmbeddedPool:
         cache = cache_dir / f"pool-{MODEL}-{digest.hexdigest()[:16]}.npy" if cache_dir else None
         if cache is not None and cache.exists():
             return np.load(cache)
-        matrix = self.encode([e.question for e in self.examples])
+        # The first use on a machine embeds the whole pool (minutes on one core): show a bar.
+        matrix = self.encode([e.question for e in self.examples], progress=True)
         if cache is not None:
             cache.parent.mkdir(parents=True, exist_ok=True)
             tmp = cache.with_suffix(f".{os.getpid()}.tmp.npy")
@@ -54,10 +54,11 @@ class EmbeddedPool:
             tmp.replace(cache)
         return matrix
 
-    def encode(self, texts: list[str]) -> np.ndarray:
-        """Unit-length embeddings of ``texts``, one row each."""
-        return np.asarray(self._encoder.encode(texts, batch_size=128, normalize_embeddings=True,
-                                               show_progress_bar=False), dtype=np.float32)
+    def encode(self, texts: list[str], *, progress: bool = False) -> np.ndarray:
+        """Unit-length embeddings of ``texts``, one row each (the encoder is loaded on first use, so a
+        pool read from its cache imports no sentence-transformers)."""
+        return np.asarray(_load_encoder().encode(texts, batch_size=128, normalize_embeddings=True,
+                                                 show_progress_bar=progress), dtype=np.float32)
 
     def embed(self, question: str) -> np.ndarray:
         """The unit-length embedding of ``question``."""

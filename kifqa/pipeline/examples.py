@@ -34,6 +34,15 @@ class ExampleSource(abc.ABC):
         its prefix cache serve the block. ``None``: the examples are the question's own."""
         return None
 
+    def shared(self, question: str) -> int:
+        """How many of the leading examples :meth:`select` gives ``question`` are the shared block
+        :meth:`prefix_key` names (0 when none is)."""
+        return len(self.select(question)) if self.prefix_key(question) is not None else 0
+
+    def shared_blocks(self) -> dict[str, list[Example]]:
+        """Every shared block by its :meth:`prefix_key` (to compute their model states ahead of time)."""
+        return {}
+
 
 class FixedExamples(ExampleSource):
     """The same hand-written examples for every question."""
@@ -46,6 +55,9 @@ class FixedExamples(ExampleSource):
 
     def prefix_key(self, question: str) -> str | None:
         return "fixed"
+
+    def shared_blocks(self) -> dict[str, list[Example]]:
+        return {"fixed": list(self.examples)}
 
 
 def load_fixed_examples() -> list[Example]:

@@ -330,7 +330,7 @@ class HangingLLM(LLM):
 def test_a_question_timeout_cancels_the_model_call_in_the_actor(cluster, tmp_path):
     from kifqa.batch.llmpool import ActorLLM, start_llm_pool
 
-    settings = _settings(tmp_path, llm_actor_cpus=0)
+    settings = _settings(tmp_path, llm_actor_cpus=0, llm_actors=1)
     settings.cache_dir.mkdir(parents=True)
     [actor] = start_llm_pool(settings, HangingLLM)
     ray.get(actor.busy_seconds.remote())  # started: the call below reaches the model

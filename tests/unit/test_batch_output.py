@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from kifqa.batch.routing import LeastLoaded
 from kifqa.batch.summary import COLUMNS, trace_counts
+from kifqa.llm.routing import LeastLoaded
 from kifqa.runs import ANSWER_SCHEMA, TRACE_SCHEMA, RunFolder
 from kifqa.types import Answer, Fact, Question, Result, Trace
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pickle
 from contextlib import ExitStack
 
-from kifqa.batch.routing import LeastLoaded
+from kifqa.llm.routing import LeastLoaded
 
 
 def test_calls_sharing_a_prefix_go_to_one_member_in_every_process():

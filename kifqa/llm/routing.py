@@ -1,5 +1,5 @@
-"""Spreads calls over a pool of actors: the one with the fewest calls in flight from this process, or
-the one that serves the call's shared prompt prefix."""
+"""Spreads calls over a pool (Ray actors, or in-process model instances): the one with the fewest calls
+in flight from this process, or the one that serves the call's shared prompt prefix."""
 
 from __future__ import annotations
 

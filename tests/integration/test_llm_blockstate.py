@@ -1,0 +1,104 @@
+"""Saved KV states of shared prefixes (few-shot blocks) with the real 0.5B model: restored instead of
+evaluated, and never trusted when they belong to another prompt or model or are cut or corrupt."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kifqa.config import Settings
+from kifqa.llm import ChatRequest, LocalLLM, Message
+
+pytest.importorskip("xllamacpp", reason="the local backend needs xllamacpp: pip install 'kifqa[local]'")
+
+MODEL = "qwen2.5-coder-0.5b"
+SYSTEM = "Turn the question into one line (subject | predicate | ?x)."
+BLOCK = (Message("system", SYSTEM), Message("user", "where was james brown born"),
+         Message("assistant", "(james brown | place of birth | ?x)"))
+OTHER = (Message("system", SYSTEM), Message("user", "what genre is the album thriller"),
+         Message("assistant", "(thriller | genre | ?x)"))
+
+
+def draft(question: str, block: tuple[Message, ...] = BLOCK, *, key: str | None = "block-1") -> ChatRequest:
+    return ChatRequest(messages=block + (Message("user", question),), max_tokens=16, prefix_key=key)
+
+
+def open_model(states: Path) -> LocalLLM:
+    model = LocalLLM(model=MODEL, cache_dir=Settings().cache_dir, state_dir=states, parallel=2, context=512)
+    model.load()
+    return model
+
+
+@pytest.fixture()
+def states(tmp_path: Path) -> Path:
+    return tmp_path / "kv"
+
+
+@pytest.fixture()
+def model(states: Path) -> Iterator[LocalLLM]:
+    llm = open_model(states)
+    yield llm
+    asyncio.run(llm.aclose())
+
+
+def files(states: Path) -> list[str]:
+    return sorted(p.name for p in states.iterdir() if not p.name.startswith("model-"))
+
+
+def test_a_restored_block_gives_the_same_draft_as_an_evaluated_one(model: LocalLLM, states: Path) -> None:
+    (evaluated,) = model.generate([draft("who wrote dracula", key=None)])  # not shared: evaluated in full
+    (first,) = model.generate([draft("who wrote dracula")])
+    assert evaluated.ok and first.ok and evaluated.usage.cached_prompt_tokens == 0
+    assert model.block_stats.computed == 1 and model.block_stats.restored == 0
+    (state,) = [n for n in files(states) if n.endswith(".bin")]
+    assert files(states) == [state, state.replace(".bin", ".json")]
+    block_tokens = len(json.loads((states / state).with_suffix(".json").read_text())["key"]["tokens"])
+    assert first.usage.cached_prompt_tokens == block_tokens
+
+    other = open_model(states)  # another process on this machine: restores instead of evaluating
+    try:
+        (restored,) = other.generate([draft("who wrote dracula")])
+        assert other.block_stats.restored == 1 and other.block_stats.computed == 0
+        assert restored.usage.cached_prompt_tokens == block_tokens
+        assert restored.text == evaluated.text == first.text
+    finally:
+        asyncio.run(other.aclose())
+
+
+def test_a_state_of_another_prompt_or_model_is_refused_and_recomputed(model: LocalLLM, states: Path) -> None:
+    assert model.prepare(draft("q", OTHER)) == "computed"
+    (foreign,) = [states / n for n in files(states) if n.endswith(".bin")]
+    assert model.prepare(draft("q")) == "computed"
+    (own,) = [states / n for n in files(states) if n.endswith(".bin") and states / n != foreign]
+    for suffix in (".bin", ".json"):  # the other prompt's state under this prompt's name
+        shutil.copy(foreign.with_suffix(suffix), own.with_suffix(suffix))
+    assert model.prepare(draft("q")) == "computed"
+    assert model.block_stats.refused == 1
+
+    side = json.loads(own.with_suffix(".json").read_text())  # this prompt's state, said to be another model's
+    side["key"]["model_sha256"] = "0" * 64
+    own.with_suffix(".json").write_text(json.dumps(side))
+    assert model.prepare(draft("q")) == "computed"
+    assert model.block_stats.refused == 2
+    assert model.prepare(draft("q")) == "restored"
+    (done,) = model.generate([draft("who wrote dracula")])
+    assert done.ok and done.usage.cached_prompt_tokens == len(side["key"]["tokens"])
+
+
+def test_a_cut_or_corrupt_state_is_recomputed(model: LocalLLM, states: Path) -> None:
+    assert model.prepare(draft("q")) == "computed"
+    (state,) = [states / n for n in files(states) if n.endswith(".bin")]
+    data = state.read_bytes()
+    state.write_bytes(data[: len(data) // 2])
+    assert model.prepare(draft("q")) == "computed"
+    assert len(state.read_bytes()) == len(data)  # saved again, whole
+    state.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    assert model.prepare(draft("q")) == "computed"
+    assert model.block_stats.refused == 2
+    (done,) = model.generate([draft("who wrote dracula")])
+    assert done.ok and model.block_stats.restored == 0
