@@ -2,8 +2,9 @@
 model server), shared by the KB layer (:class:`~kifqa.kb.guard.Guard`) and the ``openai`` backend;
 tenacity runs the retry loop, this module decides what is retried, how often and when.
 
-Each attempt's failure is sorted into a :class:`Failure` kind by the caller; :class:`Endpoint` then
-decides, by kind, whether to try again and when:
+Each attempt's failure is sorted into a :class:`Failure` kind by the caller (:func:`http_failure` for
+every httpx error, in one place for all of kifqa's HTTP clients); :class:`Endpoint` then decides, by
+kind, whether to try again and when:
 
 * ``throttled`` (HTTP 429): wait the ``Retry-After`` (capped), during which *no* attempt of this
   endpoint starts, or back off; does not count against the circuit;
@@ -43,6 +44,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal, TypeVar
 
+import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type
 
 T = TypeVar("T")
@@ -114,6 +116,54 @@ def retry_after_seconds(value: str | None) -> float | None:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+#: Statuses a later attempt may get past besides 429 and 5xx (OpenAI's clients retry them too).
+_TRANSIENT_STATUSES = frozenset({408, 409, 425})
+
+
+def status_failure(code: int) -> FailureKind | None:
+    """The failure kind of an HTTP status: ``throttled`` for 429, ``unavailable`` for 5xx and the other
+    transient statuses, ``None`` (not retried) for the rest."""
+    if code == 429:
+        return "throttled"
+    return "unavailable" if code >= 500 or code in _TRANSIENT_STATUSES else None
+
+
+def http_failure(err: BaseException, *, timed_out: str = "timed out") -> Failure | None:
+    """The retryable failure an httpx error (or a timeout) is, described in one line; ``None`` when
+    retrying cannot help. ``timed_out`` is the message of a timeout."""
+    if isinstance(err, httpx.HTTPStatusError):
+        kind = status_failure(err.response.status_code)
+        retry_after = retry_after_seconds(err.response.headers.get("Retry-After"))
+        return Failure(kind, describe_http_error(err), retry_after) if kind else None
+    if isinstance(err, (TimeoutError, httpx.TimeoutException)):
+        return Failure("timeout", timed_out)
+    if isinstance(err, httpx.TransportError):
+        return Failure("connection", describe_http_error(err))
+    return None
+
+
+def describe_http_error(err: BaseException) -> str:
+    """A one-line account of an httpx error: the status, URL and start of the body of an error status,
+    else the error's type and message."""
+    if isinstance(err, httpx.HTTPStatusError):
+        body = " ".join(err.response.text.split())[:300]
+        return f"HTTP {err.response.status_code} from {err.request.url}: {body or '(empty body)'}"
+    if isinstance(err, (TimeoutError, httpx.TimeoutException)):
+        return "timed out"
+    return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+
+
+def connection_failure(err: BaseException) -> str:
+    """Why a connection could not be made, in a few words (``connection refused``): the socket error
+    under httpx's and httpcore's wrappers."""
+    cause: BaseException | None = err
+    while cause is not None:
+        if isinstance(cause, OSError) and cause.strerror:
+            return cause.strerror.lower()
+        cause = cause.__cause__ or cause.__context__
+    return str(err) or type(err).__name__
 
 
 #: The endpoints of this process, for :func:`open_circuits`.

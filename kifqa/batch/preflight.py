@@ -14,6 +14,7 @@ import httpx
 from kifqa.config import Settings
 from kifqa.errors import ConfigError
 from kifqa.kb.spec import endpoint_url, user_agent
+from kifqa.resilience import connection_failure
 
 #: Seconds an endpoint has to answer the check (connecting included).
 CHECK_TIMEOUT_S = 10.0
@@ -44,9 +45,4 @@ def _why(err: httpx.HTTPError) -> str:
     """What went wrong, in a few words: ``connection refused``, ``no connection in 10 s``, ..."""
     if isinstance(err, httpx.ConnectTimeout):
         return f"no connection in {CHECK_TIMEOUT_S:g} s"
-    cause: BaseException | None = err
-    while cause is not None:  # httpx wraps httpcore's error, which wraps the socket's
-        if isinstance(cause, OSError) and cause.strerror:
-            return cause.strerror.lower()
-        cause = cause.__cause__ or cause.__context__
-    return str(err) or type(err).__name__
+    return connection_failure(err)

@@ -17,7 +17,15 @@ from kifqa.config import KBSettings
 from kifqa.errors import KBError, KifqaError
 from kifqa.kb.base import KBStats
 from kifqa.kb.http import ResultError
-from kifqa.resilience import Endpoint, Failure, FailureKind, GaveUp, RetryPolicy, retry_after_seconds
+from kifqa.resilience import (
+    Endpoint,
+    Failure,
+    GaveUp,
+    RetryPolicy,
+    describe_http_error,
+    http_failure,
+    retry_after_seconds,
+)
 
 T = TypeVar("T")
 
@@ -29,15 +37,7 @@ def classify(err: BaseException) -> Failure | None:
     """The retryable failure ``err`` is (see :mod:`kifqa.resilience`), or ``None`` if retrying cannot help."""
     if isinstance(err, ResultError):
         return Failure(err.kind, str(err))
-    if isinstance(err, httpx.HTTPStatusError):
-        code = err.response.status_code
-        kind: FailureKind | None = "throttled" if code == 429 else "unavailable" if code >= 500 else None
-        return Failure(kind, describe(err), retry_after(err)) if kind else None
-    if isinstance(err, (TimeoutError, httpx.TimeoutException)):
-        return Failure("timeout", describe(err))
-    if isinstance(err, httpx.TransportError):
-        return Failure("connection", describe(err))
-    return None
+    return http_failure(err)
 
 
 def retry_after(err: BaseException | None) -> float | None:
@@ -46,16 +46,6 @@ def retry_after(err: BaseException | None) -> float | None:
         return None
     seconds = retry_after_seconds(err.response.headers.get("Retry-After"))
     return None if seconds is None else min(seconds, MAX_RETRY_AFTER_S)
-
-
-def describe(err: BaseException) -> str:
-    """A one-line account of ``err``."""
-    if isinstance(err, httpx.HTTPStatusError):
-        body = " ".join(err.response.text.split())[:300]
-        return f"HTTP {err.response.status_code} from {err.request.url}: {body or '(empty body)'}"
-    if isinstance(err, (TimeoutError, httpx.TimeoutException)):
-        return "timed out"
-    return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
 
 
 def policy(settings: KBSettings) -> RetryPolicy:
@@ -108,7 +98,7 @@ class Guard:
         except KifqaError:
             raise
         except Exception as err:
-            raise KBError(f"{self.name}: {kind} failed: {describe(err)}") from err
+            raise KBError(f"{self.name}: {kind} failed: {describe_http_error(err)}") from err
         finally:
             self.stats.retries = sum(e.retries for e in self.endpoints.values())
             self.stats.seconds += time.perf_counter() - started

@@ -23,12 +23,9 @@ from kifqa.errors import ConfigError
 from kifqa.llm.aio import PerLoop
 from kifqa.llm.base import LLM, ChatRequest, Completion
 from kifqa.llm.wire import chat_body, error_message, parse_completion
-from kifqa.resilience import Endpoint, Failure, GaveUp, RetryPolicy, retry_after_seconds
+from kifqa.resilience import Endpoint, Failure, GaveUp, RetryPolicy, http_failure, retry_after_seconds, status_failure
 
 ServerFamily = Literal["llamacpp", "vllm", "vllm-legacy", "openai"]
-
-#: Answers worth retrying: rate limiting, timeouts and transient server failures.
-RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 
 
 def grammar_fields(server: ServerFamily, grammar: str) -> dict[str, Any]:
@@ -142,11 +139,9 @@ class OpenAILLM(LLM):
             raise
         except httpx.HTTPError as e:  # e.g. an undecodable body or a redirect loop: not transient
             return Completion(error=f"{self.base_url}: {type(e).__name__}: {e}")
-        if response.status_code in RETRY_STATUSES:
-            raise _Failed(Failure(
-                "throttled" if response.status_code == 429 else "unavailable",
-                f"HTTP {response.status_code}: {_describe(response)}",
-                retry_after=retry_after_seconds(response.headers.get("retry-after"))))
+        if kind := status_failure(response.status_code):
+            raise _Failed(Failure(kind, f"HTTP {response.status_code}: {_describe(response)}",
+                                  retry_after=retry_after_seconds(response.headers.get("retry-after"))))
         if response.status_code >= 400:
             return Completion(error=f"{self.base_url}: HTTP {response.status_code}: {_describe(response)}")
         try:
@@ -159,11 +154,7 @@ class OpenAILLM(LLM):
         """What a failed attempt was, for the retry policy."""
         if isinstance(error, _Failed):
             return error.failure
-        if isinstance(error, (TimeoutError, httpx.TimeoutException)):
-            return Failure("timeout", f"no answer within {self.timeout_s:g} s")
-        if isinstance(error, httpx.TransportError):
-            return Failure("connection", f"connection failed: {type(error).__name__}: {error}")
-        return None
+        return http_failure(error, timed_out=f"no answer within {self.timeout_s:g} s")
 
 
 def _describe(response: httpx.Response) -> str:

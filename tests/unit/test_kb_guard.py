@@ -144,3 +144,20 @@ def test_what_is_retried() -> None:
     assert classify(TimeoutError()).kind == "timeout"
     assert classify(_status(500)).kind == "unavailable" and classify(_status(429)).kind == "throttled"
     assert classify(_status(404)) is None and classify(ValueError()) is None
+
+
+@pytest.mark.parametrize(("err", "kind"), [
+    (_status(429, {"Retry-After": "2"}), "throttled"), (_status(503), "unavailable"), (_status(408), "unavailable"),
+    (_status(400), None), (_status(404), None), (httpx.ReadTimeout("slow"), "timeout"), (TimeoutError(), "timeout"),
+    (httpx.ConnectError("refused"), "connection"), (httpx.RemoteProtocolError("reset"), "connection"),
+    (ValueError("not http"), None),
+])
+def test_the_kb_and_the_model_client_sort_an_http_error_alike(err: BaseException, kind: str | None) -> None:
+    """One classifier (kifqa.resilience.http_failure) serves both HTTP clients: the same error is the same
+    kind of failure, with the same Retry-After, for the KB guard and the openai backend."""
+    from kifqa.llm.openai_compat import OpenAILLM
+
+    model = OpenAILLM(model="m", base_url="http://127.0.0.1:9/v1")._classify(err)
+    kb = classify(err)
+    assert (kb and kb.kind, model and model.kind) == (kind, kind)
+    assert (kb and kb.retry_after) == (model and model.retry_after) == (2.0 if kind == "throttled" else None)
