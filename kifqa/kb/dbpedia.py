@@ -38,7 +38,7 @@ from kifqa.kb import index
 from kifqa.kb.build import MANIFEST, Build, build_once, kb_dir, read_build
 
 #: The converter's version: part of the build hash.
-VERSION = "3"
+VERSION = "4"
 
 SDBQA = paths.sdbqa("valid")
 #: The DBpedia inputs; the SimpleQuestions-Wikidata questions are matched to SimpleDBpediaQA's to link

@@ -100,7 +100,8 @@ def flags(tmp_path):
 
 def _settings(tmp_path: Path, **batch) -> Settings:
     settings = Settings(cache_dir=tmp_path / "cache")
-    return settings.model_copy(update={"batch": settings.batch.model_copy(update={"shard_size": 10, **batch})})
+    one_each = {"shard_size": 10, "llm_actors": 1, "kb_actors": 1}  # what these tests count on, not `auto`
+    return settings.model_copy(update={"batch": settings.batch.model_copy(update={**one_each, **batch})})
 
 
 def _corpus(tmp_path: Path, n: int) -> Path:

@@ -118,7 +118,7 @@ def test_300_questions_give_300_traces_and_the_answers_of_kifqa_ask(batch_run, q
 def test_a_killed_kifqa_run_resumes_without_lost_or_duplicated_rows(cluster, replay, questions, asked, tmp_path):
     some = questions[:120]
     corpus, out = _write_corpus(tmp_path / "corpus.jsonl", some), tmp_path / "out"
-    dump = replay.model_dump(mode="json", include={"data_dir", "cache_dir", "llm", "examples"})
+    dump = replay.model_dump(mode="json", include={"data_dir", "cache_dir", "llm", "examples", "pipeline"})
     slow, fast = tmp_path / "slow.yaml", tmp_path / "fast.yaml"
     slow.write_text(yaml.safe_dump(dump | {"batch": {"shard_size": 10, "max_tasks": 1, "task_concurrency": 2}}))
     # Only speed settings differ: the rerun resumes the same job.

@@ -102,7 +102,8 @@ def test_a_dead_endpoint_trips_the_circuit_then_a_probe_closes_it(proxied) -> No
 
 
 def test_retry_after_holds_every_call_and_concurrency_stays_capped(proxied) -> None:
-    proxy, kb = proxied(Faults(throttle=0.2), seed=3, resilience={"retries": 10}, max_concurrency=2)
+    # One query per lookup (kb.batch_size 1): coalesced, the 25 lookups would be a handful of queries.
+    proxy, kb = proxied(Faults(throttle=0.2), seed=3, resilience={"retries": 10}, max_concurrency=2, batch_size=1)
 
     async def many() -> None:
         await asyncio.gather(*(kb.facts(e, p, d) for e, p, d in CALLS * 5))
