@@ -41,7 +41,7 @@ from urllib.parse import unquote_plus, urlsplit
 
 import httpx
 
-from tests.httpd import LoopbackServer
+from kifqa.bench.loopback import LoopbackServer
 
 #: Request headers passed upstream.
 _FORWARDED = ("content-type", "accept", "authorization", "user-agent")

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.httpd import LoopbackServer
+from kifqa.bench.loopback import LoopbackServer
 
 
 @dataclass(frozen=True)

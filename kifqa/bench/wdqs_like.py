@@ -27,10 +27,12 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Self, cast
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+
+from kifqa.bench.loopback import LoopbackServer
 
 #: Request headers passed upstream.
 _FORWARDED = ("content-type", "accept", "user-agent")
@@ -62,15 +64,13 @@ class _Client:
     retry_afters: list[tuple[float, float]] = field(default_factory=list)
 
 
-class WDQSLike:
+class WDQSLike(LoopbackServer):
     """WDQS's rules in front of ``upstream`` (a SPARQL endpoint URL); a context manager."""
 
     def __init__(self, upstream: str, *, budget_s: float = 60.0, burst_s: float = 120.0, charge_s: float = 0.2,
                  max_concurrent: int = 5, latency_s: float = 0.15, deadline_s: float = 60.0,
                  max_rows: int | None = None, grace_s: float = 0.25, max_connections: int = 64,
-                 host: str = "127.0.0.1", port: int = 0) -> None:
-        if host not in ("127.0.0.1", "localhost"):
-            raise ValueError("the WDQS-like endpoint listens on the loopback interface only")
+                 port: int = 0) -> None:
         parts = urlsplit(upstream)
         self._upstream = upstream
         self.path = parts.path or "/"
@@ -84,23 +84,16 @@ class WDQSLike:
         self._lock = threading.Lock()
         self._http = httpx.Client(timeout=httpx.Timeout(deadline_s + 5.0),
                                   limits=httpx.Limits(max_connections=max_connections))
-        self._httpd = _BoundedServer((host, port), self._handler(), max_connections)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="wdqs-like", daemon=True)
+        super().__init__(self._handler(), name="wdqs-like", port=port,
+                         server_class=lambda address, handler: _BoundedServer(address, handler, max_connections))
 
     @property
     def url(self) -> str:
         """The endpoint's SPARQL URL (the upstream's path on this server's host and port)."""
-        host, port = cast(tuple[str, int], self._httpd.server_address[:2])
-        return f"http://{host}:{port}{self.path}"
-
-    def __enter__(self) -> Self:
-        self._thread.start()
-        return self
+        return f"{self.origin}{self.path}"
 
     def __exit__(self, *exc: object) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        super().__exit__(*exc)
         self._http.close()
 
     def reset_counts(self) -> Counts:

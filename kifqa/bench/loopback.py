@@ -1,4 +1,5 @@
-"""A threaded HTTP server on 127.0.0.1 for the tests' own servers (a model server, a fault proxy)."""
+"""A threaded HTTP server on 127.0.0.1: the WDQS-like endpoint's, and the tests' own servers (a model server,
+a fault proxy)."""
 
 from __future__ import annotations
 
@@ -6,19 +7,20 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Self
+from typing import Self, cast
 
 
 class LoopbackServer:
     """Serves ``handler`` on 127.0.0.1 (a free port) from a daemon thread while used as a context manager,
     and counts the requests in flight (:meth:`in_flight_request`) and their peak."""
 
-    def __init__(self, handler: type[BaseHTTPRequestHandler], *, name: str,
-                 server_class: type[ThreadingHTTPServer] = ThreadingHTTPServer) -> None:
+    def __init__(self, handler: type[BaseHTTPRequestHandler], *, name: str, port: int = 0,
+                 server_class: Callable[[tuple[str, int], type[BaseHTTPRequestHandler]], ThreadingHTTPServer]
+                 = ThreadingHTTPServer) -> None:
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
-        self._httpd = server_class(("127.0.0.1", 0), handler)
+        self._httpd = server_class(("127.0.0.1", port), handler)
         self._httpd.daemon_threads = True
         self._httpd.block_on_close = False
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
@@ -27,7 +29,7 @@ class LoopbackServer:
     @property
     def origin(self) -> str:
         """``http://127.0.0.1:PORT``."""
-        host, port = self._httpd.server_address[:2]
+        host, port = cast(tuple[str, int], self._httpd.server_address[:2])
         return f"http://{host}:{port}"
 
     def __enter__(self) -> Self:
