@@ -21,7 +21,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -122,7 +122,7 @@ class LocalLLM(LLM):
             context: Context length of each slot, in tokens.
             parallel: Slots decoded together; also how many requests are in flight at once.
             threads: CPU threads for generation and for prompt evaluation.
-            timeout_s: Longest wait for one request once it holds a slot.
+            timeout_s: Longest wait for one request once it holds a slot with its shared prefix in place.
             cache_prompt: Reuse a slot's KV cache for a shared prompt prefix (llama.cpp's
                 ``cache_prompt``); off only to measure what it saves.
             persist_blocks: Keep the KV state of each shared prefix (``ChatRequest.prefix_key``) under
@@ -219,7 +219,19 @@ class LocalLLM(LLM):
         # matches most, which cannot know of a prefix it could restore).
         slot = self._slot_table.take(_prefix_id(prefix)) if self.persist_blocks else None
         stop = threading.Event()
-        call = asyncio.get_running_loop().run_in_executor(self._executor, self._call, body, stop, slot, prefix)
+        loop = asyncio.get_running_loop()
+        # Set once the slot holds the shared prefix: restoring it, or computing it once per machine, is not
+        # the request's own time and does not count against ``timeout_s``.
+        ready: asyncio.Future[None] = loop.create_future()
+
+        def set_ready() -> None:
+            if not ready.done():
+                ready.set_result(None)
+
+        def on_ready() -> None:
+            loop.call_soon_threadsafe(set_ready)
+
+        call = loop.run_in_executor(self._executor, self._call, body, stop, slot, prefix, on_ready)
 
         def release(_: object) -> None:
             if slot is not None:
@@ -231,6 +243,8 @@ class LocalLLM(LLM):
         # at its next token.
         call.add_done_callback(release)
         try:
+            either: list[asyncio.Future[Any]] = [ready, call]
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
             return await asyncio.wait_for(asyncio.shield(call), self.timeout_s)
         except TimeoutError:
             stop.set()
@@ -239,11 +253,12 @@ class LocalLLM(LLM):
             stop.set()
             raise
 
-    def _call(self, body: dict[str, Any], stop: threading.Event, slot: int | None,
-              prefix: tuple[Message, ...] | None) -> Completion:
+    def _call(self, body: dict[str, Any], stop: threading.Event, slot: int | None, prefix: tuple[Message, ...] | None,
+              on_ready: Callable[[], None]) -> Completion:
         """One blocking chat completion on ``slot`` (any when None), its shared ``prefix`` restored there
-        first, streamed so that setting ``stop`` cancels it (runs in a worker thread): xllamacpp hands
-        each chunk to the callback, and a true return ends the request, which frees its llama.cpp slot."""
+        first (then ``on_ready`` is called), streamed so that setting ``stop`` cancels it (runs in a worker
+        thread): xllamacpp hands each chunk to the callback, and a true return ends the request, which frees
+        its llama.cpp slot."""
         start = time.perf_counter()
         chunks: list[Any] = []
         if slot is not None:
@@ -257,6 +272,7 @@ class LocalLLM(LLM):
                     # A saved state that cannot be used never fails the request: llama.cpp evaluates the prefix.
                     log.warning("shared prefix not restored or saved: %s", e)
                     self._slot_table.set(slot, None)
+        on_ready()
 
         def collect(chunk: Any) -> bool:
             chunks.append(chunk)
