@@ -245,11 +245,12 @@ def _run_shards(settings: Settings, output: RunFolder, todo: list[Shard], pools:
                 except RayError as err:
                     log.error("shard %d failed: %s", index, _reason(err))
                     run.failed.append(index)
-            bar.update(min(ray.get(counter.done.remote()), total) - bar.n)
+            answered = min(ray.get(counter.done.remote()), total)
+            bar.update(answered - bar.n)
             if progress and time.perf_counter() >= next_look:
                 bar.set_postfix_str(down_line(pools.open_circuits()), refresh=False)
                 next_look = time.perf_counter() + _LOOK_S
-            if bar.n and not run.first_answer_at:
+            if answered and not run.first_answer_at:  # not bar.n: a disabled bar (--no-progress) counts nothing
                 run.first_answer_at = time.perf_counter()
     run.seconds = time.perf_counter() - start
     run.llm_busy_s = pools.llm_busy_seconds() - busy

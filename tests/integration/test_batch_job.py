@@ -141,6 +141,7 @@ def test_bad_rows_get_error_traces_and_the_rest_answers(cluster, tmp_path, flags
     assert {a["question_id"] for a in pq.read_table(out / "answers").to_pylist()} == {r["id"] for r in good}
     assert (summary.questions, summary.answered, summary.errors, summary.input_errors) == (31, 25, 6, 6)
     assert summary.shards == 4 and summary.ran == 31 and summary.ok
+    assert summary.first_answer_s > 0  # noticed without a progress bar too
     assert summary.llm_calls_per_question == 0 and summary.kb_calls_per_question == pytest.approx(50 / 31)
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["status"] == "finished" and manifest["corpus"]["input_errors"] == 6
