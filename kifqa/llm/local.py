@@ -310,7 +310,7 @@ class LocalLLM(LLM):
         """Loads ``prefix``'s KV state into ``slot``: restored from its file when that is valid, else
         evaluated there and saved (one thread per prefix at a time: the others then restore it)."""
         assert self._store is not None
-        pid = json.dumps([(m.role, m.content) for m in prefix])  # _prefix_id, never None here
+        pid = _messages_id(prefix)
         with self._prefix_lock:
             lock = self._prefix_locks.setdefault(pid, threading.Lock())
         with lock:
@@ -402,4 +402,9 @@ def _shared_prefix(request: ChatRequest) -> tuple[Message, ...] | None:
 
 def _prefix_id(prefix: tuple[Message, ...] | None) -> str | None:
     """A shared prefix's identity within this process (its messages)."""
-    return None if prefix is None else json.dumps([(m.role, m.content) for m in prefix])
+    return None if prefix is None else _messages_id(prefix)
+
+
+def _messages_id(messages: tuple[Message, ...]) -> str:
+    """The identity of a run of messages within this process."""
+    return json.dumps([(m.role, m.content) for m in messages])
