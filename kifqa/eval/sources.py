@@ -64,9 +64,10 @@ def predict(settings: Any, questions: list[Question], *, via: Literal["process",
         summary = run_job(settings, corpus, out, **run_job_options)
         return Predicted(read_run(out), run_seconds(out), job=summary)
     from kifqa.api import open_pipeline
+    from kifqa.llm.factory import in_process_instances
 
     async def run() -> Predicted:
-        async with open_pipeline(settings=settings) as pipeline:
+        async with open_pipeline(settings=settings, instances=in_process_instances(settings)) as pipeline:
             return await answer(pipeline.with_drafts(drafts) if drafts else pipeline, questions,
                                 concurrency=concurrency, progress=progress)
 
