@@ -187,7 +187,10 @@ class LocalLLM(LLM):
                     "model_sha256": model_sha256(Path(params.model.path), self.model, folder=self._store.folder),
                     "llama_build": f"xllamacpp {xllamacpp.__version__} "
                                    f"{json.dumps(xllamacpp.BUILD_INFO, sort_keys=True)}",
-                    "context": {"n_ctx_slot": self.context, **{n: str(getattr(params, n)) for n in (
+                    # A state holds llama.cpp's KV streams, one per slot (unless kv_unified): an instance
+                    # with another slot count cannot restore it ("n_stream mismatch").
+                    "context": {"n_ctx_slot": self.context, "n_parallel": params.n_parallel,
+                                **{n: str(getattr(params, n)) for n in (
                         "cache_type_k", "cache_type_v", "flash_attn_type", "n_batch", "n_ubatch", "swa_full",
                         "kv_unified")}},
                 }

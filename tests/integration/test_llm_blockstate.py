@@ -102,3 +102,20 @@ def test_a_cut_or_corrupt_state_is_recomputed(model: LocalLLM, states: Path) -> 
     assert model.block_stats.refused == 2
     (done,) = model.generate([draft("who wrote dracula")])
     assert done.ok and model.block_stats.restored == 0
+
+
+def test_an_instance_with_another_slot_count_keeps_its_own_state(model: LocalLLM, states: Path) -> None:
+    # llama.cpp cannot restore a state saved with another number of slots (its KV streams): each slot
+    # count has its own file, and neither overwrites the other.
+    assert model.prepare(draft("q")) == "computed"
+    single = LocalLLM(model=MODEL, cache_dir=Settings().cache_dir, state_dir=states, parallel=1, context=512)
+    try:
+        assert single.prepare(draft("q")) == "computed"
+        assert single.block_stats.refused == 0
+        assert len([n for n in files(states) if n.endswith(".bin")]) == 2
+        assert single.prepare(draft("q")) == "restored"
+        (done,) = single.generate([draft("who wrote dracula")])
+        assert done.ok and done.usage.cached_prompt_tokens > 0
+    finally:
+        asyncio.run(single.aclose())
+    assert model.prepare(draft("q")) == "restored"
