@@ -27,6 +27,7 @@ from kifqa.batch.summary import COLUMNS, Summary, trace_counts
 from kifqa.batch.task import PipelineFactory, Shard, TaskContext, default_pipeline, run_shard
 from kifqa.config import Settings
 from kifqa.errors import ConfigError, JobStopped
+from kifqa.llm.blockstate import BlockStats
 from kifqa.runs.corpus import Corpus, read_corpus
 from kifqa.runs.folder import RunFolder
 from kifqa.runs.manifest import job_key, new_manifest, now
@@ -67,6 +68,7 @@ class _Run:
     first_answer_at: float = 0.0
     llm_actors: int = 0
     kb_actors: int = 0
+    blocks: BlockStats = field(default_factory=BlockStats)
 
 
 def run_job(settings: Settings, corpus: str | Path | None = None, out: str | Path | None = None, *,
@@ -197,7 +199,10 @@ def _summary(output: RunFolder, run: _Run, *, n_shards: int, n_todo: int, starte
         questions_per_s=run.questions / run.seconds if run.seconds else 0.0,
         kb_cache_hit_rate=run.kb_cache_hits / run.kb_calls if run.kb_calls else 0.0,
         first_answer_s=round(run.first_answer_at - started, 3) if run.first_answer_at else 0.0,
-        llm_actors=run.llm_actors, kb_actors=run.kb_actors,
+        llm_actors=run.llm_actors, kb_actors=run.kb_actors, blocks_restored=run.blocks.restored,
+        blocks_computed=run.blocks.computed, blocks_refused=run.blocks.refused,
+        block_restore_ms=round(1000 * run.blocks.restore_s / run.blocks.restored, 1) if run.blocks.restored else 0.0,
+        block_compute_s=round(run.blocks.compute_s, 3),
         llm_busy_share=run.llm_busy_s / (run.llm_actors * run.seconds) if run.seconds and run.llm_actors else 0.0)
 
 
@@ -224,7 +229,7 @@ def _run_shards(settings: Settings, output: RunFolder, todo: list[Shard], pools:
     ctx = TaskContext(job=uuid.uuid4().hex, settings=settings, out=str(output.root), kb=pools.kb, llm=pools.llm,
                       pipeline=pipeline, progress=counter)
     task = ray.remote(run_shard).options(num_cpus=0, max_retries=b.task_max_retries)
-    busy, kb = pools.llm_busy_seconds(), pools.kb_stats()
+    busy, kb, blocks = pools.llm_busy_seconds(), pools.kb_stats(), pools.blocks()
     start = time.perf_counter()
     total = sum(len(s.rows) if s.redo is None else len(s.redo) for s in todo)
     with tqdm(total=total, unit="q", desc="questions", disable=not progress, smoothing=0.05) as bar:
@@ -254,6 +259,7 @@ def _run_shards(settings: Settings, output: RunFolder, todo: list[Shard], pools:
                 run.first_answer_at = time.perf_counter()
     run.seconds = time.perf_counter() - start
     run.llm_busy_s = pools.llm_busy_seconds() - busy
+    run.blocks = pools.blocks() - blocks
     kb_now = pools.kb_stats()
     run.kb_calls, run.kb_cache_hits = kb_now.calls - kb.calls, kb_now.cache_hits - kb.cache_hits
     ray.kill(counter)

@@ -19,6 +19,7 @@ from ray.exceptions import RayError
 
 from kifqa.config import Settings
 from kifqa.llm.base import LLM, ChatRequest, Completion, Message
+from kifqa.llm.blockstate import BlockStats
 from kifqa.llm.routing import LeastLoaded
 from kifqa.resilience import open_circuits
 
@@ -83,6 +84,10 @@ class LLMActor:
     async def cpu_seconds(self) -> float:
         """CPU seconds this actor's process has used (all its threads)."""
         return time.process_time()
+
+    async def blocks(self) -> BlockStats | None:
+        """What restoring and computing the model's few-shot block states cost so far (None: it keeps none)."""
+        return self._llm.blocks() if self._llm is not None else None
 
     async def busy_seconds(self) -> float:
         """Wall time the model spent with at least one request in flight."""

@@ -25,6 +25,7 @@ from kifqa.batch.llmpool import ActorLLM, LLMFactory, start_llm_pool
 from kifqa.config import Settings
 from kifqa.errors import ConfigError, KifqaError
 from kifqa.kb.base import KBStats
+from kifqa.llm.blockstate import BlockStats
 
 #: The settings the actors are made from: a job may use running pools only if its own are the same.
 _POOL_SETTINGS: dict[str, Any] = {
@@ -54,6 +55,11 @@ class Pools:
     def llm_busy_seconds(self) -> float:
         """Wall time the LLM actors had model calls in flight, summed over the actors."""
         return sum(ray.get([a.busy_seconds.remote() for a in self.llm_actors]))
+
+    def blocks(self) -> BlockStats:
+        """What restoring and computing few-shot block states cost the LLM actors so far."""
+        each: list[BlockStats | None] = ray.get([a.blocks.remote() for a in self.llm_actors])
+        return sum((b for b in each if b is not None), BlockStats())
 
     def cpu_seconds(self) -> dict[str, float]:
         """CPU seconds the LLM actors and the KB actors have used so far (their processes)."""

@@ -47,6 +47,13 @@ class Summary(BaseModel):
     kb_cache_hit_rate: float
     #: Share of this run's wall time (times the number of LLM actors) with model calls in flight.
     llm_busy_share: float
+    #: Few-shot block states the LLM actors restored from ``cache_dir/kv`` (and their mean milliseconds),
+    #: computed and saved (and their seconds in all), or refused as stale or corrupt, in this run.
+    blocks_restored: int = 0
+    block_restore_ms: float = 0.0
+    blocks_computed: int = 0
+    block_compute_s: float = 0.0
+    blocks_refused: int = 0
 
     @property
     def ok(self) -> bool:
@@ -65,6 +72,10 @@ class Summary(BaseModel):
             f"KB cache hits {self.kb_cache_hit_rate:.0%}",
             f"output    {self.out}",
         ]
+        if self.blocks_restored or self.blocks_computed or self.blocks_refused:
+            lines.insert(-1, f"blocks    {self.blocks_restored} restored ({self.block_restore_ms:.0f} ms each), "
+                             f"{self.blocks_computed} computed ({self.block_compute_s:.1f} s), "
+                             f"{self.blocks_refused} refused")
         if self.shards_failed:
             lines.append(f"FAILED    shards {self.shards_failed} (rerun to finish them)")
         return "\n".join(lines)

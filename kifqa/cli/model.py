@@ -69,7 +69,7 @@ def warm(config: Path | None, name: str | None, examples: str | None) -> None:
         raise fail(err) from err
     finally:
         asyncio.run(llm.aclose())
-    b = llm.block_stats
+    b = llm.blocks()
     click.echo(f"{len(blocks)} block(s) in {llm.state_dir}: {b.computed} computed ({b.compute_s:.1f} s), "
                f"{b.restored} already saved ({b.restore_s * 1000 / max(b.restored, 1):.0f} ms each to restore), "
                f"{b.refused} refused; {b.bytes / 1e6:.1f} MB")

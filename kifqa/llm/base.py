@@ -6,7 +6,10 @@ import abc
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from kifqa.llm.blockstate import BlockStats
 
 Role = Literal["system", "user", "assistant"]
 
@@ -81,6 +84,11 @@ class LLM(abc.ABC):
     @abc.abstractmethod
     async def agenerate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
         """Completions for ``requests``, in order."""
+
+    def blocks(self) -> BlockStats | None:
+        """What restoring and computing saved few-shot block states cost so far (None: this backend
+        keeps none, see :mod:`kifqa.llm.blockstate`)."""
+        return None
 
     def generate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
         """Sync form of :meth:`agenerate` (not from inside a running event loop)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,28 @@ from kifqa.llm.weights import KNOWN_MODELS
 
 #: Bumped when the layout of the files or the key changes.
 FORMAT = 1
+
+
+@dataclass
+class BlockStats:
+    """What the shared prefixes (few-shot blocks) of one model instance cost so far."""
+
+    #: Prefix states restored from disk into a slot, and the seconds that took (verification included).
+    restored: int = 0
+    restore_s: float = 0.0
+    #: Prefix states evaluated (none valid on disk) and saved, and the seconds that took.
+    computed: int = 0
+    compute_s: float = 0.0
+    #: State files found but refused (another key in the sidecar, wrong length or digest), then recomputed.
+    refused: int = 0
+    #: Bytes of the states saved or restored.
+    bytes: int = 0
+
+    def __add__(self, other: BlockStats) -> BlockStats:
+        return BlockStats(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
+
+    def __sub__(self, other: BlockStats) -> BlockStats:
+        return BlockStats(**{f.name: getattr(self, f.name) - getattr(other, f.name) for f in fields(self)})
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Literal
 
 from kifqa.llm.base import LLM, ChatRequest, Completion, Usage
+from kifqa.llm.blockstate import BlockStats
 from kifqa.sqlite import connect_wal, retry_busy, select_in
 
 CacheMode = Literal["record", "replay", "off"]
@@ -155,6 +156,9 @@ class CachedLLM(LLM):
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
+
+    def blocks(self) -> BlockStats | None:
+        return self.llm.blocks()
 
     async def aclose(self) -> None:
         """Closes the database and the wrapped model."""

@@ -22,7 +22,6 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,29 +29,13 @@ from kifqa.errors import ConfigError, LLMError
 from kifqa.llm import weights
 from kifqa.llm.aio import PerLoop
 from kifqa.llm.base import LLM, ChatRequest, Completion, Message
-from kifqa.llm.blockstate import StateKey, StateStore, model_sha256
+from kifqa.llm.blockstate import BlockStats, StateKey, StateStore, model_sha256
 from kifqa.llm.wire import chat_body, join_stream, parse_completion
 
 log = logging.getLogger(__name__)
 
 #: llama.cpp log level: 0 quiet, 1 errors, 2 warnings, 3 info.
 _LOG_ERRORS = 1
-
-
-@dataclass
-class BlockStats:
-    """What the shared prefixes (few-shot blocks) of one model instance cost so far."""
-
-    #: Prefix states restored from disk into a slot, and the seconds that took (verification included).
-    restored: int = 0
-    restore_s: float = 0.0
-    #: Prefix states evaluated (none valid on disk) and saved, and the seconds that took.
-    computed: int = 0
-    compute_s: float = 0.0
-    #: State files found but refused (another key in the sidecar, wrong length or digest), then recomputed.
-    refused: int = 0
-    #: Bytes of the states saved or restored.
-    bytes: int = 0
 
 
 class _Slots:
@@ -288,6 +271,10 @@ class LocalLLM(LLM):
         if stop.is_set():
             return Completion(error="local model: cancelled")
         return parse_completion(join_stream(chunks), latency_s=time.perf_counter() - start)
+
+    def blocks(self) -> BlockStats:
+        """What restoring and computing this instance's shared prefixes cost so far."""
+        return self.block_stats
 
     def prepare(self, request: ChatRequest) -> str:
         """Makes sure the KV state of ``request``'s shared prefix is saved (blocking; loads the model):

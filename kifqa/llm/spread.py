@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Sequence
 
 from kifqa.llm.base import LLM, ChatRequest, Completion
+from kifqa.llm.blockstate import BlockStats
 from kifqa.llm.routing import LeastLoaded
 
 
@@ -25,6 +26,10 @@ class SpreadLLM(LLM):
     async def agenerate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
         with self._pool.pick(requests[0].prefix_key if requests else None) as member:
             return await member.agenerate(requests)
+
+    def blocks(self) -> BlockStats | None:
+        each = [b for m in self.members if (b := m.blocks()) is not None]
+        return sum(each, BlockStats()) if each else None
 
     async def aclose(self) -> None:
         await asyncio.gather(*(m.aclose() for m in self.members))
