@@ -91,7 +91,8 @@ def build(force: bool, hard: bool, encoding: str, config: Path | None) -> None:
                    "statements converted "
                    f"({c['statements_without_dbpedia_property']:,} without a DBpedia property, "
                    f"{c['statements_with_datatype_property_only']:,} with only a datatype property), "
-                   f"{c['resources']:,} resources ({c['resources_with_sdbqa_iri']:,} SimpleDBpediaQA IRIs), "
+                   f"{c['resources']:,} resources ({c['resources_qualified_by_kind']:,} disambiguated by kind, "
+                   f"{c['resources_qualified_by_id']:,} by Wikidata id), "
                    f"{c['rdf_triples']:,} RDF triples; build took {built_db.manifest['seconds']} s")
         return
     built, new = kb_build.build(settings, force=force, hard=hard)

@@ -2,9 +2,10 @@
 
 A conversion, not a DBpedia dump. Each statement of ``kb_triples.tsv`` whose Wikidata property has an
 ``owl:equivalentProperty`` in the DBpedia ontology becomes ``dbr:S dbo:p dbr:O``; every item is a
-``dbr:`` resource (``a owl:Thing; rdfs:label "…"@en; owl:sameAs wd:Q``) named by SimpleDBpediaQA where
-a question of both datasets links them, else from its English label as DBpedia names pages; the ontology
-is loaded as is, plus ``a rdf:Property`` on each of its properties (what KIF's DBpedia mapping asks).
+``dbr:`` resource (``a owl:Thing; rdfs:label "…"@en; owl:sameAs wd:Q``) named from its English label as
+DBpedia (English Wikipedia) titles pages, disambiguated as Wikipedia does from the item's own statements; no
+evaluation file is read. The ontology is loaded as is, plus ``a rdf:Property`` on each of its properties
+(what KIF's DBpedia mapping asks).
 
 A build lives in ``<cache_dir>/kb/dbpedia-<hash>/`` (``kb.nt``, ``labels.sqlite``, ``manifest.json``),
 written beside the others and switched to atomically when complete, like :mod:`kifqa.kb.build`.
@@ -14,12 +15,11 @@ from __future__ import annotations
 
 import json
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import rdflib
 from rdflib.namespace import OWL, RDF, RDFS, XSD
@@ -28,9 +28,6 @@ from kifqa.config import Settings
 from kifqa.data import paths
 from kifqa.data.dbpedia_map import DBpediaLinks, read_links
 from kifqa.data.ids import WD
-from kifqa.data.sdbqa import read_sdbqa
-from kifqa.data.sqwd import read_sqwd
-from kifqa.data.text import question_key
 from kifqa.data.wikidata import Dataset, ItemRecord, PropertyRecord, Triple
 from kifqa.data.wikidata import load as load_wikidata
 from kifqa.errors import DataError, KBError
@@ -38,12 +35,10 @@ from kifqa.kb import index
 from kifqa.kb.build import MANIFEST, Build, build_once, kb_dir, read_build
 
 #: The converter's version: part of the build hash.
-VERSION = "4"
+VERSION = "5"
 
-SDBQA = paths.sdbqa("valid")
-#: The DBpedia inputs; the SimpleQuestions-Wikidata questions are matched to SimpleDBpediaQA's to link
-#: items to real DBpedia IRIs.
-INPUTS = (paths.ONTOLOGY, SDBQA, *(paths.sqwd(split) for split in paths.SQWD_SPLITS))
+#: The DBpedia inputs besides the Wikidata ones: the ontology only (no question file of any dataset).
+INPUTS = (paths.ONTOLOGY,)
 
 DBR = "http://dbpedia.org/resource/"
 DBO = "http://dbpedia.org/ontology/"
@@ -52,6 +47,13 @@ GRAPH = "urn:kifqa:dbpedia"
 
 #: Characters DBpedia percent-encodes in resource names (its IRIs keep other non-ASCII characters).
 _ESCAPED = frozenset('"#%<>?[\\]^`{|}')
+#: Properties whose values name what kind of thing their subject is: instance of, occupation.
+_TYPE_PROPERTIES = ("P31", "P106")
+#: The Wikipedia qualifier a statement of the property implies for its subject, tried in this order after
+#: :data:`_TYPE_PROPERTIES`.
+_KIND_OF_SUBJECT = {"P57": "film", "P58": "film", "P272": "film", "P344": "film", "P364": "film", "P1040": "film",
+                    "P178": "video game", "P404": "video game", "P175": "album", "P50": "novel",
+                    "P1303": "musician", "P264": "band"}
 _NUMERIC = {XSD.decimal, XSD.double, XSD.float, XSD.integer, XSD.nonNegativeInteger, XSD.positiveInteger,
             XSD.nonPositiveInteger, XSD.negativeInteger, XSD.int, XSD.long}
 
@@ -117,12 +119,11 @@ def convert(data_dir: Path) -> Conversion:
     """Converts the data folder's statements and items to the DBpedia encoding."""
     wikidata = load_wikidata(data_dir)
     ontology = _read_ontology(data_dir / paths.ONTOLOGY)
-    questions = _read_sdbqa(data_dir / SDBQA)
     property_map = _property_map(ontology)
     datatype_only = {str(o)[len(WD):] for o in ontology.objects(None, OWL.equivalentProperty)
                      if str(o).startswith(WD)} - property_map.keys()
     degree = Counter(x for t in wikidata.triples for x in (t.subject, t.value))
-    iris, real = _resource_iris(wikidata, _sdbqa_links(data_dir, questions), degree)
+    iris, qualified = _resource_iris(wikidata, degree)
     triples, skipped = [], Counter[str]()
     for t in wikidata.triples:
         dbo = property_map.get(t.property)
@@ -137,7 +138,8 @@ def convert(data_dir: Path) -> Conversion:
               "statements_without_dbpedia_property": skipped["no_equivalent_property"],
               "statements_with_datatype_property_only": skipped["datatype_property"],
               "statements_not_item_to_item": skipped["not_item_to_item"],
-              "resources": len(iris), "resources_with_sdbqa_iri": real, "resources_named_from_label": len(iris) - real,
+              "resources": len(iris), "resources_qualified_by_kind": qualified["kind"],
+              "resources_qualified_by_id": qualified["id"],
               "mapped_wikidata_properties": len(property_map)}
     return Conversion(Dataset(items, _properties(ontology), triples), ontology, property_map, iris, counts)
 
@@ -195,55 +197,43 @@ def _read_ontology(path: Path) -> rdflib.Graph:
     return graph
 
 
-def _read_sdbqa(path: Path) -> list[dict[str, Any]]:
-    error = DataError(f"{path}: expected SimpleDBpediaQA JSON "
-                      "{'Questions': [{'Query', 'Subject', 'PredicateList': [{'Predicate', ...}]}]}")
-    questions = read_sdbqa(path)
-    try:
-        if all(isinstance(q["Subject"], str) and isinstance(q["Query"], str)
-               and all(isinstance(p["Predicate"], str) for p in q["PredicateList"]) for q in questions):
-            return list(questions)
-    except (KeyError, TypeError) as err:
-        raise error from err
-    raise error
-
-
-def _sdbqa_links(data_dir: Path, questions: list[dict[str, Any]]) -> dict[str, str]:
-    """Wikidata item -> DBpedia IRI, where a SimpleQuestions question is in both datasets (its topic entity
-    is column 1 of SimpleQuestions-Wikidata and the ``Subject`` of SimpleDBpediaQA); most frequent pairs win,
-    each item and each IRI used once."""
-    subjects = {question_key(q["Query"]): q["Subject"] for q in questions}
-    pairs: Counter[tuple[str, str]] = Counter()
-    for split in paths.SQWD_SPLITS:
-        for row in read_sqwd(data_dir, split):
-            if (iri := subjects.get(question_key(row.question))) is not None:
-                pairs[row.topic, iri] += 1
-    links: dict[str, str] = {}
-    used: set[str] = set()
-    for (q, iri), _ in sorted(pairs.items(), key=lambda x: (-x[1], x[0])):
-        if q not in links and iri not in used:
-            links[q] = iri
-            used.add(iri)
-    return links
-
-
-def _resource_iris(wikidata: Dataset, links: dict[str, str], degree: Counter[str]) -> tuple[dict[str, str], int]:
-    """Wikidata item -> unique ``dbr:`` IRI: SimpleDBpediaQA's first, then names from labels (the item in more
-    statements first; a name already taken gets `` (Q…)``); and how many IRIs are SimpleDBpediaQA's."""
+def _resource_iris(wikidata: Dataset, degree: Counter[str]) -> tuple[dict[str, str], Counter[str]]:
+    """Wikidata item -> unique ``dbr:`` IRI named from its label (unlabelled: ``dbr:Q…``), and how many IRIs got
+    a ``kind`` and how many an ``id`` as qualifier. Of the items of one name, the one in most statements (then
+    the lowest id) gets the bare title; the others, in the same order, ``Name (kind)`` with the first free kind
+    of :func:`_kinds`, else ``Name (Q…)``."""
     items = wikidata.items.keys() | {
         x for t in wikidata.triples for x in (t.subject, t.value)
         if x.startswith("Q") and wikidata.properties[t.property].datatype == "wikibase-item"}
-    iris = {q: iri for q, iri in links.items() if q in items}
-    taken = set(iris.values())
-    for q in sorted(items - iris.keys(), key=lambda q: (-degree[q], int(q[1:]))):
-        record = wikidata.items.get(q)
-        name = resource_name(record.label) if record and record.label else q
-        iri = DBR + name
-        if iri in taken:
-            iri = DBR + resource_name(f"{record.label if record else ''} ({q})")
-        iris[q] = iri
-        taken.add(iri)
-    return iris, len(links.keys() & iris.keys())
+    labels = {q: record.label if (record := wikidata.items.get(q)) else "" for q in items}
+    order = sorted(items, key=lambda q: (-degree[q], int(q[1:])))
+    first_of_title: dict[str, str] = {}
+    for q in order:
+        first_of_title.setdefault(resource_name(labels[q] or q), q)
+    iris = {q: DBR + title for title, q in first_of_title.items()}
+    taken, kinds, qualified = set(iris.values()), _kinds(wikidata), Counter[str]()
+    for q in (q for q in order if q not in iris):
+        free = [iri for kind in kinds.get(q, ()) if (iri := DBR + resource_name(f"{labels[q]} ({kind})")) not in taken]
+        iris[q] = free[0] if free else DBR + resource_name(f"{labels[q]} ({q})")
+        qualified["kind" if free else "id"] += 1
+        taken.add(iris[q])
+    return iris, qualified
+
+
+def _kinds(wikidata: Dataset) -> dict[str, list[str]]:
+    """Item -> the kinds its statements give it, as Wikipedia's title qualifiers: the labels of its
+    :data:`_TYPE_PROPERTIES` values ("asteroid", "actor"; for ``… player`` the sport: "baseball"), then the
+    kinds of :data:`_KIND_OF_SUBJECT` ("film" for an item with a director)."""
+    typed: dict[str, list[str]] = defaultdict(list)
+    properties: dict[str, set[str]] = defaultdict(set)
+    for p in _TYPE_PROPERTIES:
+        for t in wikidata.triples:
+            if t.property == p and (record := wikidata.items.get(t.value)) and record.label:
+                typed[t.subject].append(record.label.removesuffix(" player"))
+    for t in wikidata.triples:
+        properties[t.subject].add(t.property)
+    return {q: list(dict.fromkeys(typed[q] + [kind for p, kind in _KIND_OF_SUBJECT.items() if p in found]))
+            for q, found in properties.items()}
 
 
 def _item(iri: str, record: ItemRecord | None) -> ItemRecord:

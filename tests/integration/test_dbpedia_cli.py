@@ -42,7 +42,10 @@ def test_build_is_up_to_date(env: dict[str, str], dbpedia_build: dbpedia.DBpedia
     result = CliRunner().invoke(kb, ["build", "--encoding", "dbpedia"], env=env)
     assert result.exit_code == 0, result.output
     assert f"up to date: {dbpedia_build.root}" in result.output
-    assert f"{dbpedia_build.manifest['counts']['statements']:,} of 27,727 statements converted" in result.output
+    counts = dbpedia_build.manifest["counts"]
+    assert f"{counts['statements']:,} of 27,727 statements converted" in result.output
+    assert f"({counts['resources_qualified_by_kind']:,} disambiguated by kind, " \
+        f"{counts['resources_qualified_by_id']:,} by Wikidata id)" in result.output
 
 
 def test_search_filter_and_properties(run: Callable[..., Result]) -> None:

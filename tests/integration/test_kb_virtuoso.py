@@ -75,7 +75,25 @@ def test_server_holds_every_triple_of_the_build(virtuoso_server: VirtuosoServer,
     assert counts["statements"] + counts["statements_without_dbpedia_property"] + \
         counts["statements_with_datatype_property_only"] + counts["statements_not_item_to_item"] == \
         counts["wikidata_statements"]
-    assert counts["resources_with_sdbqa_iri"] > 1000
+
+
+def test_resources_are_titled_from_labels_as_wikipedia_does(dbpedia_build: dbpedia.DBpediaBuild) -> None:
+    resources, counts = dbpedia_build.manifest["resources"], dbpedia_build.manifest["counts"]
+    assert len(set(resources.values())) == len(resources) == counts["resources"]
+    # the country and the singer keep the bare title; the film (it has a director) and the album (a performer)
+    # are qualified by their kind, as Wikipedia titles them
+    assert (resources["Q1028"], resources["Q577754"]) == (DBR + "Morocco", DBR + "Morocco_(film)")
+    assert (resources["Q41594"], resources["Q243789"]) == (DBR + "Christina_Aguilera", DBR + "Christina_Aguilera_(album)")
+    assert counts["resources_qualified_by_kind"] > 200 and counts["resources_qualified_by_id"] < 1000
+
+
+def test_the_build_reads_no_simpledbpediaqa_file(data_dir: Path, tmp_path: Path,
+                                                 dbpedia_build: dbpedia.DBpediaBuild) -> None:
+    # the data folder without simpledbpediaqa/ (links to the real files) converts to the same resources
+    for folder in ("simplequestions-wikidata", "wikidata", "dbpedia"):
+        (tmp_path / folder).symlink_to(data_dir / folder)
+    assert dbpedia.inputs_digest(tmp_path) == dbpedia_build.digest
+    assert dbpedia.convert(tmp_path).resources == dbpedia_build.manifest["resources"]
 
 
 def test_results_are_not_cut_at_virtuosos_default_10000_rows(virtuoso_server: VirtuosoServer,
@@ -192,7 +210,7 @@ def test_search_finds_resources_by_label_and_properties_by_label_or_comment(dbpe
 @pytest.fixture(scope="module")
 def converted_questions(data_dir: Path, expected: Expected) -> list[tuple[dict, set[Statement]]]:
     """SimpleDBpediaQA questions with one DBpedia-ontology predicate whose facts were converted."""
-    questions = json.loads((data_dir / dbpedia.SDBQA).read_text(encoding="utf-8"))["Questions"]
+    questions = json.loads((data_dir / paths.sdbqa("valid")).read_text(encoding="utf-8"))["Questions"]
     found = []
     for q in questions:
         [pred, *more] = q["PredicateList"]

@@ -49,17 +49,20 @@ def _sdbqa(subject: str, query: str, predicate: str) -> dict[str, Any]:
 
 @pytest.fixture
 def dbpedia_settings(tiny_settings: Callable[..., Settings], tiny_data: dict[str, Any]) -> Settings:
-    """The tiny data folder plus a tiny ontology, SimpleDBpediaQA file and SimpleQuestions-Wikidata questions:
-    one question links Q1 to a real IRI; Q6 is another "Alpha"."""
-    tiny_data["items"]["Q6"] = ["alpha"]
+    """The tiny data folder plus a tiny ontology, a SimpleQuestions-Wikidata valid question (for the gold; there
+    is no SimpleDBpediaQA file) and more items named "Alpha" or "Beyoncé": Q6 without statements, Q8 an instance
+    of "star", Q10 a "baseball player", Q11 an album (it has a performer), and Q13 a film (it has a director)
+    whose ``Alpha (film)`` is already Q12's label."""
+    tiny_data["items"] |= {"Q6": ["alpha"], "Q7": ["star"], "Q8": ["alpha"], "Q9": ["baseball player"],
+                           "Q10": ["Alpha"], "Q11": ["Beyoncé"], "Q12": ["Alpha (film)"], "Q13": ["alpha"]}
+    tiny_data["properties"] += [{"id": p, "label": label, "description": "", "aliases": [], "datatype": "wikibase-item"}
+                                for p, label in (("P31", "instance of"), ("P106", "occupation"), ("P175", "performer"),
+                                                 ("P57", "director"))]
+    tiny_data["triples"] += [("Q8", "P31", "Q7"), ("Q10", "P106", "Q9"), ("Q11", "P175", "Q2"), ("Q13", "P57", "Q2")]
     settings = tiny_settings(tiny_data)
     root = settings.data_dir
     (root / "dbpedia").mkdir()
     (root / paths.ONTOLOGY).write_text(ONTOLOGY)
-    (root / "simpledbpediaqa").mkdir()
-    (root / dbpedia.SDBQA).write_text(json.dumps({"Questions": [
-        _sdbqa(DBR + "Alpha_Centauri_(star)", "Where is Alpha Centauri?", DBO + "place")]}))
-    (root / paths.sqwd("train")).write_text("Q1\tP10\tQ3\twhere is alpha centauri\n")
     (root / paths.sqwd("valid")).write_text("Q2\tP10\tQ3\twhere is beyonce\n")
     return settings
 
@@ -80,16 +83,37 @@ def test_conversion(dbpedia_settings: Settings) -> None:
     conversion = dbpedia.convert(dbpedia_settings.data_dir)
     # the first equivalent by IRI, not the one SimpleDBpediaQA's (evaluation) questions use
     assert conversion.property_map == {"P10": DBO + "location"}
-    assert conversion.resources == {
-        "Q1": DBR + "Alpha_Centauri_(star)", "Q2": DBR + "Beyoncé", "Q3": DBR + "Alpha", "Q4": DBR + "Gamma",
-        "Q5": DBR + "Q5", "Q6": DBR + "Alpha_(Q6)"}
     assert {(t.subject, t.property, t.value) for t in conversion.dataset.triples} == {
-        (DBR + "Alpha_Centauri_(star)", DBO + "location", DBR + "Alpha"),
-        (DBR + "Beyoncé", DBO + "location", DBR + "Alpha"), (DBR + "Q5", DBO + "location", DBR + "Alpha_Centauri_(star)")}
+        (DBR + "Alpha_Centauri", DBO + "location", DBR + "Alpha"),
+        (DBR + "Beyoncé", DBO + "location", DBR + "Alpha"), (DBR + "Q5", DBO + "location", DBR + "Alpha_Centauri")}
     assert conversion.counts == {
-        "wikidata_statements": 7, "statements": 3, "statements_without_dbpedia_property": 3,
-        "statements_with_datatype_property_only": 1, "statements_not_item_to_item": 0, "resources": 6,
-        "resources_with_sdbqa_iri": 1, "resources_named_from_label": 5, "mapped_wikidata_properties": 1}
+        "wikidata_statements": 11, "statements": 3, "statements_without_dbpedia_property": 7,
+        "statements_with_datatype_property_only": 1, "statements_not_item_to_item": 0, "resources": 13,
+        "resources_qualified_by_kind": 3, "resources_qualified_by_id": 2, "mapped_wikidata_properties": 1}
+
+
+def test_resources_are_titled_from_labels_and_disambiguated_as_wikipedia_does(dbpedia_settings: Settings) -> None:
+    assert dbpedia.convert(dbpedia_settings.data_dir).resources == {
+        "Q1": DBR + "Alpha_Centauri", "Q4": DBR + "Gamma", "Q5": DBR + "Q5", "Q7": DBR + "Star",
+        "Q9": DBR + "Baseball_player", "Q12": DBR + "Alpha_(film)",
+        # of one name, the one in most statements keeps the bare title
+        "Q2": DBR + "Beyoncé", "Q3": DBR + "Alpha",
+        # the others are qualified by their type, occupation (a sport for players) or kind of work ...
+        "Q8": DBR + "Alpha_(star)", "Q10": DBR + "Alpha_(baseball)", "Q11": DBR + "Beyoncé_(album)",
+        # ... or, with none or a taken one, by their id
+        "Q6": DBR + "Alpha_(Q6)", "Q13": DBR + "Alpha_(Q13)"}
+
+
+def test_no_question_file_takes_part_in_the_conversion(dbpedia_settings: Settings) -> None:
+    root = dbpedia_settings.data_dir
+    resources, digest = dbpedia.convert(root).resources, dbpedia.inputs_digest(root)
+    # a SimpleDBpediaQA question that names Q1's real page, and other SimpleQuestions-Wikidata questions
+    (root / "simpledbpediaqa").mkdir()
+    (root / paths.sdbqa("valid")).write_text(json.dumps({"Questions": [
+        _sdbqa(DBR + "Alpha_Centauri_(star)", "Where is Alpha Centauri?", DBO + "place")]}))
+    (root / paths.sqwd("valid")).write_text("Q1\tP10\tQ3\twhere is alpha centauri\n")
+    assert dbpedia.convert(root).resources == resources and dbpedia.inputs_digest(root) == digest
+    assert not any("simpledbpediaqa" in name or "answerable" in name for name in dbpedia.INPUTS)
 
 
 def test_build_writes_rdf_index_and_manifest_once(dbpedia_settings: Settings) -> None:
@@ -101,7 +125,7 @@ def test_build_writes_rdf_index_and_manifest_once(dbpedia_settings: Settings) ->
     graph = rdflib.Graph().parse(built.rdf_path, format="nt")
     assert len(graph) == built.manifest["counts"]["rdf_triples"]
     assert (rdflib.URIRef(DBO + "mass"), RDF.type, RDF.Property) in graph
-    assert (rdflib.URIRef(DBR + "Alpha_Centauri_(star)"), rdflib.URIRef(DBO + "location"),
+    assert (rdflib.URIRef(DBR + "Alpha_Centauri"), rdflib.URIRef(DBO + "location"),
             rdflib.URIRef(DBR + "Alpha")) in graph
     assert (rdflib.URIRef(DBR + "Beyoncé"), rdflib.OWL.sameAs, rdflib.URIRef("http://www.wikidata.org/entity/Q2")) \
         in graph
@@ -112,8 +136,7 @@ def test_build_writes_rdf_index_and_manifest_once(dbpedia_settings: Settings) ->
         assert {k: e.datatype for k, e in entries.items()} == {
             DBO + "location": "wikibase-item", DBO + "discovered": "time", DBO + "mass": "quantity", DBR + "Gamma": ""}
         assert entries[DBR + "Gamma"].aliases == ("Alpha",)
-        assert [h.entry.id for h in index.search("item", "alpha", 5)][:3] == [DBR + "Alpha", DBR + "Alpha_(Q6)",
-                                                                                 DBR + "Gamma"]
+        assert [h.entry.id for h in index.search("item", "alpha", 5)][0] == DBR + "Alpha"
         assert index.value_datatypes() == ["wikibase-item"] and index.subject_kinds() == ["item"]
     finally:
         index.close()
@@ -164,12 +187,6 @@ def test_sdbqa_gold_comes_from_the_links_in_the_builds_manifest(dbpedia_settings
     assert GoldExtender(dbpedia_settings.data_dir, dbpedia_links=built.links).gold(question) == {DBR + "Alpha"}
     with pytest.raises(DataError, match="kb build --encoding dbpedia --force"):
         GoldExtender(dbpedia_settings.data_dir, dbpedia_links=lambda: read_links({})).gold(question)
-
-
-def test_malformed_sdbqa_is_a_data_error(dbpedia_settings: Settings) -> None:
-    (dbpedia_settings.data_dir / dbpedia.SDBQA).write_text(json.dumps({"Questions": [{"Query": "x"}]}))
-    with pytest.raises(DataError, match="valid.json: expected SimpleDBpediaQA JSON"):
-        dbpedia.convert(dbpedia_settings.data_dir)
 
 
 def test_busy_port_is_a_clear_error(tmp_path: Path) -> None:
