@@ -26,8 +26,8 @@ REPO = Path(__file__).resolve().parent.parent
 TEST_CACHE = REPO / ".cache" / "tests"
 #: The tiny data has no train split to draw a pool from, and the cassettes hold fixed-example prompts.
 FIXED_EXAMPLES = ExamplesSettings(mode="fixed")
-#: The cassettes were recorded before the grounded draft (its grammars are other requests): record them
-#: again (tests/cassette.py) to replay the default ``linked``; test_draft_grounding.py tests it on the index.
+#: The cassettes hold drafts with every run of the question admitted (the default; the grounded grammars
+#: are other requests): test_draft_grounding.py tests ``linked`` on the index.
 CASSETTE_PIPELINE = PipelineSettings(ground_draft="off")
 
 
