@@ -58,8 +58,7 @@ class Pools:
 
     def blocks(self) -> BlockStats:
         """What restoring and computing few-shot block states cost the LLM actors so far."""
-        each: list[BlockStats | None] = ray.get([a.blocks.remote() for a in self.llm_actors])
-        return sum((b for b in each if b is not None), BlockStats())
+        return BlockStats.total(ray.get([a.blocks.remote() for a in self.llm_actors])) or BlockStats()
 
     def cpu_seconds(self) -> dict[str, float]:
         """CPU seconds the LLM actors and the KB actors have used so far (their processes)."""

@@ -224,15 +224,14 @@ def _kinds(wikidata: Dataset) -> dict[str, list[str]]:
     """Item -> the kinds its statements give it, as Wikipedia's title qualifiers: the labels of its
     :data:`_TYPE_PROPERTIES` values ("asteroid", "actor"; for ``… player`` the sport: "baseball"), then the
     kinds of :data:`_KIND_OF_SUBJECT` ("film" for an item with a director)."""
-    typed: dict[str, list[str]] = defaultdict(list)
+    typed: dict[str, list[tuple[int, str]]] = defaultdict(list)
     properties: dict[str, set[str]] = defaultdict(set)
-    for p in _TYPE_PROPERTIES:
-        for t in wikidata.triples:
-            if t.property == p and (record := wikidata.items.get(t.value)) and record.label:
-                typed[t.subject].append(record.label.removesuffix(" player"))
     for t in wikidata.triples:
         properties[t.subject].add(t.property)
-    return {q: list(dict.fromkeys(typed[q] + [kind for p, kind in _KIND_OF_SUBJECT.items() if p in found]))
+        if t.property in _TYPE_PROPERTIES and (record := wikidata.items.get(t.value)) and record.label:
+            typed[t.subject].append((_TYPE_PROPERTIES.index(t.property), record.label.removesuffix(" player")))
+    return {q: list(dict.fromkeys([label for _, label in sorted(typed[q], key=lambda x: x[0])]
+                                  + [kind for p, kind in _KIND_OF_SUBJECT.items() if p in found]))
             for q, found in properties.items()}
 
 

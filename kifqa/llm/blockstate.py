@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,12 @@ class BlockStats:
 
     def __sub__(self, other: BlockStats) -> BlockStats:
         return BlockStats(**{f.name: getattr(self, f.name) - getattr(other, f.name) for f in fields(self)})
+
+    @staticmethod
+    def total(each: Iterable[BlockStats | None]) -> BlockStats | None:
+        """The sum of those of ``each`` that are not None; None when all are."""
+        kept = [b for b in each if b is not None]
+        return sum(kept, BlockStats()) if kept else None
 
 
 @dataclass(frozen=True)

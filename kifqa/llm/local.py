@@ -125,7 +125,7 @@ class LocalLLM(LLM):
         self.persist_blocks = persist_blocks and cache_prompt
         self.state_dir = Path(state_dir) if state_dir is not None else self.cache_dir / "kv"
         self.options = dict(options or {})
-        self.block_stats = BlockStats()
+        self._blocks = BlockStats()
         known = weights.KNOWN_MODELS.get(model)
         self.identity = f"llama.cpp:{known.identity if known else Path(model).name}"
         self._server: Any = None
@@ -274,7 +274,7 @@ class LocalLLM(LLM):
 
     def blocks(self) -> BlockStats:
         """What restoring and computing this instance's shared prefixes cost so far."""
-        return self.block_stats
+        return self._blocks
 
     def prepare(self, request: ChatRequest) -> str:
         """Makes sure the KV state of ``request``'s shared prefix is saved (blocking; loads the model):
@@ -284,7 +284,7 @@ class LocalLLM(LLM):
         prefix = _shared_prefix(request) if self.persist_blocks else None
         if prefix is None:
             return "none"
-        before = self.block_stats.computed
+        before = self._blocks.computed
         slot = None
         while slot is None:
             slot = self._slot_table.take(_prefix_id(prefix))
@@ -294,7 +294,7 @@ class LocalLLM(LLM):
             self._put_prefix(slot, prefix)
         finally:
             self._slot_table.give(slot)
-        return "computed" if self.block_stats.computed > before else "restored"
+        return "computed" if self._blocks.computed > before else "restored"
 
     def _put_prefix(self, slot: int, prefix: tuple[Message, ...]) -> None:
         """Loads ``prefix``'s KV state into ``slot``: restored from its file when that is valid, else
@@ -315,13 +315,13 @@ class LocalLLM(LLM):
                 except LLMError:
                     done = {}
                 if done.get("n_restored") == len(key.tokens):
-                    self.block_stats.restored += 1
-                    self.block_stats.restore_s += time.perf_counter() - start
-                    self.block_stats.bytes += int(done.get("n_read", 0))
+                    self._blocks.restored += 1
+                    self._blocks.restore_s += time.perf_counter() - start
+                    self._blocks.bytes += int(done.get("n_read", 0))
                     self._slot_table.set(slot, pid)
                     return
             if path.exists():
-                self.block_stats.refused += 1
+                self._blocks.refused += 1
             self._slot_table.set(slot, None)
             done = self._server.handle_completions(
                 {"prompt": list(key.tokens), "n_predict": 0, "id_slot": slot, "cache_prompt": True})
@@ -332,11 +332,11 @@ class LocalLLM(LLM):
                 saved = self._http(f"/slots/{slot}?action=save", {"filename": temp})
                 if saved.get("n_saved") != len(key.tokens):
                     raise LLMError(f"local model: saved {saved.get('n_saved')} of {len(key.tokens)} prefix tokens")
-                self.block_stats.bytes += self._store.commit(key, temp)
+                self._blocks.bytes += self._store.commit(key, temp)
             finally:
                 self._store.discard(temp)
-            self.block_stats.computed += 1
-            self.block_stats.compute_s += time.perf_counter() - start
+            self._blocks.computed += 1
+            self._blocks.compute_s += time.perf_counter() - start
             self._slot_table.set(slot, pid)
 
     def _state_key(self, prefix: tuple[Message, ...]) -> StateKey:

@@ -28,8 +28,7 @@ class SpreadLLM(LLM):
             return await member.agenerate(requests)
 
     def blocks(self) -> BlockStats | None:
-        each = [b for m in self.members if (b := m.blocks()) is not None]
-        return sum(each, BlockStats()) if each else None
+        return BlockStats.total(m.blocks() for m in self.members)
 
     async def aclose(self) -> None:
         await asyncio.gather(*(m.aclose() for m in self.members))

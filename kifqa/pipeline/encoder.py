@@ -74,7 +74,6 @@ class MiniLM:
         bias = ((1.0 - mask) * np.finfo(np.float32).min)[:, None, None, :]
         for layer in range(self.layers):
             p = f"encoder.layer.{layer}."
-
             q, k, v = (self._linear(x, f"{p}attention.self.{name}").reshape(b, n, self.heads, size)
                        .transpose(0, 2, 1, 3) for name in ("query", "key", "value"))
             scores = q @ k.transpose(0, 1, 3, 2) / np.float32(np.sqrt(size)) + bias

@@ -54,7 +54,7 @@ def test_a_restored_block_gives_the_same_draft_as_an_evaluated_one(model: LocalL
     (evaluated,) = model.generate([draft("who wrote dracula", key=None)])  # not shared: evaluated in full
     (first,) = model.generate([draft("who wrote dracula")])
     assert evaluated.ok and first.ok and evaluated.usage.cached_prompt_tokens == 0
-    assert model.block_stats.computed == 1 and model.block_stats.restored == 0
+    assert model.blocks().computed == 1 and model.blocks().restored == 0
     (state,) = [n for n in files(states) if n.endswith(".bin")]
     assert files(states) == [state, state.replace(".bin", ".json")]
     block_tokens = len(json.loads((states / state).with_suffix(".json").read_text())["key"]["tokens"])
@@ -63,7 +63,7 @@ def test_a_restored_block_gives_the_same_draft_as_an_evaluated_one(model: LocalL
     other = open_model(states)  # another process on this machine: restores instead of evaluating
     try:
         (restored,) = other.generate([draft("who wrote dracula")])
-        assert other.block_stats.restored == 1 and other.block_stats.computed == 0
+        assert other.blocks().restored == 1 and other.blocks().computed == 0
         assert restored.usage.cached_prompt_tokens == block_tokens
         assert restored.text == evaluated.text == first.text
     finally:
@@ -78,13 +78,13 @@ def test_a_state_of_another_prompt_or_model_is_refused_and_recomputed(model: Loc
     for suffix in (".bin", ".json"):  # the other prompt's state under this prompt's name
         shutil.copy(foreign.with_suffix(suffix), own.with_suffix(suffix))
     assert model.prepare(draft("q")) == "computed"
-    assert model.block_stats.refused == 1
+    assert model.blocks().refused == 1
 
     side = json.loads(own.with_suffix(".json").read_text())  # this prompt's state, said to be another model's
     side["key"]["model_sha256"] = "0" * 64
     own.with_suffix(".json").write_text(json.dumps(side))
     assert model.prepare(draft("q")) == "computed"
-    assert model.block_stats.refused == 2
+    assert model.blocks().refused == 2
     assert model.prepare(draft("q")) == "restored"
     (done,) = model.generate([draft("who wrote dracula")])
     assert done.ok and done.usage.cached_prompt_tokens == len(side["key"]["tokens"])
@@ -99,9 +99,9 @@ def test_a_cut_or_corrupt_state_is_recomputed(model: LocalLLM, states: Path) -> 
     assert len(state.read_bytes()) == len(data)  # saved again, whole
     state.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
     assert model.prepare(draft("q")) == "computed"
-    assert model.block_stats.refused == 2
+    assert model.blocks().refused == 2
     (done,) = model.generate([draft("who wrote dracula")])
-    assert done.ok and model.block_stats.restored == 0
+    assert done.ok and model.blocks().restored == 0
 
 
 def test_an_instance_with_another_slot_count_keeps_its_own_state(model: LocalLLM, states: Path) -> None:
@@ -111,7 +111,7 @@ def test_an_instance_with_another_slot_count_keeps_its_own_state(model: LocalLLM
     single = LocalLLM(model=MODEL, cache_dir=Settings().cache_dir, state_dir=states, parallel=1, context=512)
     try:
         assert single.prepare(draft("q")) == "computed"
-        assert single.block_stats.refused == 0
+        assert single.blocks().refused == 0
         assert len([n for n in files(states) if n.endswith(".bin")]) == 2
         assert single.prepare(draft("q")) == "restored"
         (done,) = single.generate([draft("who wrote dracula")])
