@@ -157,6 +157,15 @@ class PipelineSettings(Section):
     max_near_entities: int = 5
     #: Options shown to the model in the relation step.
     max_options: int = 12
+    #: How the relation step ranks the options the draft does not name exactly: ``meaning``, by the closeness
+    #: of each property's label and description to the question and the predicate (the question encoder,
+    #: the ``embeddings`` extra); ``names``, by spelling and shared words only.
+    rank_relations: Literal["meaning", "names"] = "meaning"
+    #: Let the relation step's model answer "none of these" and leave the question unanswered
+    #: (:attr:`~kifqa.types.ErrorKind.ABSTAINED`) rather than take the least bad option. Off by default:
+    #: on valid 0-199 over the hard base the 1.5B model's three "none" answers were all wrong
+    #: (docs/architecture.md).
+    abstain: bool = False
     #: Constrain the draft's known entity to runs of the question's words.
     constrain_draft: bool = True
     #: Which runs the constrained draft admits: ``linked``, the runs that are exactly an item's label or

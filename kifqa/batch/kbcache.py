@@ -30,6 +30,10 @@ _logger = logging.getLogger(__name__)
 #: What :meth:`KBCache.get` returns for a key it does not hold.
 MISS = object()
 
+#: The version of the stored results' form, part of every key: rows of another form are never read
+#: (version 2: ``properties_of`` gives each property's value type).
+FORMAT = 2
+
 _SCHEMA = "CREATE TABLE IF NOT EXISTS results (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
 
 
@@ -85,7 +89,7 @@ class KBCache:
         return value, False
 
     def key(self, call: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
-        blob = json.dumps([self._namespace, call, args, kwargs], sort_keys=True, ensure_ascii=False)
+        blob = json.dumps([FORMAT, self._namespace, call, args, kwargs], sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(blob.encode()).hexdigest()
 
     async def get(self, call: str, key: str) -> Any:

@@ -2,7 +2,7 @@
 
 Three ways to get the answers, one scoring path: in-process (default), the batch job (``--batch``,
 into the ``--out`` run folder) or an existing batch run folder (``--run DIR``). ``--compare A B``
-sets two scored folders side by side.
+sets two scored folders side by side, question by question; ``--table A B ...`` their figures, one row each.
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ if TYPE_CHECKING:
               help="Score an existing batch run folder (answers/, traces/); writes into it unless --out is given.")
 @click.option("--compare", nargs=2, type=click.Path(exists=True, file_okay=False, path_type=Path),
               metavar="RUN_A RUN_B", help="Compare two scored folders (or batch run folders, scored on --dataset).")
+@click.option("--table", "table", multiple=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              metavar="DIR", help="Print scored folders side by side, one row each (repeat: --table A --table B).")
 @click.option("--show", type=int, default=20, show_default=True, help="--compare: questions listed per direction.")
 @click.option("--extend-gold", is_flag=True,
               help="Extend a gold file's answers with the local base's namesakes, as SimpleQuestions-Wikidata's are "
@@ -51,11 +53,20 @@ if TYPE_CHECKING:
 @click.option("--report/--no-report", default=True, show_default=True, help="Write report.md and plots with --out.")
 @settings_options
 def eval_(dataset: str, limit: int | None, start: int, concurrency: int | None, out: Path | None, batch: bool,
-          run_dir: Path | None, compare: tuple[Path, Path] | None, show: int, extend_gold: bool, oracle_drafts: bool,
-          report: bool, config: Path | None, kb: str | None, model: str | None, examples: str | None) -> None:
+          run_dir: Path | None, compare: tuple[Path, Path] | None, table: tuple[Path, ...], show: int,
+          extend_gold: bool, oracle_drafts: bool, report: bool, config: Path | None, kb: str | None, model: str | None,
+          examples: str | None) -> None:
     """Answer DATASET (or read a run) and print precision, recall, F1, linking accuracy, failure classes and costs."""
-    if sum(bool(x) for x in (batch, run_dir, compare)) > 1:
-        raise click.UsageError("use one of --batch, --run and --compare")
+    if sum(bool(x) for x in (batch, run_dir, compare, table)) > 1:
+        raise click.UsageError("use one of --batch, --run, --compare and --table")
+    if table:
+        from kifqa.eval.table import render
+
+        try:
+            click.echo(render(list(table)))
+        except KifqaError as err:
+            raise fail(err) from err
+        return
     if batch and out is None:
         raise click.UsageError("--batch needs --out (the run folder)")
     if oracle_drafts and (batch or run_dir or compare):

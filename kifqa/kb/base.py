@@ -20,6 +20,9 @@ class PropertyUse:
 
     property: Candidate
     direction: Direction
+    #: What its values are (:attr:`kifqa.types.Fact.value_type`: ``item``, ``time``, ``quantity``,
+    #: ``external_id``, ...), ``""`` when the knowledge base does not say.
+    value_type: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)

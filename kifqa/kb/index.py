@@ -50,6 +50,9 @@ _MAX_TOKENS = 16
 #: Tokens in more names than this are left out of the any-token tier (``the``, ``of``...): they match
 #: too much to help and make the query slow.
 _MAX_ANY_NAMES = 500
+#: The any-token tier's base score of a name that holds every word of the text (less in proportion):
+#: a name that holds more of the words ranks first, whatever the names' popularity.
+_ANY_WORDS = 0.9
 
 
 @dataclass(frozen=True)
@@ -190,13 +193,17 @@ class LabelIndex:
             found: dict[str, tuple[float, float, str]] = {
                 id: (3.0 if is_label else 2.0, 0.0, "label" if is_label else "alias") for id, is_label in exact}
             tokens = _TOKEN.findall(key)[:_MAX_TOKENS]
+            wanted = set(tokens)
             for base, match, sql, query in self._token_queries(kind, tokens):
                 if len(found) >= max(limit, len(exact)):
                     break
                 rows = self._con.execute(sql, (query, 4 * limit + len(found))).fetchall()
-                for id, rank in rows:
-                    if id not in found:
-                        found[id] = (base, -rank / (1 - rank), match)
+                for id, rank, norm in rows:
+                    if id in found:
+                        continue
+                    if match == "any":  # ranked first by the share of the text's words the name holds
+                        base = _ANY_WORDS * len(wanted.intersection(_TOKEN.findall(norm))) / len(wanted)
+                    found[id] = (base, -rank / (1 - rank), match)
         entries = self.entries(found)
         top = self._max_degree(kind)
         hits = [Hit(entries[id], self._score(base, rel, entries[id].degree, top), match)
@@ -207,11 +214,12 @@ class LabelIndex:
     def _token_queries(self, kind: Kind, tokens: list[str]) -> Iterator[tuple[float, str, str, str]]:
         if not tokens:
             return
-        names = (f"SELECT e.id, f.rank FROM {kind}_fts f JOIN name n ON n.rowid = f.rowid "
+        names = (f"SELECT e.id, f.rank, n.norm FROM {kind}_fts f JOIN name n ON n.rowid = f.rowid "
                  f"JOIN entity e ON e.rowid = n.entity WHERE {kind}_fts MATCH ? ORDER BY f.rank LIMIT ?")
         yield 1.0, "tokens", names, " AND ".join([*(f'"{t}"' for t in tokens[:-1]), f'"{tokens[-1]}"*'])
         if kind == "property":
-            yield 0.5, "description", ("SELECT e.id, f.rank FROM description_fts f JOIN entity e ON e.rowid = f.rowid "
+            yield 0.5, "description", ("SELECT e.id, f.rank, '' FROM description_fts f "
+                                       "JOIN entity e ON e.rowid = f.rowid "
                                        "WHERE description_fts MATCH ? ORDER BY f.rank LIMIT ?"), \
                 " AND ".join(f'"{t}"' for t in tokens)
         rare = [t for t in tokens if self._names_with(kind, t) <= _MAX_ANY_NAMES]

@@ -226,9 +226,10 @@ class KifKnowledgeBase(KnowledgeBase):
                 self._distinct_properties(_properties_filter("backward", real), e))
         found: list[tuple[Property, Direction]] = [(p, "forward") for p in forward]
         found += [(p, "backward") for p in backward]
-        described = await self._describe(list(dict.fromkeys(p for p, _ in found)))
-        uses = sorted((PropertyUse(property=described[ids.to_id(p)], direction=direction) for p, direction in found),
-                      key=lambda u: (u.direction, _id_order(u.property.id)))
+        distinct = list(dict.fromkeys(p for p, _ in found))
+        described, types = await self._describe(distinct), self._value_types(distinct)
+        uses = sorted((PropertyUse(property=described[ids.to_id(p)], direction=direction, value_type=types[p])
+                       for p, direction in found), key=lambda u: (u.direction, _id_order(u.property.id)))
         return EntityProperties(uses=tuple(uses), truncated=cut_forward or cut_backward)
 
     async def _distinct_properties(self, make: Callable[[Entity], Filter], e: Entity) -> tuple[list[Property], bool]:
@@ -381,6 +382,18 @@ class KifKnowledgeBase(KnowledgeBase):
                      for id, t in texts.items()}
         return {id: known.get(id) or Candidate(id=id, label=id) for id in keys}
 
+    def _value_types(self, properties: list[Property]) -> dict[Property, str]:
+        """What each property's values are (:data:`VALUE_TYPES`): from the label index where there is one,
+        else from the datatype KIF gives the property; ``""`` when neither knows."""
+        entries = self.index.entries(ids.to_id(p) for p in properties) if self.index is not None else {}
+        out = {}
+        for p in properties:
+            entry = entries.get(ids.to_id(p))
+            datatype = entry.datatype if entry is not None else ""
+            out[p] = VALUE_TYPES.get(datatype, "string" if datatype else "") or _RANGE_TYPES.get(
+                type(p.range).__name__, "")
+        return out
+
     async def _kif_texts(self, entities: Sequence[Entity], kinds: tuple[Property, ...]) -> dict[str, dict[str, Any]]:
         """English label, aliases and description of ``entities``, asked from the store."""
         batches = [entities[i:i + LABEL_BATCH] for i in range(0, len(entities), LABEL_BATCH)]
@@ -412,6 +425,26 @@ _DATATYPE_MASKS = {
     "external-id": Filter.EXTERNAL_ID,
     "quantity": Filter.QUANTITY,
     "time": Filter.TIME,
+}
+
+
+#: The value type (:attr:`~kifqa.types.Fact.value_type`) of each Wikidata datatype; others hold strings.
+VALUE_TYPES = {
+    "wikibase-item": "item",
+    "wikibase-property": "property",
+    "wikibase-lexeme": "iri",
+    "url": "iri",
+    "monolingualtext": "text",
+    "external-id": "external_id",
+    "quantity": "quantity",
+    "time": "time",
+}
+
+#: The value type of each KIF datatype class (a property's ``range``, where KIF knows it).
+_RANGE_TYPES = {
+    "ItemDatatype": "item", "PropertyDatatype": "property", "LexemeDatatype": "iri", "IRI_Datatype": "iri",
+    "TextDatatype": "text", "StringDatatype": "string", "ExternalIdDatatype": "external_id",
+    "QuantityDatatype": "quantity", "TimeDatatype": "time",
 }
 
 

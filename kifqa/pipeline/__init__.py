@@ -8,6 +8,7 @@ cannot be answered gets an empty answer and a trace that says which step failed 
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Mapping
 
@@ -20,6 +21,7 @@ from kifqa.llm.base import LLM
 from kifqa.pipeline import answers, draft, entities, relations
 from kifqa.pipeline.clustered import ClusteredExamples
 from kifqa.pipeline.examples import ExampleSource, FixedExamples, RetrievedExamples
+from kifqa.pipeline.ranking import MeaningRanker
 from kifqa.pipeline.recorder import CountingKB, Recorder
 from kifqa.types import ErrorKind, Question, Result, Trace
 
@@ -34,6 +36,10 @@ def open_examples(settings: Settings) -> ExampleSource:
     if ex.mode == "retrieved":
         return RetrievedExamples(pool, k=ex.k, cache_dir=cache_dir)
     return ClusteredExamples(pool, clusters=ex.clusters, block=ex.block, nearest=ex.nearest, cache_dir=cache_dir)
+
+
+#: One ranker per process: every pipeline shares its property embeddings.
+_RANKER = MeaningRanker()
 
 
 class StepError(Exception):
@@ -71,6 +77,8 @@ class Pipeline:
         self.settings = settings or PipelineSettings()
         #: Drafts given instead of the model's, by question id (the oracle-draft diagnostic).
         self.drafts = drafts or {}
+        #: Ranks relation options by meaning (``settings.rank_relations``), its embeddings kept per process.
+        self.ranker = _RANKER
 
     def with_drafts(self, drafts: Mapping[str, str]) -> Pipeline:
         """The same pipeline, with ``drafts`` (question id → draft text) given instead of the model's."""
@@ -146,17 +154,24 @@ class Pipeline:
 
         with rec.step("relations"):
             by_entity = await relations.uses(kb, linking.kept)
-            ranked = relations.options(main, linking, by_entity)
+            closeness = None
+            if s.rank_relations == "meaning":
+                properties = list({u.property.id: u.property for us in by_entity.values() for u in us}.values())
+                closeness = await asyncio.to_thread(self.ranker.closeness, question.text, main.predicate, properties)
+            ranked = relations.options(main, linking, by_entity, question=question.text, closeness=closeness)
             if not ranked:
                 raise StepError(f"no statements about {', '.join(trace.entities)}", kind=ErrorKind.NO_STATEMENTS)
             trace.options = [r for o in ranked for r in o.relations()]
             chosen = relations.obvious(ranked)
             if chosen is None:
                 shown = ranked[: s.max_options]
-                out = await rec.generate(self.llm, relations.request(question.text, main, shown))
+                out = await rec.generate(self.llm, relations.request(question.text, main, shown, abstain=s.abstain))
                 if out.error:
                     raise StepError(f"model call failed: {out.error}", kind=ErrorKind.MODEL)
-                chosen = relations.parse(out.text, shown)
+                chosen = relations.parse(out.text, shown, abstain=s.abstain)
+                if chosen is None:
+                    raise StepError(f"none of the {len(shown)} relation options answers the question",
+                                    kind=ErrorKind.ABSTAINED)
             trace.relations = chosen.relations()
 
         with rec.step("answers"):

@@ -4,16 +4,51 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 
+from kifqa.data.text import name_key, normalize
 from kifqa.kb.base import KnowledgeBase, PropertyUse
 from kifqa.llm.base import ChatRequest, Message
 from kifqa.pipeline.entities import Linking
-from kifqa.pipeline.text import ALIAS_MATCH, similarity
+from kifqa.pipeline.text import ALIAS_MATCH, similarity, tokens
 from kifqa.types import UNKNOWN, Candidate, ChoiceOption, Direction, Pattern, Relation, RelationChoice
 
 _SYSTEM = resources.files("kifqa.pipeline").joinpath("prompts/choose_system.txt").read_text().strip()
+_SYSTEM_ABSTAIN = "Reply 0 if none of the options answers the question."
+
+#: The value types every question may be answered with: entities (``""``: the base does not say).
+ENTITY_TYPES = frozenset({"item", "property", ""})
+
+#: Question words that ask for values other than entities, and the value types they ask for.
+_ASKS = (
+    (re.compile(r"\b(when|what year|which year|what date|which date|what day|how old)\b"), frozenset({"time"})),
+    (re.compile(r"\bhow (many|much|tall|long|high|big|large|heavy|wide|far|deep)\b"), frozenset({"quantity"})),
+)
+
+#: :attr:`Option.match` of a property whose description holds every content word of the draft's
+#: predicate (less in proportion): below a label or alias that names the predicate.
+DESCRIPTION_MATCH = 0.4
+
+
+#: :func:`similarity` from which a name's spelling counts beside the closeness in meaning (a typo; below,
+#: spelling similarity is noise next to meaning).
+SPELLING_MATCH = 0.7
+
+#: What each place down the search's order of near-match names costs an option's score: more than
+#: agreeing with the draft's direction gains (the draft's direction is a guess, the name is evidence).
+NEAR_RANK_STEP = 0.06
+
+#: :attr:`Option.match` of a property as close in meaning to the question as can be: below an alias.
+MEANING_MATCH = 0.8
+
+
+def wanted_types(question: str) -> frozenset[str]:
+    """The value types that answer ``question``: entities, plus dates for "when" and quantities for
+    "how many" (and the like)."""
+    text = normalize(question)
+    return ENTITY_TYPES.union(*(types for pattern, types in _ASKS if pattern.search(text)))
 
 
 @dataclass(frozen=True)
@@ -48,26 +83,55 @@ async def uses(kb: KnowledgeBase, entities: list[Candidate]) -> dict[str, list[P
     return {e.id: list(p.uses) for e, p in zip(entities, found)}
 
 
-def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[PropertyUse]]) -> list[Option]:
-    """The ways to answer, best first by how well the property names the draft's predicate (and
-    whether its direction agrees with the draft). Exactly-named entities share one option per
-    (property, direction); near matches get options of their own, and the search's order among
-    them breaks ties (the better-named entity first)."""
+def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[PropertyUse]], *,
+            question: str = "", closeness: Mapping[str, float] | None = None) -> list[Option]:
+    """The ways to answer, best first by how well the property names the draft's predicate and whether
+    its direction agrees with the draft. A property named exactly (label, then alias) comes first;
+    the others rank by ``closeness`` (property id → closeness in meaning to the question,
+    :mod:`kifqa.pipeline.ranking`) where it is given, else by their names' spelling and words and
+    their descriptions' words.
+
+    Entities that share a name share one option per (property, direction): all the kept ones when
+    they are named exactly, each near-match name's namesakes otherwise, where the search's order
+    among the names weighs more than the draft's direction (:data:`NEAR_RANK_STEP`). Properties whose values are not
+    what ``question`` asks for (:func:`wanted_types`: an identifier, a date or a width for "who" or
+    "where") are left out unless the draft names them, or unless nothing else is left."""
     groups: dict[tuple, tuple[list[Candidate], PropertyUse]] = {}
     rank = {e.id: i for i, e in enumerate(linking.kept)}
     for entity in linking.kept:
         for use in by_entity.get(entity.id, []):
-            key = (use.property.id, use.direction) if linking.exact else (entity.id, use.property.id, use.direction)
-            members, _ = groups.setdefault(key, ([], use))
+            name = () if linking.exact else (name_key(entity.label),)
+            members, _ = groups.setdefault((*name, use.property.id, use.direction), ([], use))
             members.append(entity)
-    out = []
+    wanted = wanted_types(question) if question else None
+    out: list[Option] = []
+    passed_over: list[Option] = []
     for members, use in groups.values():
-        match = similarity(pattern.predicate, use.property.label, use.property.aliases)
+        match = _match(pattern.predicate, use.property, closeness)
         score = match + (0.05 if use.direction == pattern.direction else 0.0)
-        score -= 0.0 if linking.exact else 0.01 * rank[members[0].id]
-        out.append(Option(tuple(members), use.property, use.direction, match, score))
+        score -= 0.0 if linking.exact else NEAR_RANK_STEP * rank[members[0].id]
+        option = Option(tuple(members), use.property, use.direction, match, score)
+        fits = wanted is None or use.direction == "backward" or use.value_type in wanted or match >= ALIAS_MATCH
+        (out if fits else passed_over).append(option)
+    out = out or passed_over
     out.sort(key=lambda o: -o.score)
     return out
+
+
+def _match(predicate: str, prop: Candidate, closeness: Mapping[str, float] | None) -> float:
+    """How well ``predicate`` names ``prop``: its label or an alias exactly; else its closeness in meaning
+    scaled to :data:`MEANING_MATCH` where ``closeness`` is given (or a spelling as close as a typo's,
+    :data:`SPELLING_MATCH`: "chid" for "child"); else the best of :func:`similarity` to
+    its label and aliases and the share of its content words in the property's description, scaled to
+    :data:`DESCRIPTION_MATCH`."""
+    named = similarity(predicate, prop.label, prop.aliases)
+    if named >= ALIAS_MATCH:
+        return named
+    if closeness is not None:
+        return max(MEANING_MATCH * closeness.get(prop.id, 0.0), named if named >= SPELLING_MATCH else 0.0)
+    words = tokens(predicate)
+    described = DESCRIPTION_MATCH * len(words & tokens(prop.description)) / len(words) if words else 0.0
+    return max(named, described)
 
 
 def obvious(ranked: list[Option]) -> Option | None:
@@ -82,12 +146,14 @@ def obvious(ranked: list[Option]) -> Option | None:
     return None
 
 
-def request(question: str, pattern: Pattern, shown: list[Option]) -> ChatRequest:
-    """Asks the model for one option's number (the grammar admits only the shown numbers)."""
-    user = str(RelationChoice(question, pattern, tuple(o.shown() for o in shown)))
-    numbers = " | ".join(f'"{i}"' for i in range(1, len(shown) + 1))
+def request(question: str, pattern: Pattern, shown: list[Option], *, abstain: bool = False) -> ChatRequest:
+    """Asks the model for one option's number (the grammar admits only the shown numbers, and ``0``
+    for none of them with ``abstain``)."""
+    user = str(RelationChoice(question, pattern, tuple(o.shown() for o in shown), abstain))
+    numbers = " | ".join(f'"{i}"' for i in range(0 if abstain else 1, len(shown) + 1))
+    system = f"{_SYSTEM} {_SYSTEM_ABSTAIN}" if abstain else _SYSTEM
     return ChatRequest(
-        messages=(Message("system", _SYSTEM), Message("user", user)),
+        messages=(Message("system", system), Message("user", user)),
         grammar=f"root ::= {numbers}",
         max_tokens=4,
     )
@@ -97,8 +163,11 @@ class ChoiceError(ValueError):
     """The model's relation choice is not one of the shown option numbers."""
 
 
-def parse(text: str, shown: list[Option]) -> Option:
+def parse(text: str, shown: list[Option], *, abstain: bool = False) -> Option | None:
+    """The option the model's answer numbers; ``None`` for ``0`` (none fits) with ``abstain``."""
     match = re.fullmatch(r"\s*(\d+)\s*\.?\s*", text)
-    if match is None or not 1 <= int(match.group(1)) <= len(shown):
-        raise ChoiceError(f"expected an option number 1..{len(shown)}, got {text[:100]!r}")
-    return shown[int(match.group(1)) - 1]
+    first = 0 if abstain else 1
+    if match is None or not first <= int(match.group(1)) <= len(shown):
+        raise ChoiceError(f"expected an option number {first}..{len(shown)}, got {text[:100]!r}")
+    number = int(match.group(1))
+    return shown[number - 1] if number else None

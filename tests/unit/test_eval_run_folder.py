@@ -87,7 +87,8 @@ def test_eval_run_on_simpledbpediaqa(sdbqa_run: Path) -> None:
     assert m["linking"]["relation"] == {"n": 4, "correct": 3, "accuracy": 0.75}  # predicate
     assert m["linking"]["triple"] == {"n": 4, "correct": 2, "accuracy": 0.5}  # both, in one relation
     # the wrong predicate still found the gold answer (dbo:occupation for SimpleDBpediaQA's gold:hypernym)
-    assert m["failure_counts"] == {"error": 0, "draft": 0, "entity": 1, "relation": 0, "empty": 1, "partial": 0}
+    assert m["failure_counts"] == {"error": 0, "draft": 0, "large": 0, "abstained": 0, "entity": 1, "relation": 0,
+                                   "empty": 1, "partial": 0}
     assert (m["model"], m["kb"], m["wall_s"]) == ("hand", "dbpedia", 4.0)
     report = (sdbqa_run / "report.md").read_text()
     assert "| subject IRI | 4 | 3 | 0.750 |" in report and "| predicate (with direction) | 4 | 3 | 0.750 |" in report
@@ -109,9 +110,28 @@ def test_eval_run_limit_and_no_match(sdbqa_run: Path, tmp_path: Path) -> None:
     assert result.exit_code != 0 and "no question of sqwd:valid" in result.output
 
 
+@pytest.mark.usefixtures("dbpedia_links")
+def test_scored_folders_side_by_side(sdbqa_run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "scored"
+    result = CliRunner().invoke(cli, ["eval", "--run", str(sdbqa_run), "--dataset", "sdbqa:valid", "--out", str(out),
+                                      "--no-report"])
+    assert result.exit_code == 0, result.output
+    metrics = json.loads((out / "metrics.json").read_text())
+    result = CliRunner().invoke(cli, ["eval", "--table", str(out), "--table", str(out)])
+    assert result.exit_code == 0, result.output
+    header, rule, *rows = result.output.strip().splitlines()
+    assert header.startswith("| run | base | n | macro F1 |") and rule.startswith("| --- | --- | ---: |")
+    cells = [c.strip() for c in rows[0].strip("|").split("|")]
+    assert len(rows) == 2 and cells[:4] == ["scored", "dbpedia", str(metrics["questions"]),
+                                            f"{metrics['all']['macro_f1']:.3f}"]
+    assert cells[5] == "–", "no oracle drafts in this folder"
+    result = CliRunner().invoke(cli, ["eval", "--table", str(sdbqa_run)])
+    assert result.exit_code != 0 and "not a scored evaluation folder" in result.output
+
+
 def test_eval_options_conflict(sdbqa_run: Path) -> None:
     result = CliRunner().invoke(cli, ["eval", "--run", str(sdbqa_run), "--batch", "--out", "x"])
-    assert result.exit_code == 2 and "one of --batch, --run and --compare" in result.output
+    assert result.exit_code == 2 and "one of --batch, --run, --compare and --table" in result.output
     result = CliRunner().invoke(cli, ["eval", "--batch"])
     assert result.exit_code == 2 and "--batch needs --out" in result.output
 

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import pytest
+
 from kifqa.data.text import name_key, normalize
 from kifqa.kb.base import PropertyUse
 from kifqa.pipeline import relations
 from kifqa.pipeline.entities import Linking
 from kifqa.pipeline.text import ngrams, relaxed, similarity
-from kifqa.types import Candidate, Pattern, RelationChoice
+from kifqa.types import Candidate, Pattern, Relation, RelationChoice
 
 BROWN_1 = Candidate(id="Q5950", label="James Brown", aliases=("Mr. Dynamite",), description="American musician", score=10.0)
 BROWN_2 = Candidate(id="Q6130343", label="James Brown", aliases=(), description="", score=10.0)
@@ -97,3 +99,79 @@ def test_the_choice_prompt_reads_back_as_written() -> None:
     assert [(o.pattern.predicate, o.pattern.direction, o.gloss) for o in choice.options] == [
         ("place of birth", "forward", born.description), ("place of birth", "backward", born.description)]
     assert choice.options[0].pattern.subject == "Clyde (Missouri) [a city (in the US) — small, aka c]"
+
+
+def test_values_the_question_does_not_ask_for_are_passed_over() -> None:
+    """An identifier, a width or a date does not answer "who" or "where": such options are left out
+    unless the question asks for that kind of value, the draft names the property, or nothing is left."""
+    isni = Candidate(id="P213", label="ISNI", description="International Standard Name Identifier")
+    width = Candidate(id="P2049", label="width", description="width of an object")
+    dob = Candidate(id="P569", label="date of birth", description="date on which the subject was born")
+    by_entity = {BROWN_1.id: [PropertyUse(property=P19, direction="forward", value_type="item"),
+                              PropertyUse(property=isni, direction="forward", value_type="external_id"),
+                              PropertyUse(property=width, direction="forward", value_type="quantity"),
+                              PropertyUse(property=dob, direction="forward", value_type="time")]}
+
+    def shown(predicate: str, question: str) -> list[str]:
+        ranked = relations.options(Pattern("james brown", predicate, "?x"), _linking(BROWN_1), by_entity,
+                                   question=question)
+        return [o.property.id for o in ranked]
+
+    assert shown("hometown", "what is james brown's hometown") == ["P19"]
+    assert set(shown("birth", "when was james brown born")) == {"P19", "P569"}
+    assert set(shown("height", "how tall is james brown")) == {"P19", "P2049"}
+    assert "P213" in shown("ISNI", "what is james brown's isni")  # the draft names it
+    only_ids = {BROWN_1.id: [PropertyUse(property=isni, direction="forward", value_type="external_id")]}
+    assert [o.property.id for o in relations.options(Pattern("james brown", "code", "?x"), _linking(BROWN_1),
+                                                     only_ids, question="who is james brown")] == ["P213"]
+    assert relations.wanted_types("Who was born in Paris?") == relations.ENTITY_TYPES
+
+
+def test_near_match_namesakes_share_an_option() -> None:
+    """Near matches that bear the same name are one option per (property, direction), as exact ones are."""
+    real, twin = Candidate(id="Q1", label="Your Future Our Clutter"), Candidate(id="Q2", label="Your Future Our Clutter")
+    other = Candidate(id="Q3", label="Our Bright Future")
+    by_entity = {e.id: [PropertyUse(property=P175, direction="forward")] for e in (real, twin, other)}
+    linking = Linking("future our clutter", [real, twin, other], [real, twin, other], False)
+    ranked = relations.options(Pattern("future our clutter", "band", "?x"), linking, by_entity)
+    assert [[e.id for e in o.entities] for o in ranked] == [["Q1", "Q2"], ["Q3"]]
+
+
+def test_a_predicate_named_only_by_a_description_ranks_first() -> None:
+    performer = Candidate(id="P175", label="performer", description="actor, musician, band or other performer")
+    country = Candidate(id="P495", label="country of origin", description="country of origin of this item")
+    by_entity = {BROWN_1.id: [PropertyUse(property=country, direction="forward"),
+                              PropertyUse(property=performer, direction="forward")]}
+    ranked = relations.options(Pattern("james brown", "band", "?x"), _linking(BROWN_1), by_entity)
+    assert ranked[0].property.id == "P175" and ranked[0].match == relations.DESCRIPTION_MATCH
+    assert relations.obvious(ranked) is None, "a description match still goes to the model"
+
+
+def test_the_model_may_answer_none_of_these() -> None:
+    by_entity = {BROWN_1.id: [PropertyUse(property=P19, direction="forward"), PropertyUse(property=P20, direction="forward")]}
+    pattern = Pattern("james brown", "hometown", "?x")
+    ranked = relations.options(pattern, _linking(BROWN_1), by_entity)
+    request = relations.request("what is james brown's hometown", pattern, ranked, abstain=True)
+    assert request.grammar == 'root ::= "0" | "1" | "2"'
+    assert request.messages[1].content.endswith("\n0. none of these answers the question\nNumber:")
+    choice = RelationChoice.parse(request.messages[1].content)
+    assert choice is not None and choice.abstain and len(choice.options) == 2
+    assert str(choice) == request.messages[1].content
+    assert relations.parse("0", ranked, abstain=True) is None
+    assert relations.parse("2", ranked, abstain=True) is ranked[1]
+    with pytest.raises(relations.ChoiceError):
+        relations.parse("0", ranked)
+    plain = relations.request("what is james brown's hometown", pattern, ranked)
+    assert "none of these" not in plain.messages[1].content and "0" not in plain.grammar
+
+
+def test_the_better_named_near_match_outweighs_the_drafts_direction() -> None:
+    """"a film directed by wiebke von carolsfeld", drafted the wrong way round: the best-named near match
+    directs films (P57 backward); a less well named one is itself directed (P57 forward)."""
+    wiebke, goethe = Candidate(id="Q2568216", label="Wiebke Carolsfeld"), Candidate(id="Q5879", label="Goethe")
+    director = Candidate(id="P57", label="director")
+    by_entity = {wiebke.id: [PropertyUse(property=director, direction="backward")],
+                 goethe.id: [PropertyUse(property=director, direction="forward")]}
+    linking = Linking("wiebke von carolsfeld", [wiebke, goethe], [wiebke, goethe], False)
+    ranked = relations.options(Pattern("wiebke von carolsfeld", "director", "?x"), linking, by_entity)
+    assert relations.obvious(ranked).relations() == [Relation("Q2568216", "P57", "backward")]
