@@ -4,8 +4,8 @@ predicate names no property exactly.
 A property is written as ``label: description`` and embedded with the question encoder
 (:mod:`kifqa.pipeline.encoder`); its closeness is the mean of its cosines with the question and with the
 draft's predicate. On valid 0-199 over the hard base, among the 22 questions whose draft named none of
-their options exactly, the gold option came first for 12 (9 by spelling and word overlap) and among the
-first twelve shown for all 22 (18); docs/architecture.md.
+their options exactly, the gold option came first for 13 (9 by spelling and word overlap alone), among
+the first three for 19 (12) and among the twelve shown for all 22 (18); docs/architecture.md.
 """
 
 from __future__ import annotations

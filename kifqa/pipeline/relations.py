@@ -31,7 +31,6 @@ _ASKS = (
 #: predicate (less in proportion): below a label or alias that names the predicate.
 DESCRIPTION_MATCH = 0.4
 
-
 #: :func:`similarity` from which a name's spelling counts beside the closeness in meaning (a typo; below,
 #: spelling similarity is noise next to meaning).
 SPELLING_MATCH = 0.7
