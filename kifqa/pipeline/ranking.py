@@ -34,13 +34,12 @@ class MeaningRanker:
     def closeness(self, question: str, predicate: str, properties: Sequence[Candidate]) -> dict[str, float]:
         """Property id → the mean cosine of the property's text with ``question`` and with ``predicate``,
         0 where it is negative."""
-        texts = list(dict.fromkeys(property_text(p) for p in properties))
+        texts = {p.id: property_text(p) for p in properties}
         with self._lock:
-            missing = [t for t in texts if t not in self._vectors]
-        encoder = load_encoder()
-        asked = encoder.encode([question, predicate, *missing])
+            missing = [t for t in dict.fromkeys(texts.values()) if t not in self._vectors]
+        asked = load_encoder().encode([question, predicate, *missing])
         with self._lock:
             self._vectors.update(zip(missing, asked[2:]))
-            vectors = {t: self._vectors[t] for t in texts}
+            vectors = {id: self._vectors[t] for id, t in texts.items()}
         query = (asked[0] + asked[1]) / 2
-        return {p.id: max(0.0, float(vectors[property_text(p)] @ query)) for p in properties}
+        return {id: max(0.0, float(v @ query)) for id, v in vectors.items()}
