@@ -18,11 +18,11 @@ from kifqa.data.text import words
 from kifqa.errors import KBError
 from kifqa.kb.base import KnowledgeBase
 from kifqa.llm.base import LLM
-from kifqa.pipeline import answers, draft, entities, relations
+from kifqa.pipeline import answers, draft, entities, ranking, relations
 from kifqa.pipeline.clustered import ClusteredExamples
 from kifqa.pipeline.examples import ExampleSource, FixedExamples, RetrievedExamples
-from kifqa.pipeline.ranking import MeaningRanker
 from kifqa.pipeline.recorder import CountingKB, Recorder
+from kifqa.pipeline.vectors import SavedVectors
 from kifqa.types import ErrorKind, Question, Result, Trace
 
 
@@ -36,10 +36,6 @@ def open_examples(settings: Settings) -> ExampleSource:
     if ex.mode == "retrieved":
         return RetrievedExamples(pool, k=ex.k, cache_dir=cache_dir)
     return ClusteredExamples(pool, clusters=ex.clusters, block=ex.block, nearest=ex.nearest, cache_dir=cache_dir)
-
-
-#: One ranker per process: every pipeline shares its property embeddings.
-_RANKER = MeaningRanker()
 
 
 class StepError(Exception):
@@ -67,29 +63,33 @@ class Pipeline:
         llm: The model (likewise).
         examples: Few-shot examples for the draft; the fixed set by default.
         settings: Limits and switches of the steps.
+        drafts: Drafts given instead of the model's, by question id (the oracle-draft diagnostic).
+        vectors: Where the relation ranking keeps the embeddings of properties and predicates between
+            runs (none: each process encodes them again).
     """
 
     def __init__(self, *, kb: KnowledgeBase, llm: LLM, examples: ExampleSource | None = None,
-                 settings: PipelineSettings | None = None, drafts: Mapping[str, str] | None = None) -> None:
+                 settings: PipelineSettings | None = None, drafts: Mapping[str, str] | None = None,
+                 vectors: SavedVectors | None = None) -> None:
         self.kb = kb
         self.llm = llm
         self.examples = examples or FixedExamples()
         self.settings = settings or PipelineSettings()
-        #: Drafts given instead of the model's, by question id (the oracle-draft diagnostic).
         self.drafts = drafts or {}
-        #: Ranks relation options by meaning (``settings.rank_relations``), its embeddings kept per process.
-        self.ranker = _RANKER
+        self.vectors = vectors
 
     def with_drafts(self, drafts: Mapping[str, str]) -> Pipeline:
         """The same pipeline, with ``drafts`` (question id → draft text) given instead of the model's."""
-        return Pipeline(kb=self.kb, llm=self.llm, examples=self.examples, settings=self.settings, drafts=drafts)
+        return Pipeline(kb=self.kb, llm=self.llm, examples=self.examples, settings=self.settings, drafts=drafts,
+                        vectors=self.vectors)
 
     @classmethod
     def from_settings(cls, *, kb: KnowledgeBase, llm: LLM, settings: Settings,
                       examples: ExampleSource | None = None) -> Pipeline:
         """The pipeline ``settings`` describe, over ``kb`` and ``llm`` (examples as configured
         unless given)."""
-        return cls(kb=kb, llm=llm, examples=examples or open_examples(settings), settings=settings.pipeline)
+        return cls(kb=kb, llm=llm, examples=examples or open_examples(settings), settings=settings.pipeline,
+                   vectors=SavedVectors(settings.cache_dir / "vectors"))
 
     async def answer(self, question: Question | str) -> Result:
         """The answers and trace of ``question``; never raises (errors land in the trace)."""
@@ -157,7 +157,8 @@ class Pipeline:
             closeness = None
             if s.rank_relations == "meaning":
                 properties = list({u.property.id: u.property for us in by_entity.values() for u in us}.values())
-                closeness = await asyncio.to_thread(self.ranker.closeness, question.text, main.predicate, properties)
+                closeness = await asyncio.to_thread(ranking.closeness, question.text, main.predicate, properties,
+                                                   saved=self.vectors)
             ranked = relations.options(main, linking, by_entity, question=question.text, closeness=closeness)
             if not ranked:
                 raise StepError(f"no statements about {', '.join(trace.entities)}", kind=ErrorKind.NO_STATEMENTS)

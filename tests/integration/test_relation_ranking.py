@@ -3,12 +3,15 @@ property exactly, the property closest in meaning to the question and predicate 
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from kifqa.kb.base import PropertyUse
 from kifqa.pipeline import relations
+from kifqa.pipeline.encoder import load_encoder
 from kifqa.pipeline.entities import Linking
-from kifqa.pipeline.ranking import MeaningRanker
+from kifqa.pipeline.ranking import closeness as meaning
+from kifqa.pipeline.vectors import SavedVectors, memo
 from kifqa.types import Candidate, Pattern
 
 CLUTTER = Candidate(id="Q1947410", label="Your Future Our Clutter", description="album by The Fall")
@@ -20,10 +23,9 @@ LYRICS = Candidate(id="P676", label="lyrics by", description="author of song lyr
 
 
 def test_the_property_closest_in_meaning_comes_first() -> None:
-    ranker = MeaningRanker()
     question, pattern = "What band recorded your future our clutter?", Pattern("future our clutter", "band", "?x")
     props = [COUNTRY, BASED_ON, PERFORMER, LYRICS]
-    closeness = ranker.closeness(question, pattern.predicate, props)
+    closeness = meaning(question, pattern.predicate, props)
     assert max(closeness, key=closeness.__getitem__) == "P175"
     assert all(0.0 <= v <= 1.0 for v in closeness.values())
     by_entity = {CLUTTER.id: [PropertyUse(property=p, direction="forward") for p in props]}
@@ -32,7 +34,7 @@ def test_the_property_closest_in_meaning_comes_first() -> None:
     by_meaning = relations.options(pattern, linking, by_entity, question=question, closeness=closeness)
     assert by_meaning[0].property.id == "P175" and by_meaning[0].match == relations.MEANING_MATCH * closeness["P175"]
     assert by_names[0].property.id != "P175", "spelling and shared words alone put another property first"
-    again = ranker.closeness(question, pattern.predicate, props)
+    again = meaning(question, pattern.predicate, props)
     assert again == pytest.approx(closeness, abs=1e-6), "the same with cached embeddings"
 
 
@@ -40,7 +42,7 @@ def test_an_exact_name_still_comes_first_and_needs_no_model() -> None:
     born = Candidate(id="P19", label="place of birth", aliases=("born in",), description="most specific birth location")
     home = Candidate(id="P551", label="residence", description="the place where the person is or has been, resident")
     entity = Candidate(id="Q1", label="Sasha Vujačić")
-    closeness = MeaningRanker().closeness("where did sasha vujačić live", "born in", [born, home])
+    closeness = meaning("where did sasha vujačić live", "born in", [born, home])
     by_entity = {entity.id: [PropertyUse(property=home, direction="forward"), PropertyUse(property=born, direction="forward")]}
     ranked = relations.options(Pattern("sasha vujačić", "born in", "?x"), Linking("x", [entity], [entity], True),
                                by_entity, question="where did sasha vujačić live", closeness=closeness)
@@ -52,8 +54,48 @@ def test_a_typo_still_finds_its_property() -> None:
     author = Candidate(id="P50", label="author", description="main creator(s) of a written work")
     leiber = Candidate(id="Q313185", label="Fritz Leiber")
     props = [author, child]
-    closeness = MeaningRanker().closeness("who is the chid of fritz leiber?", "chid", props)
+    closeness = meaning("who is the chid of fritz leiber?", "chid", props)
     by_entity = {leiber.id: [PropertyUse(property=p, direction="forward") for p in props]}
     ranked = relations.options(Pattern("fritz leiber", "chid", "?x"), Linking("x", [leiber], [leiber], True),
                                by_entity, question="who is the chid of fritz leiber?", closeness=closeness)
     assert ranked[0].property.id == "P40" and ranked[0].match >= relations.SPELLING_MATCH
+
+
+def test_the_ranking_encodes_only_what_the_process_has_not_embedded(monkeypatch) -> None:
+    """The question's embedding is the one its examples were chosen with, and a property met again is not
+    encoded again: on the batch job's hot path, ranking costs the encoder a predicate at most."""
+    memo.cache_clear()
+    question = "What band recorded your future our clutter?"
+    memo().vectors([question])  # as choosing the question's examples leaves it
+    calls: list[list[str]] = []
+    encode = load_encoder().encode
+    monkeypatch.setattr(load_encoder(), "encode", lambda texts: calls.append(texts) or encode(texts))
+    first = meaning(question, "band", [COUNTRY, PERFORMER])
+    assert calls == [["band", "country: sovereign state that this subject item is in",
+                      "performer: actor, musician, band or other performer associated with this role or musical work"]]
+    again = meaning(question, "band", [PERFORMER, COUNTRY, LYRICS])
+    assert calls[1:] == [["lyrics by: author of song lyrics"]]
+    assert again["P175"] == first["P175"] and again["P17"] == first["P17"]
+
+
+def test_saved_embeddings_spare_a_new_process_the_encoder_and_a_bad_row_is_encoded_again(tmp_path,
+                                                                                         monkeypatch) -> None:
+    """The properties' and predicates' embeddings are kept on disk: a process that has never met them
+    (a new Ray worker, the next ``kifqa ask``) reads them instead of encoding them, and gets the same
+    closeness; a row of the wrong size is not trusted."""
+    question, props = "What band recorded your future our clutter?", [COUNTRY, PERFORMER]
+    saved = SavedVectors(tmp_path)
+    memo.cache_clear()
+    first = meaning(question, "band", props, saved=saved)
+    memo.cache_clear()  # a new process
+    memo().vectors([question])
+    calls: list[list[str]] = []
+    encode = load_encoder().encode
+    monkeypatch.setattr(load_encoder(), "encode", lambda texts: calls.append(texts) or encode(texts))
+    assert meaning(question, "band", props, saved=SavedVectors(tmp_path)) == first and calls == []
+    SavedVectors(tmp_path).put({"band": np.zeros(7, np.float32)})  # truncated
+    memo.cache_clear()
+    memo().vectors([question])
+    calls.clear()
+    assert meaning(question, "band", props, saved=SavedVectors(tmp_path)) == pytest.approx(first, abs=1e-6)
+    assert calls == [["band"]]
