@@ -105,6 +105,7 @@ async def _answer_all(questions: list[Question], ctx: TaskContext) -> list[Resul
 
     # Questions sharing a few-shot block go one after another, so their draft calls reach the same
     # LLM actor together; the results keep the shard's order.
+    pipeline.prepare(questions)
     ordered = in_prefix_order(pipeline.examples, questions)
     try:
         done = dict(zip(map(id, ordered), await asyncio.gather(*(answer(q) for q in ordered)), strict=True))

@@ -21,14 +21,16 @@ class Answerer(Protocol):
 
     examples: ExampleSource
 
+    def prepare(self, questions: list[Question]) -> None: ...
+
     async def answer(self, question: Question) -> Result: ...
 
 
 def prefix_groups(examples: ExampleSource, questions: list[Question]) -> list[list[Question]]:
     """``questions`` grouped by few-shot block (each group in the place of its first question,
-    input order within it; a question without a shared block is a group of its own)."""
+    input order within it; a question without a shared block is a group of its own). Prepared
+    questions (:meth:`Answerer.prepare`) are grouped without encoding them one by one."""
     groups: dict[object, list[Question]] = {}
-    examples.prepare([q.text for q in questions])
     for i, q in enumerate(questions):
         groups.setdefault(examples.prefix_key(q.text) or (None, i), []).append(q)
     return list(groups.values())
@@ -58,6 +60,7 @@ async def answer_all(pipeline: Answerer, questions: list[Question], *, concurren
     gives each lane's next prompt the slot that holds its block, and a block is evaluated once per
     share instead of once per slot."""
     lanes = max(1, concurrency)
+    pipeline.prepare(questions)
     shares = block_shares(prefix_groups(pipeline.examples, questions), lanes=lanes)
     done: dict[int, Result] = {}
 

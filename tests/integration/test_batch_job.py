@@ -62,6 +62,9 @@ class FakePipeline:
         self.flags = flags
         self.examples = FixedExamples()  # no block shared: the shard's order stays
 
+    def prepare(self, questions: list[Question]) -> None:
+        """Nothing to compute ahead."""
+
     async def answer(self, question: Question) -> Result:
         trace = Trace(question.id, question.text, kb=self.kb.spec, model=self.llm.identity)
         if (self.flags / f"crash-{question.id}").exists():

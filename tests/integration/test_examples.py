@@ -85,7 +85,7 @@ def test_clustered_examples_never_show_the_question_itself_and_add_its_nearest(d
 
 def test_prepared_questions_are_embedded_in_one_batch_and_select_as_embedded_one_by_one(data_dir, tmp_path,
                                                                                          monkeypatch) -> None:
-    """A shard's questions are embedded in one encoder call (``prepare``, as ``prefix_groups`` does), and
+    """A shard's questions are embedded in one encoder call (``prepare``, as ``Pipeline.prepare`` does), and
     choosing their examples afterwards encodes nothing more and chooses what one-by-one embedding does."""
     pool = sqwd_pool(data_dir, limit=300)
     questions = [e.question + " ?" for e in pool[:40]]

@@ -99,3 +99,28 @@ def test_saved_embeddings_spare_a_new_process_the_encoder_and_a_bad_row_is_encod
     calls.clear()
     assert meaning(question, "band", props, saved=SavedVectors(tmp_path)) == pytest.approx(first, abs=1e-6)
     assert calls == [["band"]]
+
+
+def test_a_pipeline_with_fixed_examples_still_embeds_its_questions_in_one_batch(monkeypatch) -> None:
+    """Ranking by meaning needs each question's embedding even where the examples do not: preparing a
+    shard encodes its questions together, and answering them encodes none of them again."""
+    from kifqa.config import PipelineSettings
+    from kifqa.pipeline import Pipeline
+    from kifqa.pipeline.examples import FixedExamples
+    from kifqa.types import Question
+
+    memo.cache_clear()
+    calls: list[int] = []
+    encode = load_encoder().encode
+    monkeypatch.setattr(load_encoder(), "encode", lambda texts: calls.append(len(texts)) or encode(texts))
+    questions = [Question(str(i), f"who wrote book number {i}?") for i in range(12)]
+    pipeline = Pipeline(kb=None, llm=None, examples=FixedExamples(),  # type: ignore[arg-type]  # prepare uses neither
+                        settings=PipelineSettings(rank_relations="meaning"))
+    pipeline.prepare(questions)
+    assert calls == [12]
+    meaning(questions[3].text, "author", [LYRICS])
+    assert calls == [12, 2], "the predicate and the property, not the question"
+    calls.clear()
+    Pipeline(kb=None, llm=None, examples=FixedExamples(),  # type: ignore[arg-type]
+             settings=PipelineSettings(rank_relations="names")).prepare([Question("x", "who wrote x?")])
+    assert calls == [], "ranking by names needs no embedding"
