@@ -75,7 +75,7 @@ class EmbeddedPool:
 
     def embed_many(self, questions: list[str]) -> list[np.ndarray]:
         """The embeddings of ``questions``, encoded in one batch unless the process keeps them
-        (:func:`kifqa.pipeline.encoder.memo`)."""
+        (:func:`kifqa.pipeline.vectors.memo`)."""
         return memo().vectors(questions)
 
     def is_question(self, index: int, question: str) -> bool:

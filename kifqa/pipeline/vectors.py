@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from kifqa.pipeline.encoder import load_encoder
-from kifqa.sqlite import connect_wal, retry_busy, select_in
+from kifqa.sqlite import connect_wal, private_dir, retry_busy, select_in
 
 #: Embeddings :func:`memo` keeps (1.5 KB each).
 KEPT = 16384
@@ -23,9 +23,9 @@ _SCHEMA = "CREATE TABLE IF NOT EXISTS vectors (text TEXT PRIMARY KEY, vector BLO
 
 
 class SavedVectors:
-    """Embeddings on disk, shared by every process of the machine: an SQLite table under ``folder``
-    named for the encoder (another encoder's never match), opened on first use. A row of the wrong size
-    is taken as missing, and encoded again."""
+    """Embeddings on disk, shared by every process of the machine: an SQLite table under ``folder`` (made
+    private to its owner, as kifqa's other caches) named for the encoder, so another encoder's never
+    match; opened on first use. A row of the wrong size is taken as missing, and encoded again."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
@@ -35,13 +35,12 @@ class SavedVectors:
     def _open(self) -> sqlite3.Connection:
         if self._db is None:
             encoder = load_encoder()
-            self.folder.mkdir(parents=True, exist_ok=True)
-            self._db = connect_wal(self.folder / f"{encoder.identity}.sqlite", _SCHEMA)
+            self._db = connect_wal(private_dir(self.folder) / f"{encoder.identity}.sqlite", _SCHEMA)
         return self._db
 
     @retry_busy
     def get(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
-        """The saved embeddings among ``texts``'."""
+        """The saved embeddings of those of ``texts`` that have one, by text."""
         with self._lock:
             db = self._open()
             rows = list(select_in(db, "SELECT text, vector FROM vectors WHERE text IN ({marks})", list(texts)))
