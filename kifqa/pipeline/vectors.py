@@ -68,8 +68,10 @@ class Memo:
     def vectors(self, texts: Sequence[str], *, saved: SavedVectors | None = None) -> list[np.ndarray]:
         """The unit-length embeddings of ``texts``, in order; those encoded now are saved to ``saved``."""
         with self._lock:
-            missing = list(dict.fromkeys(t for t in texts if t not in self._kept))
-        found = saved.get(missing) if saved is not None and missing else {}
+            found = {t: self._kept[t] for t in texts if t in self._kept}
+        missing = [t for t in dict.fromkeys(texts) if t not in found]
+        if saved is not None and missing:
+            found |= saved.get(missing)
         new = [t for t in missing if t not in found]
         if new:
             encoded = dict(zip(new, load_encoder().encode(new)))
@@ -78,14 +80,12 @@ class Memo:
             found |= encoded
         with self._lock:
             kept = self._kept
-            kept.update(found)
-            out = [found[t] if t in found else kept[t] for t in texts]
-            for t in texts:
-                if t in kept:
-                    kept.move_to_end(t)
+            for t, vector in found.items():
+                kept[t] = vector
+                kept.move_to_end(t)
             while len(kept) > self._size:
                 kept.popitem(last=False)
-        return out
+        return [found[t] for t in texts]
 
 
 @functools.cache
