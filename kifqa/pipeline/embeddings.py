@@ -45,7 +45,7 @@ class EmbeddedPool:
         if cache is not None and cache.exists():
             return np.load(cache)
         # The first use on a machine embeds the whole pool (minutes on one core): show a bar.
-        matrix = self.encode([e.question for e in self.examples], progress=True)
+        matrix = self._encode_with_bar([e.question for e in self.examples])
         if cache is not None:
             cache.parent.mkdir(parents=True, exist_ok=True)
             tmp = cache.with_suffix(f".{os.getpid()}.tmp.npy")
@@ -53,14 +53,13 @@ class EmbeddedPool:
             tmp.replace(cache)
         return matrix
 
-    def encode(self, texts: list[str], *, progress: bool = False) -> np.ndarray:
+    @staticmethod
+    def _encode_with_bar(texts: list[str]) -> np.ndarray:
         """Unit-length embeddings of ``texts``, one row each (:mod:`kifqa.pipeline.encoder`, loaded on first
-        use); ``progress`` shows a bar."""
-        encoder = load_encoder()
-        if not progress:
-            return encoder.encode(texts)
+        use), with a progress bar."""
         from tqdm import tqdm
 
+        encoder = load_encoder()
         chunks = [texts[i:i + _CHUNK] for i in range(0, len(texts), _CHUNK)]
         with tqdm(total=len(texts), unit="q", desc="embedding the example pool") as bar:
             rows = []
