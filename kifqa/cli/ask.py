@@ -25,8 +25,9 @@ from kifqa.types import Result, Trace
 def ask(questions: tuple[str, ...], config: Path | None, kb: str | None, model: str | None,
         examples: str | None, explain: bool, as_json: bool) -> None:
     """Answer each QUESTION in turn, in one process (``-`` reads one question a line from stdin; no Ray;
-    the defaults are the local KB and the local model)."""
-    settings = load_settings(config, kb, model, examples)
+    the defaults are the local KB and the local model, decoding on every idle core unless
+    ``llm.threads`` is set)."""
+    settings = load_settings(config, kb, model, examples, idle_threads=True)
 
     async def run() -> None:
         async with open_pipeline(settings=settings) as pipeline:

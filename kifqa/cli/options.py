@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -38,19 +40,49 @@ def concurrency_option(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def load_settings(config: Path | None, kb: str | None = None, model: str | None = None,
-                  examples: str | None = None) -> Settings:
-    """Settings from the file and environment, with the command-line choices on top."""
+                  examples: str | None = None, *, idle_threads: bool = False) -> Settings:
+    """Settings from the file and environment, with the command-line choices on top; ``idle_threads``:
+    where neither sets ``llm.threads``, the model decodes on every core the machine is not already busy
+    with (:func:`idle_cores`), for a command that asks one question at a time."""
     update: dict[str, Any] = {}
+    try:
+        loaded = Settings.load(config)
+    except ConfigError as err:
+        raise fail(err) from None
+    if idle_threads and "threads" not in loaded.llm.model_fields_set:
+        update["llm"] = {"threads": idle_cores()}
     if kb:
         update["kb"] = {"spec": kb}
     if model:
-        update["llm"] = {"model": model}
+        update.setdefault("llm", {})["model"] = model
     if examples:
         update["examples"] = {"mode": examples}
     try:
-        return Settings.load(config).override(**update)
+        return loaded.override(**update)
     except ConfigError as err:
         raise fail(err) from None
+
+
+def idle_cores(*, window_s: float = 0.2) -> int:
+    """The cores not busy over the next ``window_s`` seconds (``/proc/stat``), at least 1; 1 where the
+    system does not say (two llama.cpp threads beside a busy core decode slower than one; docs/llm.md)."""
+    cores = os.cpu_count() or 1
+    try:
+        before = _cpu_ticks()
+        time.sleep(window_s)
+        after = _cpu_ticks()
+    except (OSError, ValueError):
+        return 1
+    total, idle = (a - b for a, b in zip(after, before, strict=True))
+    busy = cores * (1 - idle / total) if total > 0 else cores
+    return max(1, min(cores, round(cores - busy)))
+
+
+def _cpu_ticks() -> tuple[int, int]:
+    """All CPU ticks so far and the idle ones (idle and waiting for I/O), from ``/proc/stat``."""
+    with open("/proc/stat") as stat:
+        fields = [int(f) for f in stat.readline().split()[1:]]
+    return sum(fields[:8]), fields[3] + fields[4]
 
 
 def fail(err: KifqaError) -> click.ClickException:
