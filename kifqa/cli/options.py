@@ -45,19 +45,16 @@ def load_settings(config: Path | None, kb: str | None = None, model: str | None 
     where neither sets ``llm.threads``, the model decodes on every core the machine is not already busy
     with (:func:`idle_cores`), for a command that asks one question at a time."""
     update: dict[str, Any] = {}
-    try:
-        loaded = Settings.load(config)
-    except ConfigError as err:
-        raise fail(err) from None
-    if idle_threads and "threads" not in loaded.llm.model_fields_set:
-        update["llm"] = {"threads": idle_cores()}
     if kb:
         update["kb"] = {"spec": kb}
     if model:
-        update.setdefault("llm", {})["model"] = model
+        update["llm"] = {"model": model}
     if examples:
         update["examples"] = {"mode": examples}
     try:
+        loaded = Settings.load(config)
+        if idle_threads and "threads" not in loaded.llm.model_fields_set:
+            update.setdefault("llm", {})["threads"] = idle_cores()
         return loaded.override(**update)
     except ConfigError as err:
         raise fail(err) from None

@@ -39,13 +39,13 @@ def test_the_real_machine_has_an_idle_core_count():
     assert 1 <= idle_cores(window_s=0.05) <= (os.cpu_count() or 1)
 
 
-def test_a_busy_core_is_seen(monkeypatch):
-    """A process spinning on one core leaves at most the others idle."""
-    monkeypatch.setattr("os.cpu_count", lambda: 2)
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs a second core")
+def test_a_busy_core_is_seen():
+    """A process spinning on one core leaves at most the others idle (on 2 cores: 1)."""
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         time.sleep(0.3)
-        assert idle_cores(window_s=0.5) == 1
+        assert idle_cores(window_s=0.5) <= (os.cpu_count() or 1) - 1
     finally:
         spinner.kill()
 
