@@ -9,27 +9,15 @@ gold model), ``actors`` (the job's scaling with LLM actors), ``report`` (the HTM
 
 from __future__ import annotations
 
-import importlib
-
 import click
 
+from kifqa.cli.lazy import LazyGroup
+
 #: Subcommand → the module holding a click command of that name.
-_BENCHES = {name: f"kifqa.bench.{name}" for name in ("kb", "llm", "batch", "actors", "report", "examples")}
+_BENCHES = {name: f"kifqa.bench.{name}:{name}" for name in ("kb", "llm", "batch", "actors", "report", "examples")}
 
 
-class _LazyGroup(click.Group):
-    """Imports a benchmark's module only when it runs (each pulls in heavy dependencies)."""
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(_BENCHES)
-
-    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        if name not in _BENCHES:
-            return None
-        return getattr(importlib.import_module(_BENCHES[name]), name)
-
-
-@click.group(cls=_LazyGroup)
+@click.group(cls=LazyGroup, lazy=_BENCHES)
 def bench() -> None:
     """Measure the KB layer, the model backend, the batch job at scale and its scaling with LLM actors,
     or the HTML report at scale."""

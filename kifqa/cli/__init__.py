@@ -1,28 +1,23 @@
-"""``kifqa``: the command line. Each command group lives in its own module of this package."""
+"""``kifqa``: the command line. Each command group lives in its own module of this package, imported
+only when it runs (``kifqa ask`` through a running ``kifqa serve`` imports neither KIF nor the model)."""
 
 from __future__ import annotations
 
 import click
 
-from kifqa.bench import bench
-from kifqa.cli import ask, eval, kb, model, report, run, silver
+from kifqa.cli.lazy import LazyGroup
 from kifqa.errors import ConfigError
 
+#: Command → where it lives.
+COMMANDS = {"ask": "kifqa.cli.ask:ask", "bench": "kifqa.bench:bench", "eval": "kifqa.cli.eval:eval_",
+            "kb": "kifqa.cli.kb:kb", "model": "kifqa.cli.model:model", "report": "kifqa.cli.report:report",
+            "run": "kifqa.cli.run:run", "serve": "kifqa.cli.service:serve", "silver": "kifqa.cli.silver:silver"}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+@click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="kifqa")
 def cli() -> None:
     """Answer natural-language questions over knowledge graphs with KIF and LLMs."""
-
-
-cli.add_command(ask.ask)
-cli.add_command(bench)
-cli.add_command(eval.eval_)
-cli.add_command(kb.kb)
-cli.add_command(model.model)
-cli.add_command(report.report)
-cli.add_command(run.run)
-cli.add_command(silver.silver)
 
 
 def main() -> None:

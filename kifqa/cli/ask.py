@@ -1,9 +1,10 @@
-"""``kifqa ask``: answer questions in-process and print the answers (and the traces)."""
+"""``kifqa ask``: answer questions and print the answers (and the traces), through a running
+``kifqa serve`` where one has the same settings, in this process otherwise."""
 
 from __future__ import annotations
 
 import asyncio
-import json
+import itertools
 import sys
 import time
 from collections.abc import Iterator
@@ -11,10 +12,9 @@ from pathlib import Path
 
 import click
 
-from kifqa.api import open_pipeline
 from kifqa.cli.options import fail, load_settings, settings_options
+from kifqa.cli.service import ask_served, settings_inputs, socket_option
 from kifqa.errors import KifqaError
-from kifqa.types import Result, Trace
 
 
 @click.command()
@@ -22,20 +22,37 @@ from kifqa.types import Result, Trace
 @settings_options
 @click.option("--explain", is_flag=True, help="Also print the trace, step by step.")
 @click.option("--json", "as_json", is_flag=True, help="Print the answers and the trace as JSON (one object a line).")
+@click.option("--served/--here", default=True, show_default=True,
+              help="Answer through a running kifqa serve with the same settings, if one listens on --socket.")
+@socket_option
 def ask(questions: tuple[str, ...], config: Path | None, kb: str | None, model: str | None,
-        examples: str | None, explain: bool, as_json: bool) -> None:
-    """Answer each QUESTION in turn, in one process (``-`` reads one question a line from stdin; no Ray;
-    the defaults are the local KB and the local model, decoding on every idle core unless
-    ``llm.threads`` is set)."""
+        examples: str | None, explain: bool, as_json: bool, served: bool, socket_path: Path) -> None:
+    """Answer each QUESTION in turn (``-`` reads one question a line from stdin; no Ray).
+
+    A running ``kifqa serve`` with the same settings answers them, with its model and blocks already
+    loaded; otherwise this process opens the pipeline (the defaults: the local KB and the local model,
+    decoding on every idle core unless ``llm.threads`` is set).
+    """
+    title = len(questions) > 1 or questions == ("-",)
+    pending = _questions(questions)
+    if served:
+        pending = ask_served(socket_path, settings_inputs(config, kb, model, examples), pending,
+                             explain=explain, as_json=as_json, title=title)
+    first = next(pending, None)
+    if first is None:
+        return
     settings = load_settings(config, kb, model, examples, idle_threads=True)
 
     async def run() -> None:
+        from kifqa.api import open_pipeline
+        from kifqa.cli.render import render
+
         async with open_pipeline(settings=settings) as pipeline:
-            for question in _questions(questions):
+            for question in itertools.chain([first], pending):
                 start = time.perf_counter()
                 result = await pipeline.answer(question)
-                _show(result, explain=explain, as_json=as_json, title=len(questions) > 1 or questions == ("-",),
-                      seconds=time.perf_counter() - start)
+                click.echo(render(result, explain=explain, as_json=as_json, title=title,
+                                  seconds=time.perf_counter() - start))
 
     try:
         asyncio.run(run())
@@ -52,61 +69,3 @@ def _questions(arguments: tuple[str, ...]) -> Iterator[str]:
                 # Bytes of the command line that are not UTF-8 reach Python as lone surrogates, which no
                 # UTF-8 output (terminal, JSON, Parquet) can hold: decode them as U+FFFD instead.
                 yield text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-
-
-def _show(result: Result, *, explain: bool, as_json: bool, title: bool, seconds: float) -> None:
-    """Prints one question's answers (and trace)."""
-    if as_json:
-        click.echo(json.dumps({"answers": result.answer_rows(), "trace": result.trace.to_dict()},
-                              ensure_ascii=False, indent=None if title else 2))
-        return
-    if title:
-        click.echo(f"# {result.question.text}  ({seconds:.1f} s)")
-    if explain:
-        click.echo(render_trace(result.trace))
-        click.echo()
-    click.echo(render_answers(result))
-
-
-def render_answers(result: Result) -> str:
-    """One line per answer: its id, label and the statement behind it."""
-    if not result.answers:
-        why = f" ({result.trace.error_step}: {result.trace.error})" if result.trace.error else ""
-        return f"no answer{why}"
-    return "\n".join(
-        f"{a.answer}\t{a.answer_label}\t({a.fact.subject_label} | {a.fact.property_label} | "
-        f"{a.fact.value_label})" for a in result.answers)
-
-
-def render_trace(trace: Trace) -> str:
-    """The trace as readable lines, one block per step."""
-    lines = [f"question  {trace.question}", f"kb        {trace.kb}", f"model     {trace.model}"]
-    if trace.examples:
-        lines.append(f"examples  {len(trace.examples)}: " + " / ".join(trace.examples))
-    if trace.draft:
-        lines.append("draft     " + "  ".join(str(p) for p in trace.draft))
-    if trace.candidates:
-        kept = set(trace.entities)
-        lines.append("entities")
-        for c in trace.candidates[:10]:
-            mark = "*" if c.id in kept else " "
-            extra = f" aka {'; '.join(c.aliases[:3])}" if c.aliases else ""
-            lines.append(f"  {mark} {c.id:<12} {c.score:6.2f}  {c.label}{extra}")
-    if trace.relations:
-        lines.append("relations " + ", ".join(f"{r.entity} {r.property} {r.direction}" for r in trace.relations)
-                     + f"  (of {len(trace.options)} options)")
-    for f in trace.filters:
-        lines.append(f"filter    {f.filter}  -> {f.n_statements} statements in {f.seconds * 1000:.0f} ms")
-        if f.sparql:
-            lines.extend("          " + line for line in f.sparql.splitlines())
-    for call in trace.llm_calls:
-        cached = " (cache hit)" if call.cache_hit else ""
-        lines.append(f"llm       {call.step}: {call.prompt_tokens} prompt ({call.cached_prompt_tokens} "
-                     f"prefix-cached) + {call.completion_tokens} tokens, {call.latency_s:.2f} s{cached} "
-                     f"-> {call.output!r}")
-    lines.extend(f"note      {n}" for n in [*trace.notes, *map(str, trace.constraints)])
-    lines.append("timings   " + ", ".join(f"{k} {v:.3f} s" for k, v in trace.timings.items()))
-    lines.append(f"kb calls  {trace.kb_calls}")
-    if trace.error:
-        lines.append(f"error     {trace.error_step}: {trace.error}")
-    return "\n".join(lines)

@@ -6,12 +6,14 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from kifqa.config import Settings
 from kifqa.errors import ConfigError, KifqaError
+
+if TYPE_CHECKING:
+    from kifqa.config import Settings
 
 
 def settings_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -44,6 +46,8 @@ def load_settings(config: Path | None, kb: str | None = None, model: str | None 
     """Settings from the file and environment, with the command-line choices on top; ``idle_threads``:
     where neither sets ``llm.threads``, the model decodes on every core the machine is not already busy
     with (:func:`idle_cores`), for a command that asks one question at a time."""
+    from kifqa.config import Settings
+
     update: dict[str, Any] = {}
     if kb:
         update["kb"] = {"spec": kb}

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, example, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from kifqa.cli.ask import render_answers, render_trace
+from kifqa.cli.render import render_answers, render_trace
 from kifqa.config import Settings
 from kifqa.data.text import words
 from kifqa.llm.base import LLM

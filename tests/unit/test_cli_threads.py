@@ -11,10 +11,11 @@ import time
 import pytest
 from click.testing import CliRunner
 
-import kifqa.cli.ask
+import kifqa.api
 import kifqa.cli.options
 from kifqa.cli import cli
 from kifqa.cli.options import idle_cores, load_settings
+from kifqa.errors import KifqaError
 
 
 @pytest.fixture
@@ -72,11 +73,11 @@ def test_ask_opens_its_model_on_the_idle_cores(four_cores, monkeypatch):
     @contextlib.asynccontextmanager
     async def no_pipeline(*, settings):
         seen["settings"] = settings
-        raise kifqa.cli.ask.KifqaError("stop here")
+        raise KifqaError("stop here")
         yield
 
-    monkeypatch.setattr(kifqa.cli.ask, "open_pipeline", no_pipeline)
-    result = CliRunner().invoke(cli, ["ask", "--model", "qwen2.5-coder-0.5b", "who wrote dracula"])
+    monkeypatch.setattr(kifqa.api, "open_pipeline", no_pipeline)
+    result = CliRunner().invoke(cli, ["ask", "--here", "--model", "qwen2.5-coder-0.5b", "who wrote dracula"])
     assert result.exit_code == 1, result.output
     assert seen["settings"].llm.threads == 2
     assert seen["settings"].llm.model == "qwen2.5-coder-0.5b"
