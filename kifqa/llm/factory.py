@@ -41,6 +41,7 @@ def open_backend(settings: Settings) -> LLM:
             cache_dir=settings.cache_dir,
             context=cfg.context,
             parallel=cfg.parallel,
+            decoding=cfg.decoding,
             threads=cfg.threads,
             timeout_s=cfg.timeout_s,
             persist_blocks=cfg.persist_blocks,

@@ -90,6 +90,7 @@ class LocalLLM(LLM):
         cache_dir: Path,
         context: int = 4096,
         parallel: int = 4,
+        decoding: int = 1,
         threads: int = 1,
         timeout_s: float = 120.0,
         cache_prompt: bool = True,
@@ -103,7 +104,8 @@ class LocalLLM(LLM):
             model: A known model name (see :data:`kifqa.llm.weights.KNOWN_MODELS`) or a ``.gguf`` path.
             cache_dir: kifqa's cache folder; known models are assembled under ``models/`` there.
             context: Context length of each slot, in tokens.
-            parallel: Slots decoded together; also how many requests are in flight at once.
+            parallel: Slots, each keeping its own prompt cache (a few-shot block).
+            decoding: Requests decoded at once (at most ``parallel``); the others wait their turn.
             threads: CPU threads for generation and for prompt evaluation.
             timeout_s: Longest wait for one request once it holds a slot with its shared prefix in place.
             cache_prompt: Reuse a slot's KV cache for a shared prompt prefix (llama.cpp's
@@ -113,8 +115,8 @@ class LocalLLM(LLM):
             state_dir: Where the prefix states are kept (default ``<cache_dir>/kv``).
             options: Further ``xllamacpp.CommonParams`` attributes, set as given (e.g. ``n_batch``).
         """
-        if parallel < 1 or threads < 1 or context < 1:
-            raise ConfigError("local model: parallel, threads and context must be at least 1")
+        if min(parallel, decoding, threads, context) < 1:
+            raise ConfigError("local model: parallel, decoding, threads and context must be at least 1")
         self.model = model
         self.cache_dir = Path(cache_dir)
         self.context = context
@@ -132,7 +134,8 @@ class LocalLLM(LLM):
         self._closed = False
         self._load_lock = threading.Lock()
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="llama")
-        self._slots: PerLoop[asyncio.Semaphore] = PerLoop(lambda: asyncio.Semaphore(parallel))
+        self.decoding = min(decoding, parallel)
+        self._slots: PerLoop[asyncio.Semaphore] = PerLoop(lambda: asyncio.Semaphore(self.decoding))
         self._slot_table = _Slots(parallel)
         self._store: StateStore | None = None
         self._state_base: dict[str, Any] = {}
@@ -183,7 +186,7 @@ class LocalLLM(LLM):
                 raise LLMError(f"llama.cpp could not load {params.model.path}: {e}") from e
 
     async def agenerate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
-        """Completions for ``requests``, in order; at most ``parallel`` run at once."""
+        """Completions for ``requests``, in order; at most ``decoding`` run at once."""
         if self._closed:
             raise LLMError("local model: used after aclose()")
         if not requests:

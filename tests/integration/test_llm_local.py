@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 import time
 from collections.abc import Iterator
 
@@ -35,7 +36,7 @@ def ask(question: str, *, grammar: str | None = TRIPLE) -> ChatRequest:
 
 @pytest.fixture(scope="module")
 def llm() -> Iterator[LocalLLM]:
-    model = LocalLLM(model=MODEL, cache_dir=Settings().cache_dir, parallel=2, context=1024)
+    model = LocalLLM(model=MODEL, cache_dir=Settings().cache_dir, parallel=2, decoding=2, context=1024)
     model.load()
     yield model
     asyncio.run(model.aclose())
@@ -99,3 +100,38 @@ def test_a_cancelled_request_frees_its_slot_at_once() -> None:
         asyncio.run(main())
     finally:
         asyncio.run(one_slot.aclose())
+
+
+class _Overlap:
+    """The real llama.cpp server, counting how many chat completions it runs at once."""
+
+    def __init__(self, server: object) -> None:
+        self._server, self._lock, self.now, self.most = server, threading.Lock(), 0, 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._server, name)
+
+    def handle_chat_completions(self, *args: object) -> object:
+        with self._lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+        try:
+            return self._server.handle_chat_completions(*args)  # type: ignore[attr-defined]
+        finally:
+            with self._lock:
+                self.now -= 1
+
+
+@pytest.mark.parametrize("decoding", [1, 2])
+def test_decoding_bounds_the_requests_llama_cpp_runs_at_once(decoding: int) -> None:
+    model = LocalLLM(model=MODEL, cache_dir=Settings().cache_dir, parallel=2, decoding=decoding, context=1024)
+    model.load()
+    overlap = _Overlap(model._server)
+    model._server = overlap
+    try:
+        done = model.generate([ask(q) for q in ("where was alan turing born", "what is the capital of peru",
+                                                "who directed the film alien", "which country is porto in")])
+    finally:
+        asyncio.run(model.aclose())
+    assert all(d.ok for d in done), [d.error for d in done]
+    assert overlap.most == decoding
