@@ -6,8 +6,9 @@ backend, once with ``cache_prompt`` off and once on. Requests run one at a time 
 request, so the figures are per-request speeds of one single-threaded instance. Wall-clock speeds
 drop when other processes share the cores, so CPU seconds per question are printed too. With
 ``--slots 1,4,8`` it then sends ``--slot-requests`` draft requests at once (SimpleQuestions-Wikidata
-valid questions 100 on, tuning questions) to an instance with each number of llama.cpp slots (each
-slot first given a warm-up request, so it holds the shared prefix) and prints seconds per request.
+valid questions 100 on, tuning questions) to an instance with each number of llama.cpp slots, decoding
+that many at once (each slot first given a warm-up request, so it holds the shared prefix), and prints
+seconds per request.
 """
 
 from __future__ import annotations
@@ -134,7 +135,7 @@ async def per_slots(settings: Settings, model: str, requests: Sequence[ChatReque
     warm_up, *measured = requests
     out = {}
     for n in slots:
-        llm = LocalLLM(model=model, cache_dir=settings.cache_dir, threads=threads, parallel=n)
+        llm = LocalLLM(model=model, cache_dir=settings.cache_dir, threads=threads, parallel=n, decoding=n)
         try:
             await asyncio.to_thread(llm.load)
             await llm.agenerate([warm_up] * n)
