@@ -122,25 +122,26 @@ def serve(config: Path | None, kb: str | None, model: str | None, examples: str 
 async def _serve(settings: Any, inputs: dict[str, Any], path: Path) -> None:
     from kifqa.api import open_pipeline
 
-    listening = _claim(path)
+    listening = _claim(path)  # bound, not yet listening: a client meanwhile answers in its own process
     start = time.perf_counter()
-    async with open_pipeline(settings=settings) as pipeline:
-        await pipeline.answer(WARM_UP)
-        server = await asyncio.start_unix_server(
-            lambda reader, writer: _session(pipeline, inputs, reader, writer), sock=listening)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, stop.set)
-        click.echo(f"kifqa serve: {settings.llm.model} on {settings.kb.spec}, {settings.llm.threads} thread(s), "
-                   f"ready in {time.perf_counter() - start:.1f} s on {path} (pid {os.getpid()}); "
-                   f"Ctrl-C stops it", err=True)
-        try:
+    try:
+        async with open_pipeline(settings=settings) as pipeline:
+            await pipeline.answer(WARM_UP)
+            server = await asyncio.start_unix_server(
+                lambda reader, writer: _session(pipeline, inputs, reader, writer), sock=listening)
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(signum, stop.set)
+            click.echo(f"kifqa serve: {settings.llm.model} on {settings.kb.spec}, {settings.llm.threads} "
+                       f"thread(s), ready in {time.perf_counter() - start:.1f} s on {path} (pid {os.getpid()}); "
+                       f"Ctrl-C stops it", err=True)
             await stop.wait()
-        finally:
             server.close()
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+    finally:
+        listening.close()
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
 
 
 def _claim(path: Path) -> socket.socket:
@@ -188,7 +189,8 @@ async def _session(pipeline: Pipeline, inputs: dict[str, Any], reader: asyncio.S
                     seconds = time.perf_counter() - start
                     reply = {"output": render(result, explain=options["explain"], as_json=options["json"],
                                               title=options["title"], seconds=seconds)}
-                    click.echo(f"{len(result.answers)} answer(s) in {seconds:.1f} s: {question}", err=True)
+                    click.echo(f"{len(result.answers)} answer(s) in {seconds:.1f} s: "
+                               f"{json.dumps(str(question), ensure_ascii=False)}", err=True)
             writer.write(json.dumps(reply, ensure_ascii=False).encode() + b"\n")
             await writer.drain()
     except ConnectionError:

@@ -37,7 +37,8 @@ class Served:
 
     def answered(self) -> list[str]:
         """The questions the server has answered, from its log."""
-        return [line.split(": ", 1)[1] for line in self.log.read_text().splitlines() if " answer(s) in " in line]
+        return [json.loads(line.split(": ", 1)[1]) for line in self.log.read_text().splitlines()
+                if " answer(s) in " in line]
 
 
 @pytest.fixture(scope="module")
