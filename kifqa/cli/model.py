@@ -48,9 +48,10 @@ def fetch(config: Path | None, name: str | None, verify: bool) -> None:
 @click.option("--examples", type=click.Choice(["fixed", "retrieved", "clustered"]),
               help="Example mode whose blocks to compute (default: examples.mode).")
 def warm(config: Path | None, name: str | None, examples: str | None) -> None:
-    """Compute the KV state of every shared few-shot block once, under cache_dir/kv (local backend)."""
+    """Compute the KV state of every shared few-shot block and of the relation choice's system prompt once,
+    under cache_dir/kv (local backend)."""
     from kifqa.llm.local import LocalLLM
-    from kifqa.pipeline import draft, open_examples
+    from kifqa.pipeline import draft, open_examples, relations
 
     settings = load_settings(config, model=name, examples=examples)
     llm = open_backend(settings)
@@ -58,19 +59,21 @@ def warm(config: Path | None, name: str | None, examples: str | None) -> None:
         raise click.UsageError("warm needs the local backend with llm.persist_blocks on")
     try:
         click.echo("embedding the example pool (first use only) ...", err=True)
-        blocks = open_examples(settings).shared_blocks()
+        requests = [draft.request("?", shots, prefix_key=key)
+                    for key, shots in open_examples(settings).shared_blocks().items()]
+        requests.append(relations.shared_prefix(abstain=settings.pipeline.abstain))
         start = time.perf_counter()
         llm.load()
         click.echo(f"model {llm.identity} loaded in {time.perf_counter() - start:.1f} s", err=True)
-        with click.progressbar(blocks.items(), label=f"{len(blocks)} block(s)", file=sys.stderr) as bar:
-            for key, shots in bar:
-                llm.prepare(draft.request("?", shots, prefix_key=key))
+        with click.progressbar(requests, label=f"{len(requests)} block(s)", file=sys.stderr) as bar:
+            for request in bar:
+                llm.prepare(request)
     except KifqaError as err:
         raise fail(err) from err
     finally:
         asyncio.run(llm.aclose())
     b = llm.blocks()
-    click.echo(f"{len(blocks)} block(s) in {llm.state_dir}: {b.computed} computed ({b.compute_s:.1f} s), "
+    click.echo(f"{len(requests)} block(s) in {llm.state_dir}: {b.computed} computed ({b.compute_s:.1f} s), "
                f"{b.restored} already saved ({b.restore_s * 1000 / max(b.restored, 1):.0f} ms each to restore), "
                f"{b.refused} refused; {b.bytes / 1e6:.1f} MB")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 
 from kifqa.data.text import name_key, normalize
@@ -147,15 +147,24 @@ def obvious(ranked: list[Option]) -> Option | None:
 
 def request(question: str, pattern: Pattern, shown: list[Option], *, abstain: bool = False) -> ChatRequest:
     """Asks the model for one option's number (the grammar admits only the shown numbers, and ``0``
-    for none of them with ``abstain``)."""
+    for none of them with ``abstain``). Its system prompt is a prefix every relation choice shares
+    (:func:`shared_prefix`)."""
     user = str(RelationChoice(question, pattern, tuple(o.shown() for o in shown), abstain))
     numbers = " | ".join(f'"{i}"' for i in range(0 if abstain else 1, len(shown) + 1))
-    system = f"{_SYSTEM} {_SYSTEM_ABSTAIN}" if abstain else _SYSTEM
-    return ChatRequest(
-        messages=(Message("system", system), Message("user", user)),
-        grammar=f"root ::= {numbers}",
-        max_tokens=4,
-    )
+    return replace(shared_prefix(abstain=abstain), messages=(_system(abstain), Message("user", user)),
+                   grammar=f"root ::= {numbers}")
+
+
+def shared_prefix(*, abstain: bool = False) -> ChatRequest:
+    """A request holding only what every relation choice shares, its system prompt, under its
+    ``prefix_key``: the local backend keeps that prefix's model state like a few-shot block's, and
+    ``kifqa model warm`` computes it ahead of time."""
+    return ChatRequest(messages=(_system(abstain), Message("user", "?")), max_tokens=4,
+                       prefix_key="relations-abstain" if abstain else "relations")
+
+
+def _system(abstain: bool) -> Message:
+    return Message("system", f"{_SYSTEM} {_SYSTEM_ABSTAIN}" if abstain else _SYSTEM)
 
 
 class ChoiceError(ValueError):

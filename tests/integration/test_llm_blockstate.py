@@ -13,6 +13,8 @@ import pytest
 
 from kifqa.config import Settings
 from kifqa.llm import ChatRequest, LocalLLM, Message
+from kifqa.pipeline import relations
+from kifqa.types import Candidate, Pattern
 
 pytest.importorskip("xllamacpp", reason="the local backend needs xllamacpp: pip install 'kifqa[local]'")
 
@@ -119,3 +121,24 @@ def test_an_instance_with_another_slot_count_keeps_its_own_state(model: LocalLLM
     finally:
         asyncio.run(single.aclose())
     assert model.prepare(draft("q")) == "restored"
+
+
+def test_the_relation_choices_system_prompt_is_kept_like_a_block(model: LocalLLM, states: Path) -> None:
+    def choice(question: str) -> ChatRequest:
+        shown = [relations.Option(entities=(Candidate(id="Q5", label="james brown"),),
+                                  property=Candidate(id=p, label=label), direction="forward", match=0.0, score=0.0)
+                 for p, label in (("P19", "place of birth"), ("P20", "place of death"))]
+        return relations.request(question, Pattern("james brown", "born in", "?x"), shown)
+
+    assert model.prepare(relations.shared_prefix()) == "computed"
+    other = open_model(states)  # a later process: restores it, then evaluates only the question's options
+    try:
+        (first,) = other.generate([choice("where was james brown born")])
+        (second,) = other.generate([choice("where did james brown die")])
+        assert other.blocks().restored == 1 and other.blocks().computed == 0
+        assert first.ok and second.ok and first.text in ("1", "2")
+        (state,) = [n for n in files(states) if n.endswith(".json")]
+        system_tokens = len(json.loads((states / state).read_text())["key"]["tokens"])
+        assert first.usage.cached_prompt_tokens >= system_tokens > 20
+    finally:
+        asyncio.run(other.aclose())

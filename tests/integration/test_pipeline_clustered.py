@@ -12,6 +12,7 @@ from kifqa.llm.base import LLM, ChatRequest, Completion
 from kifqa.pipeline import Pipeline
 from kifqa.pipeline.schedule import in_prefix_order
 from kifqa.types import Question
+from tests.fakes import RELATION_TURN
 
 QUESTIONS = ["where was james brown born", "what is a film directed by ridley scott",
              "where was the painter frida kahlo born", "where was the musician frank zappa born",
@@ -60,7 +61,7 @@ def test_a_cluster_shares_its_block_and_the_prefix_cache_serves_it(settings: Set
             await llm.aclose()
 
     asyncio.run(run())
-    drafts = {r.messages[-1].content: (r, c) for r, c in llm.seen if r.prefix_key is not None}
+    drafts = {r.messages[-1].content: (r, c) for r, c in llm.seen if not r.messages[-1].content.startswith(RELATION_TURN)}
     (a, _), (b, done) = drafts[QUESTIONS[first]], drafts[QUESTIONS[second]]
     assert a.prefix_key == b.prefix_key == keys[first]
     assert a.messages[:-1] == b.messages[:-1] and len(a.messages) == 1 + 2 * 4 + 1  # system, block, question
@@ -77,7 +78,7 @@ class Slow(LLM):
         self.together: list[tuple[str, ...]] = []
 
     async def agenerate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
-        drafts = [r.messages[-1].content for r in requests if r.prefix_key is not None]
+        drafts = [r.messages[-1].content for r in requests if not r.messages[-1].content.startswith(RELATION_TURN)]
         self.running += drafts
         self.together.append(tuple(self.running))
         await asyncio.sleep(0.02)

@@ -175,3 +175,18 @@ def test_the_better_named_near_match_outweighs_the_drafts_direction() -> None:
     linking = Linking("wiebke von carolsfeld", [wiebke, goethe], [wiebke, goethe], False)
     ranked = relations.options(Pattern("wiebke von carolsfeld", "director", "?x"), linking, by_entity)
     assert relations.obvious(ranked).relations() == [Relation("Q2568216", "P57", "backward")]
+
+
+def test_every_relation_choice_shares_its_system_prompt_as_a_named_prefix() -> None:
+    by_entity = {BROWN_1.id: [PropertyUse(property=P19, direction="forward"), PropertyUse(property=P20, direction="forward")]}
+    pattern = Pattern("james brown", "hometown", "?x")
+    ranked = relations.options(pattern, _linking(BROWN_1), by_entity)
+    a = relations.request("what is james brown's hometown", pattern, ranked)
+    b = relations.request("where did james brown die", pattern, ranked[:1])
+    shared = relations.shared_prefix()
+    assert a.prefix_key == b.prefix_key == shared.prefix_key == "relations"
+    assert a.messages[:1] == b.messages[:1] == shared.messages[:1] and a.messages[1] != b.messages[1]
+    assert a.prefix_messages is None and len(a.messages) == 2  # the prefix is the system prompt alone
+    none = relations.request("what is james brown's hometown", pattern, ranked, abstain=True)
+    assert none.prefix_key == relations.shared_prefix(abstain=True).prefix_key != a.prefix_key
+    assert none.messages[:1] == relations.shared_prefix(abstain=True).messages[:1] != a.messages[:1]
