@@ -35,6 +35,7 @@ from kifqa.cli.options import fail, load_settings, settings_options
 from kifqa.errors import KifqaError
 
 if TYPE_CHECKING:
+    from kifqa.config import Settings
     from kifqa.pipeline import Pipeline
 
 #: The question answered once at start, to load the model, the encoder, a block and the KB's index.
@@ -119,7 +120,7 @@ def serve(config: Path | None, kb: str | None, model: str | None, examples: str 
         raise fail(err) from err
 
 
-async def _serve(settings: Any, inputs: dict[str, Any], path: Path) -> None:
+async def _serve(settings: Settings, inputs: dict[str, Any], path: Path) -> None:
     from kifqa.api import open_pipeline
 
     listening = _claim(path)  # bound, not yet listening: a client meanwhile answers in its own process

@@ -151,20 +151,17 @@ def request(question: str, pattern: Pattern, shown: list[Option], *, abstain: bo
     (:func:`shared_prefix`)."""
     user = str(RelationChoice(question, pattern, tuple(o.shown() for o in shown), abstain))
     numbers = " | ".join(f'"{i}"' for i in range(0 if abstain else 1, len(shown) + 1))
-    return replace(shared_prefix(abstain=abstain), messages=(_system(abstain), Message("user", user)),
-                   grammar=f"root ::= {numbers}")
+    prefix = shared_prefix(abstain=abstain)
+    return replace(prefix, messages=(prefix.messages[0], Message("user", user)), grammar=f"root ::= {numbers}")
 
 
 def shared_prefix(*, abstain: bool = False) -> ChatRequest:
     """A request holding only what every relation choice shares, its system prompt, under its
     ``prefix_key``: the local backend keeps that prefix's model state like a few-shot block's, and
     ``kifqa model warm`` computes it ahead of time."""
-    return ChatRequest(messages=(_system(abstain), Message("user", "?")), max_tokens=4,
+    system = Message("system", f"{_SYSTEM} {_SYSTEM_ABSTAIN}" if abstain else _SYSTEM)
+    return ChatRequest(messages=(system, Message("user", "?")), max_tokens=4,
                        prefix_key="relations-abstain" if abstain else "relations")
-
-
-def _system(abstain: bool) -> Message:
-    return Message("system", f"{_SYSTEM} {_SYSTEM_ABSTAIN}" if abstain else _SYSTEM)
 
 
 class ChoiceError(ValueError):
