@@ -146,7 +146,7 @@ class Pipeline:
                     shared=self.examples.shared(question.text)))
                 if out.error:
                     raise StepError(f"model call failed: {out.error}", kind=ErrorKind.MODEL)
-                text = out.text
+                text = draft.complete(out.text, completion_tokens=out.usage.completion_tokens)
             trace.draft_output = text
             patterns = draft.parse(text)
             trace.draft = patterns

@@ -13,6 +13,12 @@ from kifqa.types import UNKNOWN, Pattern
 
 #: Characters a predicate may use (the grammar and the parser agree on them).
 _PREDICATE = r"[^|()\n?]{1,48}"
+#: A forward draft's fixed end, ``?x)``, is not generated: the model stops at this text (three
+#: decode steps fewer) and :func:`complete` writes the end back.
+STOP = " | ?"
+_FORWARD_END = " | ?x)"
+#: The tokens a draft may take (a draft cut there is not completed).
+MAX_TOKENS = 64
 _SYSTEM = resources.files("kifqa.pipeline").joinpath("prompts/draft_system.txt").read_text().strip()
 
 
@@ -21,15 +27,16 @@ class DraftError(ValueError):
 
 
 def grammar(question: str, known: list[str] | None = None) -> str:
-    """GBNF for the draft of ``question``: one main pattern with exactly one ``?x``, an optional
-    constraint pattern ``(?x | predicate | entity)``, and known entities that are ``known`` (runs of
-    the question that the label index links, :func:`grounded`) or else runs of the question's own
-    words, in any letter case (the draft cannot name what the question does not)."""
+    """GBNF for the draft of ``question``: one main pattern with exactly one ``?x``, which a
+    backward pattern may follow with a constraint ``(?x | predicate | entity)`` (a forward one ends
+    at :data:`STOP`), and known entities that are ``known`` (runs of the question that the label
+    index links, :func:`grounded`) or else runs of the question's own words, in any letter case (the
+    draft cannot name what the question does not)."""
     grams = known or ngrams(question)
     alternatives = " | ".join(_any_case(g) for g in grams) if grams else '"?"'
     return "\n".join([
-        'root ::= main ( "\\n" constraint )?',
-        'main ::= "(" known " | " pred " | ?x)" | "(?x | " pred " | " known ")"',
+        'root ::= "(" known " | " pred " | ?x)" | backward ( "\\n" constraint )?',
+        'backward ::= "(?x | " pred " | " known ")"',
         'constraint ::= "(?x | " pred " | " known ")"',
         f"pred ::= {_PREDICATE}",
         f"known ::= {alternatives}",
@@ -72,10 +79,19 @@ def request(question: str, examples: list[Example], *, constrain: bool = True, k
     return ChatRequest(
         messages=tuple(messages),
         grammar=grammar(question, known) if constrain else None,
-        max_tokens=64,
+        max_tokens=MAX_TOKENS,
+        stop=(STOP,),
         prefix_key=prefix_key,
         prefix_messages=None if shared is None else 1 + 2 * shared,
     )
+
+
+def complete(text: str, *, completion_tokens: int = 0) -> str:
+    """``text`` with the end a forward draft stopped before (``(known | predicate`` becomes
+    ``(known | predicate | ?x)``); any other text, and one cut at :data:`MAX_TOKENS`, as it is."""
+    body = text.strip()
+    stopped = body.startswith("(") and body.count(" | ") == 1 and not body.endswith(")") and "\n" not in body
+    return body + _FORWARD_END if stopped and completion_tokens < MAX_TOKENS else text
 
 
 def parse(text: str) -> list[Pattern]:

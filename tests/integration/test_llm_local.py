@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 import threading
 import time
@@ -12,6 +13,8 @@ import pytest
 
 from kifqa.config import Settings
 from kifqa.llm import ChatRequest, LocalLLM, Message
+from kifqa.pipeline import draft
+from kifqa.pipeline.examples import FixedExamples
 
 pytest.importorskip("xllamacpp", reason="the local backend needs xllamacpp: pip install 'kifqa[local]'")
 
@@ -49,6 +52,16 @@ def test_answers_a_question_with_a_grammar_valid_triple(llm: LocalLLM) -> None:
     assert "dracula" in done.text
     assert done.usage.prompt_tokens > 80 and 0 < done.usage.completion_tokens <= 32
     assert done.usage.latency_s > 0 and done.usage.generation_s > 0
+
+
+def test_a_forward_draft_stops_before_its_fixed_end(llm: LocalLLM) -> None:
+    question = "where was james brown born"
+    stopped = draft.request(question, FixedExamples().select(question))
+    stopped_out, full_out = llm.generate([stopped, dataclasses.replace(stopped, stop=())])
+    assert stopped_out.ok and full_out.ok, (stopped_out.error, full_out.error)
+    assert full_out.text.startswith("(james brown | ") and full_out.text.endswith(" | ?x)")
+    assert draft.complete(stopped_out.text, completion_tokens=stopped_out.usage.completion_tokens) == full_out.text
+    assert stopped_out.usage.completion_tokens <= full_out.usage.completion_tokens - 2
 
 
 def test_concurrent_requests_all_complete_and_share_the_prefix(llm: LocalLLM) -> None:
