@@ -240,6 +240,11 @@ class BatchSettings(Section):
     #: KB actors, each holding its own knowledge base (KIF store and search).
     kb_actors: int | Literal["auto"] = Field(default="auto", json_schema_extra=RUNTIME)
     kb_actor_concurrency: int = Field(default=32, ge=1, json_schema_extra=RUNTIME)
+    #: Where a job opens the knowledge base: ``actors``, a pool of KB actors that every shard task calls
+    #: (one endpoint limit for all of them, the lookups of all tasks coalesced); ``tasks``, each shard
+    #: task's worker opens its own (no Ray call per lookup, a task's lookups coalesced; only for an
+    #: endpoint ``limits`` does not name); ``auto``: ``tasks`` unless ``limits`` names the KB's endpoint.
+    kb_placement: Literal["auto", "actors", "tasks"] = Field(default="auto", json_schema_extra=RUNTIME)
     #: Per-endpoint limits by host name, shared by all KB actors; unlisted endpoints are unlimited.
     limits: dict[str, EndpointLimit] = Field(default_factory=_default_limits, json_schema_extra=RUNTIME)
     #: Cache KB results in ``cache_dir`` (shared by all actors and reruns).

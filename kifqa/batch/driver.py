@@ -19,7 +19,7 @@ from ray import ObjectRef
 from ray.exceptions import RayError, RayTaskError
 from tqdm import tqdm
 
-from kifqa.batch.kbpool import KBFactory
+from kifqa.batch.kbpool import KBFactory, kb_in_tasks
 from kifqa.batch.llmpool import LLMFactory, cluster_cpus
 from kifqa.batch.pools import Pools, actor_pools, connect
 from kifqa.batch.preflight import check_endpoints
@@ -216,9 +216,11 @@ def _say_stages(settings: Settings) -> None:
         open_examples(settings)
     connect(settings)
     b, cpus = settings.batch, cluster_cpus()
+    kb = ("the knowledge base opened in each task" if kb_in_tasks(settings)
+          else f"{b.kb_actor_count(cpus=cpus)} KB actor(s)")
     tqdm.write(f"starting {b.llm_actor_count(settings.llm, cpus=cpus)} LLM actor(s) (loading "
                f"{settings.llm.model}; each few-shot block is then restored from cache_dir/kv, or computed "
-               f"once and saved) and {b.kb_actor_count(cpus=cpus)} KB actor(s)")
+               f"once and saved) and {kb}")
 
 
 def _run_shards(settings: Settings, output: RunFolder, todo: list[Shard], pools: Pools,
@@ -226,8 +228,8 @@ def _run_shards(settings: Settings, output: RunFolder, todo: list[Shard], pools:
     b = settings.batch
     run = _Run(llm_actors=len(pools.llm_actors), kb_actors=len(pools.kb_actors))
     counter = Progress.remote()  # type: ignore[attr-defined]  # mypy ignores the @ray.remote decorator
-    ctx = TaskContext(job=uuid.uuid4().hex, settings=settings, out=str(output.root), kb=pools.kb, llm=pools.llm,
-                      pipeline=pipeline, progress=counter)
+    ctx = TaskContext(job=uuid.uuid4().hex, settings=settings, out=str(output.root), kb=pools.kb,
+                      open_kb=pools.open_kb, llm=pools.llm, pipeline=pipeline, progress=counter)
     task = ray.remote(run_shard).options(num_cpus=0, max_retries=b.task_max_retries)
     busy, kb, blocks = pools.llm_busy_seconds(), pools.kb_stats(), pools.blocks()
     start = time.perf_counter()
@@ -247,6 +249,8 @@ def _run_shards(settings: Settings, output: RunFolder, todo: list[Shard], pools:
                     done = ray.get(ref)
                     run.questions += done.questions
                     run.task_cpu_s += done.cpu_s
+                    run.kb_calls += done.kb_calls
+                    run.kb_cache_hits += done.kb_cache_hits
                 except RayError as err:
                     log.error("shard %d failed: %s", index, _reason(err))
                     run.failed.append(index)
@@ -261,7 +265,8 @@ def _run_shards(settings: Settings, output: RunFolder, todo: list[Shard], pools:
     run.llm_busy_s = pools.llm_busy_seconds() - busy
     run.blocks = pools.blocks() - blocks
     kb_now = pools.kb_stats()
-    run.kb_calls, run.kb_cache_hits = kb_now.calls - kb.calls, kb_now.cache_hits - kb.cache_hits
+    run.kb_calls += kb_now.calls - kb.calls
+    run.kb_cache_hits += kb_now.cache_hits - kb.cache_hits
     ray.kill(counter)
     run.failed.sort()
     return run

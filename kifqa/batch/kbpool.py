@@ -1,10 +1,12 @@
-"""The pool of KB actors and :class:`ActorKB`, the :class:`KnowledgeBase` that forwards to it.
+"""Where a job's knowledge base lives: a pool of KB actors that :class:`ActorKB` forwards to, or, for an
+endpoint without a shared limit, each shard task's own process (:class:`TaskKB`, ``batch.kb_placement``).
 
-Each actor holds its own knowledge base (KIF stores and searches are not thread-safe: one per process,
-used from the actor's event loop) and answers from the shared on-disk cache when it can. The endpoint's
+A :class:`KBActor` holds one knowledge base (KIF stores and searches are not thread-safe: one per process,
+used from one event loop) and answers from the shared on-disk cache when it can. The endpoint's
 :class:`~kifqa.batch.limiter.EndpointLimiter` admits each HTTP request the knowledge base sends (its
 ``request_gate``), so that calls of many questions in flight at once can be coalesced into one request
-(:mod:`kifqa.kb.coalesce`); a knowledge base without a gate is admitted per call.
+(:mod:`kifqa.kb.coalesce`); a knowledge base without a gate is admitted per call. In a task the same class
+serves the task's questions in process: the same cache and counters, no Ray call per lookup.
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ from ray.exceptions import RayError, RayTaskError
 
 import kifqa.kb as kb_package
 from kifqa.batch.kbcache import KBCache
+from kifqa.batch.limiter import endpoint_limit
 from kifqa.batch.llmpool import cluster_cpus
 from kifqa.config import Settings
-from kifqa.errors import KBError
+from kifqa.errors import ConfigError, KBError
 from kifqa.kb.base import EntityProperties, FilterResult, KBStats, KnowledgeBase
 from kifqa.kb.guard import retry_after
 from kifqa.llm.routing import LeastLoaded
@@ -44,7 +47,8 @@ _CALLS = frozenset({"search_entities", "search_properties", "properties_of", "fa
 
 
 class KBActor:
-    """Holds one knowledge base and serves its calls (run as a Ray actor: see :func:`start_kb_pool`)."""
+    """Holds one knowledge base and serves its calls (run as a Ray actor, :func:`start_kb_pool`, or in a
+    shard task's process, :class:`TaskKB`)."""
 
     def __init__(self, settings: Settings, open_kb: KBFactory, limiter: ActorHandle | None) -> None:
         self._settings = settings.with_batch_outages()
@@ -52,10 +56,11 @@ class KBActor:
         self._kb: KnowledgeBase | None = None
         self._cache: KBCache | None = None
         self._cache_opened = not settings.batch.kb_cache
-        self._holder = ray.get_runtime_context().get_actor_id()
-        self._gate = LimiterGate(limiter, self._holder or "") if limiter is not None else None
+        self._gate: LimiterGate | None = None
         if limiter is not None:
-            limiter.forget.remote(self._holder)  # slots a previous incarnation of this actor held
+            holder = ray.get_runtime_context().get_actor_id() or ""
+            self._gate = LimiterGate(limiter, holder)
+            limiter.forget.remote(holder)  # slots a previous incarnation of this actor held
         self._stats = KBStats()
         self._per_call = False
 
@@ -162,22 +167,11 @@ def _namespace(settings: Settings, kb: KnowledgeBase) -> str:
     return json.dumps([settings.kb.spec, settings.kb.max_results, kb.build, code.hexdigest()])
 
 
-class ActorKB(KnowledgeBase):
-    """A :class:`KnowledgeBase` whose calls go to the least busy actor of a KB pool."""
-
-    def __init__(self, actors: list[ActorHandle], spec: str) -> None:
-        self.spec = spec
-        self._pool = LeastLoaded(actors)
+class _ForwardingKB(KnowledgeBase):
+    """A :class:`KnowledgeBase` that hands each call, by name, to :meth:`_call`."""
 
     async def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        with self._pool.pick() as actor:
-            try:
-                return await actor.call.remote(name, args, kwargs)
-            except RayTaskError as err:
-                raise (err.cause if isinstance(err.cause, Exception) else KBError(str(err))) from None
-            except RayError as err:
-                first_line = str(err).partition("\n")[0]
-                raise KBError(f"KB actor failed: {type(err).__name__}: {first_line}") from err
+        raise NotImplementedError
 
     async def search_entities(self, text: str, *, limit: int = 10) -> list[Candidate]:
         return await self._call("search_entities", text, limit=limit)
@@ -196,6 +190,57 @@ class ActorKB(KnowledgeBase):
 
     async def named(self, texts: list[str]) -> list[str] | None:
         return await self._call("named", texts)
+
+
+class ActorKB(_ForwardingKB):
+    """A :class:`KnowledgeBase` whose calls go to the least busy actor of a KB pool."""
+
+    def __init__(self, actors: list[ActorHandle], spec: str) -> None:
+        self.spec = spec
+        self._pool = LeastLoaded(actors)
+
+    async def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        with self._pool.pick() as actor:
+            try:
+                return await actor.call.remote(name, args, kwargs)
+            except RayTaskError as err:
+                raise (err.cause if isinstance(err.cause, Exception) else KBError(str(err))) from None
+            except RayError as err:
+                first_line = str(err).partition("\n")[0]
+                raise KBError(f"KB actor failed: {type(err).__name__}: {first_line}") from err
+
+
+class TaskKB(_ForwardingKB):
+    """The knowledge base a shard task opens in its own process (``batch.kb_placement``): a
+    :class:`KBActor` called directly, with its cache and counters, and no Ray call per lookup."""
+
+    def __init__(self, settings: Settings, open_kb: KBFactory) -> None:
+        self.spec = settings.kb.spec
+        self._server = KBActor(settings, open_kb, None)
+
+    async def start(self) -> None:
+        """Opens the knowledge base now."""
+        await self._server.start()
+
+    async def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        return await self._server.call(name, args, kwargs)
+
+    async def stats(self) -> KBStats:
+        """The calls and cache hits it has served."""
+        return await self._server.stats()
+
+    async def aclose(self) -> None:
+        await self._server.aclose()
+
+
+def kb_in_tasks(settings: Settings) -> bool:
+    """Whether a job's shard tasks open the knowledge base themselves (``batch.kb_placement``); a
+    :class:`ConfigError` for ``tasks`` on an endpoint with a limit, which only an actor pool can share."""
+    placement, limited = settings.batch.kb_placement, endpoint_limit(settings) is not None
+    if placement == "tasks" and limited:
+        raise ConfigError(f"batch.kb_placement: tasks cannot share the endpoint limit of {settings.kb.spec!r} "
+                          "between tasks; use actors (or auto)")
+    return placement == "tasks" or (placement == "auto" and not limited)
 
 
 def start_kb_pool(settings: Settings, open_kb: KBFactory, limiter: ActorHandle | None) -> list[ActorHandle]:

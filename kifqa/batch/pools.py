@@ -6,6 +6,7 @@ itself unless it is handed running pools, which lets several jobs share loaded m
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
@@ -19,7 +20,7 @@ from ray import ObjectRef
 from ray.actor import ActorHandle
 from ray.exceptions import RayTaskError
 
-from kifqa.batch.kbpool import ActorKB, KBFactory, start_kb_pool
+from kifqa.batch.kbpool import ActorKB, KBFactory, TaskKB, kb_in_tasks, start_kb_pool
 from kifqa.batch.limiter import EndpointLimiter, endpoint_limit
 from kifqa.batch.llmpool import ActorLLM, LLMFactory, start_llm_pool
 from kifqa.config import Settings
@@ -31,7 +32,7 @@ from kifqa.llm.blockstate import BlockStats
 _POOL_SETTINGS: dict[str, Any] = {
     "data_dir": True, "cache_dir": True, "kb": True, "llm": True,
     "batch": {"llm_actors", "llm_actor_cpus", "llm_actor_gpus", "llm_actor_concurrency", "kb_actors",
-              "kb_actor_concurrency", "limits", "kb_cache"},
+              "kb_actor_concurrency", "kb_placement", "limits", "kb_cache"},
 }
 
 
@@ -41,7 +42,10 @@ class Pools:
 
     settings: Settings
     llm: ActorLLM
-    kb: ActorKB
+    #: The KB actors' proxy; ``None`` where the shard tasks open the knowledge base (``batch.kb_placement``).
+    kb: ActorKB | None
+    #: How the tasks open it then (:func:`~kifqa.kb.spec.open_kb` or the caller's double).
+    open_kb: KBFactory
     llm_actors: list[ActorHandle]
     kb_actors: list[ActorHandle]
     #: Seconds it took to start the actors and load the models.
@@ -94,18 +98,22 @@ def actor_pools(settings: Settings, *, open_kb: KBFactory | None = None,
     :func:`~kifqa.llm.open_llm` (they must be picklable)."""
     connect(settings)
     start = time.perf_counter()
-    limiter = _limiter(settings)
-    kb_actors = start_kb_pool(settings, open_kb or _open_kb(), limiter)
+    open_kb = open_kb or _open_kb()
+    in_tasks = kb_in_tasks(settings)
+    limiter = None if in_tasks else _limiter(settings)
+    kb_actors = [] if in_tasks else start_kb_pool(settings, open_kb, limiter)
     llm_actors = start_llm_pool(settings, open_llm or _open_llm())
     try:
         try:
+            # Where the tasks open the knowledge base, a task opens it once first (and that worker stays).
+            opened = [_open_in_task.remote(settings, open_kb)] if in_tasks else [a.start.remote() for a in kb_actors]
             identities: list[str] = ray.get([a.warm.remote() for a in llm_actors])
-            ray.get([a.start.remote() for a in kb_actors])
+            ray.get(opened)
         except RayTaskError as err:  # a model or KB that cannot be opened: say why in one line
             raise err.cause if isinstance(err.cause, KifqaError) else err from None
         yield Pools(settings=settings, llm=ActorLLM(llm_actors, identities[0]),
-                    kb=ActorKB(kb_actors, settings.kb.spec), llm_actors=llm_actors, kb_actors=kb_actors,
-                    startup_s=time.perf_counter() - start)
+                    kb=None if in_tasks else ActorKB(kb_actors, settings.kb.spec), open_kb=open_kb,
+                    llm_actors=llm_actors, kb_actors=kb_actors, startup_s=time.perf_counter() - start)
     finally:
         _stop(llm_actors + kb_actors, [limiter] if limiter else [])
 
@@ -131,6 +139,20 @@ def _limiter(settings: Settings) -> ActorHandle | None:
     """The shared limiter of the KB's endpoint, when the settings limit it."""
     limit = endpoint_limit(settings)
     return EndpointLimiter.remote(limit) if limit else None  # type: ignore[attr-defined]  # mypy ignores the @ray.remote decorator
+
+
+@ray.remote(num_cpus=0)
+def _open_in_task(settings: Settings, open_kb: KBFactory) -> None:
+    """Opens and closes the knowledge base in a task: an error if it cannot be opened."""
+
+    async def check() -> None:
+        kb = TaskKB(settings, open_kb)
+        try:
+            await kb.start()
+        finally:
+            await kb.aclose()
+
+    asyncio.run(check())
 
 
 def _stop(pools: list[ActorHandle], others: list[ActorHandle]) -> None:

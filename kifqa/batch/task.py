@@ -11,10 +11,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from ray.actor import ActorHandle
 
-from kifqa.batch.kbpool import ActorKB
+from kifqa.batch.kbpool import ActorKB, KBFactory, TaskKB
 from kifqa.batch.llmpool import ActorLLM
 from kifqa.config import Settings
-from kifqa.kb.base import KnowledgeBase
+from kifqa.kb.base import KBStats, KnowledgeBase
 from kifqa.llm.base import LLM
 from kifqa.pipeline.schedule import Answerer, in_prefix_order
 from kifqa.runs.corpus import Rows
@@ -53,7 +53,9 @@ class TaskContext:
     job: str
     settings: Settings
     out: str
-    kb: ActorKB
+    #: The KB actors' proxy; ``None``: each task's worker opens the knowledge base with ``open_kb``.
+    kb: ActorKB | None
+    open_kb: KBFactory
     llm: ActorLLM
     pipeline: PipelineFactory
     progress: ActorHandle
@@ -65,6 +67,9 @@ class ShardRun:
 
     questions: int
     cpu_s: float
+    #: Knowledge-base calls the task made and how many its cache answered, where it opened the base.
+    kb_calls: int = 0
+    kb_cache_hits: int = 0
 
 
 def run_shard(shard: Shard, ctx: TaskContext) -> ShardRun:
@@ -72,18 +77,20 @@ def run_shard(shard: Shard, ctx: TaskContext) -> ShardRun:
     cpu = time.process_time()
     shard_questions = shard.rows.questions()
     questions = shard_questions if shard.redo is None else [q for q in shard_questions if q.id in shard.redo]
-    results = asyncio.run(_answer_all(questions, ctx))
+    results, kb = asyncio.run(_answer_all(questions, ctx))
     answers = pa.Table.from_pylist([row for r in results for row in r.answer_rows()], schema=ANSWER_SCHEMA)
     traces = pa.Table.from_pylist([r.trace.to_row() for r in results], schema=TRACE_SCHEMA)
     output = RunFolder(ctx.out)
     if shard.redo is not None:
         answers, traces = _merge(output, shard, shard_questions, answers, traces)
     output.write_shard(shard.index, answers, traces)
-    return ShardRun(len(results), time.process_time() - cpu)
+    return ShardRun(len(results), time.process_time() - cpu, kb_calls=kb.calls, kb_cache_hits=kb.cache_hits)
 
 
-async def _answer_all(questions: list[Question], ctx: TaskContext) -> list[Result]:
-    pipeline = _pipeline(ctx)
+async def _answer_all(questions: list[Question], ctx: TaskContext) -> tuple[list[Result], KBStats]:
+    """The results of ``questions`` in order, and the calls this task made to a knowledge base of its own."""
+    pipeline, kb = await _job(ctx)
+    before = await kb.stats() if kb is not None else KBStats()
     slots = asyncio.Semaphore(ctx.settings.batch.task_concurrency)
     timeout = ctx.settings.batch.question_timeout_s
     progress = _Progress(ctx.progress)
@@ -111,7 +118,9 @@ async def _answer_all(questions: list[Question], ctx: TaskContext) -> list[Resul
         done = dict(zip(map(id, ordered), await asyncio.gather(*(answer(q) for q in ordered)), strict=True))
     finally:
         progress.flush()
-    return [done[id(q)] for q in questions]
+    after = await kb.stats() if kb is not None else KBStats()
+    used = KBStats(calls=after.calls - before.calls, cache_hits=after.cache_hits - before.cache_hits)
+    return [done[id(q)] for q in questions], used
 
 
 class _Progress:
@@ -136,21 +145,29 @@ class _Progress:
 
 
 def _failed(question: Question, ctx: TaskContext, kind: ErrorKind, error: str, step: str) -> Result:
-    trace = Trace(question.id, question.text, kb=ctx.kb.spec, model=ctx.llm.identity)
+    trace = Trace(question.id, question.text, kb=ctx.settings.kb.spec, model=ctx.llm.identity)
     trace.fail(kind, error, step=step)
     return Result(question, [], trace)
 
 
-#: This worker process's pipeline of the current job: building one may load models (example
-#: retrieval), so the tasks of a job that land in the same worker share it.
-_PIPELINE: tuple[str, Answerer] | None = None
+#: This worker process's pipeline of the current job, and the knowledge base it opened for it: building
+#: them may load models (example retrieval) and open a store, so the tasks of a job that land in the same
+#: worker share them.
+_JOB: tuple[str, Answerer, TaskKB | None] | None = None
 
 
-def _pipeline(ctx: TaskContext) -> Answerer:
-    global _PIPELINE
-    if _PIPELINE is None or _PIPELINE[0] != ctx.job:
-        _PIPELINE = (ctx.job, ctx.pipeline(kb=ctx.kb, llm=ctx.llm, settings=ctx.settings))
-    return _PIPELINE[1]
+async def _job(ctx: TaskContext) -> tuple[Answerer, TaskKB | None]:
+    """The pipeline of ``ctx``'s job in this worker and its own knowledge base, if it opens one (a
+    previous job's is closed)."""
+    global _JOB
+    if _JOB is None or _JOB[0] != ctx.job:
+        if _JOB is not None and _JOB[2] is not None:
+            await _JOB[2].aclose()
+        _JOB = None
+        own = TaskKB(ctx.settings, ctx.open_kb) if ctx.kb is None else None
+        kb: KnowledgeBase = own if own is not None else ctx.kb  # type: ignore[assignment]  # one of them is set
+        _JOB = (ctx.job, ctx.pipeline(kb=kb, llm=ctx.llm, settings=ctx.settings), own)
+    return _JOB[1], _JOB[2]
 
 
 def _merge(output: RunFolder, shard: Shard, questions: list[Question], answers: pa.Table,

@@ -15,6 +15,7 @@ questions are typed without them far more often than two entities differ only by
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -23,8 +24,10 @@ _PLAIN_WORD = re.compile(r"\w+")
 _ARTICLES = ("the ", "a ", "an ")
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def fold(text: str) -> str:
-    """``text`` as names compare: case-folded, compatibility forms unified (NFKD), accents dropped."""
+    """``text`` as names compare: case-folded, compatibility forms unified (NFKD), accents dropped
+    (remembered: a question's text and its candidates' names are folded again and again)."""
     decomposed = unicodedata.normalize("NFKD", text.casefold())
     return "".join(c for c in decomposed if not unicodedata.combining(c))
 

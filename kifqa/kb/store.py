@@ -50,6 +50,10 @@ class OxigraphStore(
                     f"cannot open Oxigraph store {path}: {err}", type(store), "path", exception=store.Error
                 ) from err
 
+        async def _aselect(self, query: str, timeout: float | None = None) -> SPARQL_Results:
+            # In the calling thread: a local query takes less than the hop to a worker thread and back.
+            return self._select(query, timeout)
+
         def _select(self, query: str, timeout: float | None = None) -> SPARQL_Results:
             results = self._db.query(query)
             assert not isinstance(results, pyoxigraph.QueryTriples)  # KIF sends SELECT and ASK queries only

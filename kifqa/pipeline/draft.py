@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from importlib import resources
 
@@ -45,14 +46,14 @@ def grammar(question: str, known: list[str] | None = None) -> str:
 
 def _any_case(text: str) -> str:
     """A GBNF sequence matching ``text`` in any letter case (the model may capitalise names)."""
-    parts = []
-    for ch in text:
-        up, low = ch.upper(), ch.lower()
-        if len(up) == len(low) == 1 and up != low:
-            parts.append(f"[{low}{up}]")
-        else:
-            parts.append(json.dumps(ch, ensure_ascii=False))
-    return "(" + " ".join(parts) + ")"
+    return "(" + " ".join(map(_any_case_char, text)) + ")"
+
+
+@functools.lru_cache(maxsize=4096)
+def _any_case_char(ch: str) -> str:
+    """The GBNF of one character in either case (a grammar spells every character of every word run)."""
+    up, low = ch.upper(), ch.lower()
+    return f"[{low}{up}]" if len(up) == len(low) == 1 and up != low else json.dumps(ch, ensure_ascii=False)
 
 
 async def grounded(kb: KnowledgeBase, question: str, *, longest: bool = False) -> list[str] | None:

@@ -64,7 +64,7 @@ class EmbeddedPool:
         with tqdm(total=len(texts), unit="q", desc="embedding the example pool") as bar:
             rows = []
             for chunk in chunks:
-                rows.append(encoder.encode(chunk))
+                rows.append(encoder.encode(chunk, threads=None))
                 bar.update(len(chunk))
         return np.concatenate(rows)
 
