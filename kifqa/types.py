@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, fields
+import functools
+from dataclasses import dataclass, field, fields, is_dataclass
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -281,7 +282,7 @@ class Trace:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = _plain(self)
         data["error_kind"] = None if self.error_kind is None else self.error_kind.value
         data["constraints"] = [{**c, "result": c["result"].value} for c in data["constraints"]]
         return data
@@ -355,6 +356,25 @@ class Trace:
             "error_step": self.error_step,
             "trace": self.to_json(),
         }
+
+
+def _plain(x: Any) -> Any:
+    """What :func:`dataclasses.asdict` gives for ``x`` (dataclasses as dicts, containers rebuilt), without its
+    deep copy of every leaf: a trace's leaves are strings, numbers and enums, never changed in place."""
+    if isinstance(x, (str, int, float, bool)) or x is None:
+        return x
+    if is_dataclass(x) and not isinstance(x, type):
+        return {name: _plain(getattr(x, name)) for name in _names(type(x))}
+    if isinstance(x, (list, tuple)):
+        return type(x)(map(_plain, x))
+    if isinstance(x, dict):
+        return {_plain(k): _plain(v) for k, v in x.items()}
+    return x
+
+
+@functools.cache
+def _names(kind: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(kind))
 
 
 def _fields(kind: type, data: Mapping[str, Any]) -> dict[str, Any]:
