@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Mapping
-import functools
 from dataclasses import dataclass, field, fields, is_dataclass
 from enum import StrEnum
 from typing import Any, Literal

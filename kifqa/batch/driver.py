@@ -24,7 +24,7 @@ from kifqa.batch.llmpool import LLMFactory, cluster_cpus
 from kifqa.batch.pools import Pools, actor_pools, connect
 from kifqa.batch.preflight import check_endpoints
 from kifqa.batch.summary import COLUMNS, Summary, trace_counts
-from kifqa.batch.task import PipelineFactory, Shard, TaskContext, default_pipeline, run_shard
+from kifqa.batch.task import REPORT_S, PipelineFactory, Shard, TaskContext, default_pipeline, run_shard
 from kifqa.config import Settings
 from kifqa.errors import ConfigError, JobStopped
 from kifqa.llm.blockstate import BlockStats
@@ -40,16 +40,33 @@ _LOOK_S = 2.0
 
 @ray.remote(num_cpus=0)
 class Progress:
-    """Counts the questions the tasks have finished."""
+    """Counts the questions the tasks have finished, and keeps what the tasks that open their own knowledge
+    base last said of its endpoint's circuit."""
 
     def __init__(self) -> None:
         self._done = 0
+        self._down: dict[str, dict[str, float]] = {}
+        self._said: dict[str, float] = {}
 
     def add(self, n: int) -> None:
         self._done += n
 
     def done(self) -> int:
         return self._done
+
+    def report(self, task: str, down: dict[str, float]) -> None:
+        """Task ``task``'s open circuits now (:func:`~kifqa.resilience.open_circuits`)."""
+        self._down[task], self._said[task] = down, time.monotonic()
+
+    def open_circuits(self) -> dict[str, float]:
+        """The endpoints a task said were down within the last :data:`~kifqa.batch.task.REPORT_S` × 3 s, and
+        for how long by now."""
+        now, down = time.monotonic(), dict[str, float]()
+        for task, said in self._said.items():
+            if now - said <= 3 * REPORT_S:
+                for label, seconds in self._down[task].items():
+                    down[label] = max(down.get(label, 0.0), seconds + now - said)
+        return down
 
 
 @dataclass
@@ -257,7 +274,10 @@ def _run_shards(settings: Settings, output: RunFolder, todo: list[Shard], pools:
             answered = min(ray.get(counter.done.remote()), total)
             bar.update(answered - bar.n)
             if progress and time.perf_counter() >= next_look:
-                bar.set_postfix_str(down_line(pools.open_circuits()), refresh=False)
+                down = pools.open_circuits()
+                for label, seconds in ray.get(counter.open_circuits.remote()).items():
+                    down[label] = max(down.get(label, 0.0), seconds)
+                bar.set_postfix_str(down_line(down), refresh=False)
                 next_look = time.perf_counter() + _LOOK_S
             if answered and not run.first_answer_at:  # not bar.n: a disabled bar (--no-progress) counts nothing
                 run.first_answer_at = time.perf_counter()

@@ -12,6 +12,7 @@ serves the task's questions in process: the same cache and counters, no Ray call
 from __future__ import annotations
 
 import asyncio
+import copy
 import hashlib
 import json
 import logging
@@ -226,8 +227,8 @@ class TaskKB(_ForwardingKB):
         return await self._server.call(name, args, kwargs)
 
     async def stats(self) -> KBStats:
-        """The calls and cache hits it has served."""
-        return await self._server.stats()
+        """The calls and cache hits it has served so far (a copy)."""
+        return copy.deepcopy(await self._server.stats())
 
     async def aclose(self) -> None:
         await self._server.aclose()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -17,6 +18,7 @@ from kifqa.config import Settings
 from kifqa.kb.base import KBStats, KnowledgeBase
 from kifqa.llm.base import LLM
 from kifqa.pipeline.schedule import Answerer, in_prefix_order
+from kifqa.resilience import open_circuits
 from kifqa.runs.corpus import Rows
 from kifqa.runs.folder import RunFolder
 from kifqa.runs.schema import ANSWER_SCHEMA, TRACE_SCHEMA
@@ -114,13 +116,32 @@ async def _answer_all(questions: list[Question], ctx: TaskContext) -> tuple[list
     # LLM actor together; the results keep the shard's order.
     pipeline.prepare(questions)
     ordered = in_prefix_order(pipeline.examples, questions)
+    reporting = asyncio.create_task(report_circuits(ctx.progress)) if kb is not None else None
     try:
         done = dict(zip(map(id, ordered), await asyncio.gather(*(answer(q) for q in ordered)), strict=True))
     finally:
         progress.flush()
+        if reporting is not None:
+            reporting.cancel()
     after = await kb.stats() if kb is not None else KBStats()
     used = KBStats(calls=after.calls - before.calls, cache_hits=after.cache_hits - before.cache_hits)
     return [done[id(q)] for q in questions], used
+
+
+#: Seconds between two reports of a task's open circuits (where it opens its own knowledge base).
+REPORT_S = 1.0
+
+
+async def report_circuits(counter: ActorHandle) -> None:
+    """Tells the driver's counter every :data:`REPORT_S` which endpoints this process finds down (its own
+    knowledge base's: the actors tell theirs themselves), so that the progress line shows an outage."""
+    task, said = uuid.uuid4().hex, False
+    while True:
+        down = open_circuits()
+        if down or said:
+            counter.report.remote(task, down)
+            said = bool(down)
+        await asyncio.sleep(REPORT_S)
 
 
 class _Progress:

@@ -31,6 +31,7 @@ import click
 import pyarrow.parquet as pq
 
 from kifqa.batch import Pools, actor_pools, run_job
+from kifqa.batch.kbpool import kb_in_tasks
 from kifqa.bench.wdqs_like import WDQSLike
 from kifqa.cli.options import load_settings
 from kifqa.config import WDQS_LIMIT, Settings
@@ -55,6 +56,8 @@ TARGETS = {"questions_per_s": 40.0, "driver_peak_rss_mib": 1024.0, "trace_bytes_
               help="Calls one KB actor takes at once (default: the configured one).")
 @click.option("--kb-actors", type=click.IntRange(min=1), default=2, show_default=True,
               help="KB actors (one per core here: a KB actor is one process, bound by one core).")
+@click.option("--kb-placement", type=click.Choice(["auto", "actors", "tasks"]), default=None,
+              help="Where the knowledge base is opened (default: the configured one; docs/batch.md).")
 @click.option("--shard-size", type=click.IntRange(min=1), default=None, help="Default: the configured one.")
 @click.option("--max-tasks", type=click.IntRange(min=1), default=None, help="Default: the configured one.")
 @click.option("--task-concurrency", type=click.IntRange(min=1), default=None, help="Default: the configured one.")
@@ -62,12 +65,12 @@ TARGETS = {"questions_per_s": 40.0, "driver_peak_rss_mib": 1024.0, "trace_bytes_
               help="Keep the corpus and the job's output here (default: a temporary folder, removed).")
 @click.option("--config", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="A YAML settings file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
-def batch(n: int | None, endpoint: str, kb_actor_concurrency: int | None, kb_actors: int, shard_size: int | None,
-          max_tasks: int | None, task_concurrency: int | None, out: Path | None, config: Path | None,
-          as_json: bool) -> None:
+def batch(n: int | None, endpoint: str, kb_actor_concurrency: int | None, kb_actors: int, kb_placement: str | None,
+          shard_size: int | None, max_tasks: int | None, task_concurrency: int | None, out: Path | None,
+          config: Path | None, as_json: bool) -> None:
     """Questions/s, CPU per question by actor kind, driver RSS, output size and resume time of a large job;
     with ``--endpoint wdqs-like``, batched against unbatched KB lookups behind WDQS's rules."""
-    options = {"kb_actors": kb_actors, "shard_size": shard_size, "max_tasks": max_tasks,
+    options = {"kb_actors": kb_actors, "kb_placement": kb_placement, "shard_size": shard_size, "max_tasks": max_tasks,
                "task_concurrency": task_concurrency, "kb_actor_concurrency": kb_actor_concurrency}
     # Behind the endpoint's latency and limits a question waits longer: more in flight give batches to fill.
     defaults = _WDQS_DEFAULTS if endpoint == "wdqs-like" else {}
@@ -208,7 +211,8 @@ def measure(settings: Settings, corpus: Path, out: Path) -> dict[str, object]:
     sizes = {kind: sum(p.stat().st_size for p in (out / kind).glob("*.parquet")) for kind in ("answers", "traces")}
     return {
         "questions": summary.questions, "errors": summary.errors, "answered": summary.answered,
-        "kb_actors": settings.batch.kb_actors, "llm_actors": settings.batch.llm_actors,
+        "kb": "opened in each task" if kb_in_tasks(settings) else f"{settings.batch.kb_actors} KB actor(s)",
+        "llm_actors": settings.batch.llm_actors,
         "shard_size": settings.batch.shard_size, "max_tasks": settings.batch.max_tasks,
         "task_concurrency": settings.batch.task_concurrency, "cpus": os.cpu_count(),
         "seconds": round(wall, 2), "questions_per_s": round(summary.ran / wall, 2),
@@ -252,7 +256,7 @@ def render(f: dict[str, Any]) -> str:
     cpu = f["cpu_ms_per_question"]
     lines = [
         f"batch job on the zero-cost gold model, local KB (cache off), {f['cpus']} CPUs, "
-        f"{f['kb_actors']} KB actor(s), {f['llm_actors']} LLM actor(s), shards of {f['shard_size']}, "
+        f"KB {f['kb']}, {f['llm_actors']} LLM actor(s), shards of {f['shard_size']}, "
         f"{f['max_tasks']} tasks x {f['task_concurrency']} questions in flight",
         f"questions        {f['questions']} ({f['answered']} answered, {f['errors']} errors) in {f['seconds']} s",
         f"questions/s      {f['questions_per_s']}  (target >= {TARGETS['questions_per_s']:g})",

@@ -25,8 +25,10 @@ import ray
 
 import tests.fakes
 from kifqa.batch import actor_pools, run_job
+from kifqa.batch.driver import Progress
 from kifqa.batch.kbpool import ActorKB, start_kb_pool
 from kifqa.batch.limiter import EndpointLimiter
+from kifqa.batch.task import report_circuits
 from kifqa.config import EndpointLimit, Settings
 from kifqa.errors import ConfigError, KBError
 from kifqa.kb.base import KnowledgeBase
@@ -103,7 +105,8 @@ def flags(tmp_path):
 
 def _settings(tmp_path: Path, **batch) -> Settings:
     settings = Settings(cache_dir=tmp_path / "cache")
-    one_each = {"shard_size": 10, "llm_actors": 1, "kb_actors": 1}  # what these tests count on, not `auto`
+    # What these tests count on, not `auto`: one actor each, the knowledge base in a KB actor.
+    one_each = {"shard_size": 10, "llm_actors": 1, "kb_actors": 1, "kb_placement": "actors"}
     return settings.model_copy(update={"batch": settings.batch.model_copy(update={**one_each, **batch})})
 
 
@@ -303,6 +306,25 @@ def test_the_pools_tell_which_endpoint_is_down_and_for_how_long(cluster, tmp_pat
         later = pools.open_circuits()
     assert list(first) == list(later) == [DownKB.LABEL]
     assert 0 <= first[DownKB.LABEL] < 60 and later[DownKB.LABEL] >= first[DownKB.LABEL] + 1
+
+
+def test_a_task_with_its_own_kb_tells_the_driver_which_endpoint_is_down(cluster):
+    counter = Progress.remote()
+
+    @ray.remote(num_cpus=0)
+    def task() -> None:
+        DownKB("local", Settings())  # its endpoint's circuit opens in this worker
+
+        async def report_for_a_while() -> None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(report_circuits(counter), 1.5)
+
+        asyncio.run(report_for_a_while())
+
+    ray.get(task.remote())
+    down = ray.get(counter.open_circuits.remote())
+    assert list(down) == [DownKB.LABEL] and 0 <= down[DownKB.LABEL] < 60
+    ray.kill(counter)
 
 
 def _unbuilt_kb(spec: str, settings: Settings) -> KnowledgeBase:
