@@ -45,7 +45,7 @@ from kifqa.kb.coalesce import Coalescer
 from kifqa.kb.guard import Guard, RequestGate
 from kifqa.kb.http import check_results
 from kifqa.kb.index import LabelIndex
-from kifqa.kb.search import check_query
+from kifqa.kb.search import LocalSearch, check_query
 from kifqa.kb.sparql import BatchQuery, BatchShapes, BoundQuery, Projection, ShapeCompiler, compile_filter, sparql_store
 from kifqa.types import Candidate, Direction, Fact
 
@@ -199,18 +199,26 @@ class KifKnowledgeBase(KnowledgeBase):
 
     async def _search(self, text: str, limit: int, *, properties: bool) -> list[Candidate]:
         check_query(text)
-        find = self.search.aproperty_descriptor if properties else self.search.aitem_descriptor
-        pairs = await self._guard.run(
-            "search_properties" if properties else "search_entities",
-            lambda: _collect(find(text, limit=limit)), target="search")
-        key, n = index_key(text), len(pairs)
+        hits = await self._guard.run("search_properties" if properties else "search_entities",
+                                     lambda: self._hits(text, limit, properties=properties), target="search")
+        key, n = index_key(text), len(hits)
         found = []
-        for rank, (entity, desc) in enumerate(pairs):
-            c = _candidate(entity, desc)
+        for rank, c in enumerate(hits):
             tier = 3.0 if index_key(c.label) == key else 2.0 if key in map(index_key, c.aliases) else 1.0
             found.append(Candidate(id=c.id, label=c.label, aliases=c.aliases, description=c.description,
                                    score=tier + 0.9 * (n - rank) / n))
         return sorted(found, key=lambda c: -c.score)
+
+    async def _hits(self, text: str, limit: int, *, properties: bool) -> list[Candidate]:
+        """The search's hits for ``text`` in its order, unscored. KIF's search plugin over this base's own
+        label index (:class:`~kifqa.kb.search.LocalSearch`) is read directly: the same hits, without
+        building a KIF entity and descriptor for each only to read their strings back."""
+        if isinstance(self.search, LocalSearch) and self.index is not None:
+            return [Candidate(id=ids.to_id(ids.to_iri(h.entry.id)), label=h.entry.label,
+                              aliases=tuple(sorted(set(h.entry.aliases))), description=h.entry.description)
+                    for h in self.index.search("property" if properties else "item", text, limit)]
+        find = self.search.aproperty_descriptor if properties else self.search.aitem_descriptor
+        return [_candidate(entity, desc) for entity, desc in await _collect(find(text, limit=limit))]
 
     async def _properties_of(self, entity: str) -> EntityProperties:
         e = ids.entity(entity)

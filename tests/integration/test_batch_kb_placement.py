@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import pytest
-import ray
 
 from kifqa.batch import actor_pools, run_job
 from kifqa.batch.kbpool import kb_in_tasks
@@ -16,15 +15,11 @@ from kifqa.bench.batch import _comparable, held_out
 from kifqa.config import Settings
 from kifqa.errors import ConfigError, KifqaError
 from kifqa.kb.build import BuiltKB
+from tests.integration.test_batch_job import cluster  # noqa: F401 - the Ray cluster of this module's tests
+
+pytestmark = pytest.mark.usefixtures("cluster")
 
 N = 48
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
 
 
 def _job(settings: Settings, placement: str) -> Settings:
@@ -33,7 +28,7 @@ def _job(settings: Settings, placement: str) -> Settings:
                                     "llm_actor_cpus": 0, "shard_size": 12, "max_tasks": 2})
 
 
-def test_the_base_opened_in_the_tasks_answers_as_the_kb_actors(cluster, settings: Settings, built_kb: BuiltKB,
+def test_the_base_opened_in_the_tasks_answers_as_the_kb_actors(settings: Settings, built_kb: BuiltKB,
                                                                tmp_path: Path) -> None:
     corpus = held_out(settings, tmp_path / "questions.jsonl", N)
     summaries = {}
@@ -66,8 +61,7 @@ def _trace_texts(out: Path) -> list[str]:
     return pq.read_table(out / "traces", columns=["trace"])["trace"].to_pylist()
 
 
-def test_a_base_that_cannot_be_opened_stops_the_job_with_its_error(cluster, settings: Settings,
-                                                                   tmp_path: Path) -> None:
+def test_a_base_that_cannot_be_opened_stops_the_job_with_its_error(settings: Settings, tmp_path: Path) -> None:
     job = _job(settings, "tasks").override(kb={"spec": "local"}, data_dir=tmp_path / "no-data",
                                            cache_dir=tmp_path / "cache")
     with pytest.raises(KifqaError), actor_pools(job):

@@ -1,10 +1,21 @@
-"""The trace's typed parts survive its JSON: the error kind and the constraint outcomes."""
+"""The trace's typed parts survive its JSON: the error kind and the constraint outcomes; its dict is asdict's."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
-from kifqa.types import ConstraintOutcome, ConstraintResult, ErrorKind, Pattern, Trace
+from kifqa.types import (
+    Candidate,
+    ConstraintOutcome,
+    ConstraintResult,
+    ErrorKind,
+    FilterRun,
+    LLMCall,
+    Pattern,
+    Relation,
+    Trace,
+)
 
 
 def test_error_kind_and_constraints_round_trip_through_json() -> None:
@@ -24,3 +35,17 @@ def test_a_trace_written_before_kinds_reads_without_them() -> None:
            "notes": ["constraint (?x | country | portugal): kept 1 of 3 answers"]}
     trace = Trace.from_dict(old)
     assert trace.error_kind is None and trace.constraints == [] and trace.error_step == "draft"
+
+
+def test_to_dict_is_what_asdict_gives_with_its_enums_as_values() -> None:
+    trace = Trace("q", "who directed jaws", kb="local", model="m", draft=[Pattern("jaws", "director", "?x")],
+                  candidates=[Candidate(id="Q189875", label="Jaws", aliases=("Jaws (film)",), score=3.9)],
+                  options=[Relation(entity="Q189875", property="P57", direction="forward")],
+                  filters=[FilterRun(relation=Relation(entity="Q189875", property="P57", direction="forward"),
+                                     filter="Filter(...)", sparql="SELECT ...", n_statements=1, seconds=0.01)],
+                  llm_calls=[LLMCall(step="draft", prompt_tokens=12)], timings={"total": 0.5})
+    trace.constraints.append(ConstraintOutcome(constraint=trace.draft[0], result=ConstraintResult.UNMET, kept=0, of=1))
+    trace.fail(ErrorKind.ABSTAINED, "none fits", step="relations")
+    expected = dataclasses.asdict(trace) | {"error_kind": "abstained"}
+    expected["constraints"] = [{**c, "result": "unmet"} for c in expected["constraints"]]
+    assert trace.to_dict() == expected and type(trace.to_dict()["candidates"][0]["aliases"]) is tuple
