@@ -248,6 +248,7 @@ def _run_shards(settings: Settings, output: RunFolder, todo: list[Shard], pools:
     ctx = TaskContext(job=uuid.uuid4().hex, settings=settings, out=str(output.root), kb=pools.kb,
                       open_kb=pools.open_kb, llm=pools.llm, pipeline=pipeline, progress=counter)
     task = ray.remote(run_shard).options(num_cpus=0, max_retries=b.task_max_retries)
+    max_tasks = b.max_task_count(cpus=cluster_cpus())
     busy, kb, blocks = pools.llm_busy_seconds(), pools.kb_stats(), pools.blocks()
     start = time.perf_counter()
     total = sum(len(s.rows) if s.redo is None else len(s.redo) for s in todo)
@@ -256,7 +257,7 @@ def _run_shards(settings: Settings, output: RunFolder, todo: list[Shard], pools:
         pending: dict[ObjectRef[Any], int] = {}
         next_look = time.perf_counter() + _LOOK_S
         while queue or pending:
-            while queue and len(pending) < b.max_tasks:
+            while queue and len(pending) < max_tasks:
                 shard = queue.popleft()
                 pending[task.remote(shard, ctx)] = shard.index
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)

@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 
 from kifqa.batch import Pools, actor_pools, run_job
 from kifqa.batch.kbpool import kb_in_tasks
+from kifqa.batch.llmpool import cluster_cpus
 from kifqa.bench.wdqs_like import WDQSLike
 from kifqa.cli.options import load_settings
 from kifqa.config import WDQS_LIMIT, Settings
@@ -213,7 +214,7 @@ def measure(settings: Settings, corpus: Path, out: Path) -> dict[str, object]:
         "questions": summary.questions, "errors": summary.errors, "answered": summary.answered,
         "kb": "opened in each task" if kb_in_tasks(settings) else f"{settings.batch.kb_actors} KB actor(s)",
         "llm_actors": settings.batch.llm_actors,
-        "shard_size": settings.batch.shard_size, "max_tasks": settings.batch.max_tasks,
+        "shard_size": settings.batch.shard_size, "max_tasks": settings.batch.max_task_count(cpus=cluster_cpus()),
         "task_concurrency": settings.batch.task_concurrency, "cpus": os.cpu_count(),
         "seconds": round(wall, 2), "questions_per_s": round(summary.ran / wall, 2),
         "cpu_ms_per_question": {k: round(1000 * v / q, 2) for k, v in used.items()},
