@@ -266,8 +266,8 @@ class BatchSettings(Section):
     def max_task_count(self, *, cpus: int | None = None) -> int:
         """``max_tasks``, with ``auto`` resolved: one shard task per core of the ``cpus`` (default: this
         machine's). A task spends its CPU on its questions' embeddings, knowledge-base lookups and traces;
-        more tasks than cores only take turns on them (on 2 cores, 4 tasks of 16 questions ran the gold
-        model at 59 q/s, 2 of 32 at 78; docs/batch.md)."""
+        more tasks than cores only take turns on them (on 2 cores the gold model ran 78 q/s with 2 tasks of 32
+        questions, 59 with 4 of 32; docs/batch.md)."""
         if self.max_tasks != "auto":
             return self.max_tasks
         return max(1, cpus or os.cpu_count() or 1)
