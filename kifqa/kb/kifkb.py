@@ -213,10 +213,10 @@ class KifKnowledgeBase(KnowledgeBase):
         """The search's hits for ``text`` in its order, unscored. KIF's search plugin over this base's own
         label index (:class:`~kifqa.kb.search.LocalSearch`) is read directly: the same hits, without
         building a KIF entity and descriptor for each only to read their strings back."""
-        if isinstance(self.search, LocalSearch) and self.index is not None:
+        if isinstance(self.search, LocalSearch):
             return [Candidate(id=ids.to_id(ids.to_iri(h.entry.id)), label=h.entry.label,
                               aliases=tuple(sorted(set(h.entry.aliases))), description=h.entry.description)
-                    for h in self.index.search("property" if properties else "item", text, limit)]
+                    for h in self.search.index.search("property" if properties else "item", text, limit)]
         find = self.search.aproperty_descriptor if properties else self.search.aitem_descriptor
         return [_candidate(entity, desc) for entity, desc in await _collect(find(text, limit=limit))]
 
