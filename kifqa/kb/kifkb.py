@@ -22,8 +22,10 @@ from kif_lib import (
     DescriptionProperty,
     ExternalId,
     Filter,
+    ItemDatatype,
     LabelProperty,
     Property,
+    PropertyDatatype,
     Quantity,
     Search,
     Statement,
@@ -32,7 +34,7 @@ from kif_lib import (
     Text,
     Time,
 )
-from kif_lib.model import Entity, Item, OrFingerprint, Value, ValueSnak
+from kif_lib.model import Entity, OrFingerprint, Value
 from kif_lib.store.mixer import MixerStore
 
 from kifqa.config import KBSettings
@@ -46,7 +48,17 @@ from kifqa.kb.guard import Guard, RequestGate
 from kifqa.kb.http import check_results
 from kifqa.kb.index import LabelIndex
 from kifqa.kb.search import LocalSearch, check_query
-from kifqa.kb.sparql import BatchQuery, BatchShapes, BoundQuery, Projection, ShapeCompiler, compile_filter, sparql_store
+from kifqa.kb.sparql import (
+    BatchQuery,
+    BatchShapes,
+    BoundQuery,
+    Projection,
+    Row,
+    ShapeCompiler,
+    compile_filter,
+    row_of,
+    sparql_store,
+)
 from kifqa.types import Candidate, Direction, Fact
 
 T = TypeVar("T")
@@ -99,6 +111,7 @@ class KifKnowledgeBase(KnowledgeBase):
         self._coalescer: Coalescer[_Group, _Key, Any] = Coalescer(
             self._run_batch, size=settings.batch_size, wait_s=settings.batch_wait_s)
         self._label_cache: dict[str, str] = {}
+        self._properties: dict[tuple[str | None, Datatype | None], Property] = {}
         self._closed = False
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"kifqa-kb[{spec}]", daemon=True)
@@ -259,7 +272,7 @@ class KifKnowledgeBase(KnowledgeBase):
         if self._shapes is None:
             return await self._filter(make(e))
         bound = self._shapes.bind(make, e, projection=Projection.ALL, limit=limit + 1, distinct=True)
-        found = await self._guard.run("filter", lambda: self._select(bound))
+        found = [row_of(s) for s in await self._guard.run("filter", lambda: self._select(bound))]
         return await self._labelled(found[:limit], f=make(e), sparql=bound.sparql, truncated=len(found) > limit)
 
     async def _batched_facts(self, e: Entity, p: Property, direction: Direction) -> FilterResult:
@@ -305,13 +318,13 @@ class KifKnowledgeBase(KnowledgeBase):
                                                  self._run_batch(group, keys[half:]))
             return first + second
         name = f"batch {hashlib.sha1(query.query.encode()).hexdigest()[:12]} of {len(keys)} lookups"
-        found: dict[tuple[str, str], list[Any]] = {}
+        found: dict[tuple[Any, Any], list[Any]] = {}
         for row in rows:
-            entity = row.subject if direction == "forward" else row.snak.value
+            entity = row.subject if direction == "forward" else row.value
             if kind == "properties_of":
-                found.setdefault((entity.iri.content, ""), []).append(row.snak.property)
+                found.setdefault((entity, ""), []).append(self._property(row.property, row.datatype))
             else:
-                found.setdefault((entity.iri.content, row.snak.property.iri.content), []).append(row)
+                found.setdefault((entity, row.property), []).append(row)
         results: list[Any] = []
         for e, p in keys:
             mine = found.get((e.iri.content, p.iri.content if p is not None else ""), [])
@@ -334,9 +347,17 @@ class KifKnowledgeBase(KnowledgeBase):
         assert self._shapes is not None and p is not None
         make = _facts_filter(direction, {"property": p, "snak_mask": Filter.VALUE_SNAK, **self._masks})
         bound = self._shapes.bind(make, e, projection=Projection.ALL, limit=limit + 1, distinct=True)
-        return await self._guard.run("filter", lambda: self._select(bound)), ""
+        return [row_of(s) for s in await self._guard.run("filter", lambda: self._select(bound))], ""
 
-    async def _select_batch(self, query: BatchQuery) -> list[Any]:
+    def _property(self, iri: str | None, datatype: Datatype | None) -> Property:
+        """The KIF property of a row (one object per property and datatype: building one costs ~40 µs)."""
+        assert iri is not None  # the query asks for the property
+        key = (iri, datatype)
+        if key not in self._properties:
+            self._properties[key] = Property(iri, datatype)
+        return self._properties[key]
+
+    async def _select_batch(self, query: BatchQuery) -> list[Row]:
         assert self._batch_shapes is not None
         return query.read(await self._batch_shapes.store.backend.aselect(query.query, self.settings.timeout_s))
 
@@ -350,13 +371,13 @@ class KifKnowledgeBase(KnowledgeBase):
     async def _filter(self, f: Filter) -> FilterResult:
         limit = self.settings.max_results
         statements, truncated = await self._statements(f, "filter")
-        return await self._labelled(statements, f=f, sparql=compile_filter(self.store, f, limit=limit + 1),
-                                    truncated=truncated)
+        return await self._labelled([row_of(s) for s in statements], f=f,
+                                    sparql=compile_filter(self.store, f, limit=limit + 1), truncated=truncated)
 
-    async def _labelled(self, statements: list[Statement], *, f: Filter, sparql: str, truncated: bool,
+    async def _labelled(self, rows: list[Row], *, f: Filter, sparql: str, truncated: bool,
                         batch: str = "") -> FilterResult:
-        names = await self._labels([ids.to_id(x) for s in statements for x in _entities(s)])
-        facts = tuple(sorted((_fact(s, names) for s in statements), key=lambda x: (x.subject, x.property, x.value)))
+        names = await self._labels([ids.to_id(x) for row in rows for x in _entities(row)])
+        facts = tuple(sorted((_fact(row, names) for row in rows), key=lambda x: (x.subject, x.property, x.value)))
         return FilterResult(facts=facts, filter=repr(f), sparql=sparql, truncated=truncated, batch=batch)
 
     async def _statements(self, f: Filter, kind: str) -> tuple[list[Statement], bool]:
@@ -522,24 +543,27 @@ def _candidate(entity: Entity, desc: Mapping[str, Any]) -> Candidate:
                      description=description.content if description else "")
 
 
-def _entities(s: Statement) -> list[Entity]:
-    assert isinstance(s.snak, ValueSnak)
-    return [s.subject, s.snak.property, *([s.snak.value] if isinstance(s.snak.value, Entity) else [])]
+def _entities(row: Row) -> list[str]:
+    """The IRIs of a statement's subject, property and entity value."""
+    assert row.subject is not None and row.property is not None
+    return [row.subject, row.property, *([row.value] if isinstance(row.value, str) else [])]
 
 
-def _fact(s: Statement, labels: dict[str, str]) -> Fact:
-    assert isinstance(s.snak, ValueSnak)
-    subject, prop = ids.to_id(s.subject), ids.to_id(s.snak.property)
-    value, value_type, value_label = _value(s.snak.value, labels)
+def _fact(row: Row, labels: dict[str, str]) -> Fact:
+    assert row.subject is not None and row.property is not None and row.value is not None
+    subject, prop = ids.to_id(row.subject), ids.to_id(row.property)
+    value, value_type, value_label = _value(row.value, row.datatype, labels)
     return Fact(subject=subject, subject_label=labels.get(subject, subject), property=prop,
                 property_label=labels.get(prop, prop), value=value, value_label=value_label, value_type=value_type)
 
 
-def _value(v: Value, labels: dict[str, str]) -> tuple[str, str, str]:
-    """The (value, value_type, value_label) of a KIF value."""
-    if isinstance(v, Entity):
+def _value(v: str | Value, datatype: Datatype | None, labels: dict[str, str]) -> tuple[str, str, str]:
+    """The (value, value_type, value_label) of a row's value: an entity's IRI (its kind the ``datatype``'s),
+    or a KIF value."""
+    if isinstance(v, str):
         id = ids.to_id(v)
-        kind = "item" if isinstance(v, Item) else "property" if isinstance(v, Property) else "iri"
+        kind = ("item" if isinstance(datatype, ItemDatatype) else "property" if isinstance(datatype, PropertyDatatype)
+                else "iri")
         return id, kind, labels.get(id, id)
     if isinstance(v, IRI):
         return v.content, "iri", v.content

@@ -7,12 +7,14 @@ import itertools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-from kif_lib import Filter, Statement, Store, VariablePattern
+from kif_lib import Datatype, Filter, Statement, Store, VariablePattern
 from kif_lib.compiler.sparql import SPARQL_FilterCompiler
+from kif_lib.compiler.sparql.mapping import SPARQL_Mapping
+from kif_lib.compiler.sparql.mapping.wikidata import WikidataMapping
 from kif_lib.compiler.sparql.results import SPARQL_Results
-from kif_lib.model import Entity, OrFingerprint, Property, ValueSnak
+from kif_lib.model import Entity, OrFingerprint, Property, Value, ValueSnak
 from kif_lib.store.mixer import MixerStore
 from kif_lib.store.sparql.sparql_core import _CoreSPARQL_Store
 
@@ -172,23 +174,123 @@ def _stand_in(entity: Entity, name: str = _STAND_IN) -> Entity:
     return type(entity)(iri[:cut] + head + name)
 
 
+class Row(NamedTuple):
+    """A value statement read from a SPARQL result without building KIF objects for it: entity IRIs as strings,
+    a literal value as KIF's value. A part a projected query does not ask is ``None``."""
+
+    #: The subject entity's IRI.
+    subject: str | None
+    #: The property's IRI.
+    property: str | None
+    #: The property's datatype (for an entity value, the value's: an item's, a property's or a lexeme's).
+    datatype: Datatype | None
+    #: An entity value's IRI, or a literal value.
+    value: str | Value | None
+
+
+def row_of(statement: Any) -> Row:
+    """The :class:`Row` of a KIF statement, or of a statement template whose open parts are left ``None``."""
+    snak = statement.snak
+    prop = snak.property
+    subject = statement.subject.iri.content if isinstance(statement.subject, Entity) else None
+    property, datatype = (prop.iri.content, prop.range) if isinstance(prop, Property) else (None, None)
+    value = getattr(snak, "value", None)
+    if isinstance(value, Entity):
+        return Row(subject, property, value.datatype, value.iri.content)
+    return Row(subject, property, datatype, value if isinstance(value, Value) else None)
+
+
+class RowReader:
+    """Reads a compiled filter's SPARQL results as :class:`Row` s.
+
+    KIF's result builder takes ~100-250 µs a row, most of it building and checking KIF objects. Where the
+    store's mapping checks entity IRIs without changing or refusing any (KIF's Wikidata mapping, not strict,
+    no IRI replacement), a row of IRIs only is read by a *recipe* instead: which of the row's variables
+    gives the subject, the property and the value, and the datatype, learnt from KIF's own reading of the
+    first such row of the same query branch. Every other row (literals, other mappings) is read by KIF.
+    """
+
+    def __init__(self, compiler: SPARQL_FilterCompiler) -> None:
+        self.compiler = compiler
+        self.fast = _checks_no_iri(compiler.mapping)
+        #: (branch, variables) -> the recipe (the variables of subject, property and value; the datatype);
+        #: ``None``: KIF reads that branch's rows.
+        self._recipes: dict[tuple[str, tuple[str, ...]], tuple[str | None, str | None, str | None, Any] | None] = {}
+
+    def read(self, result: SPARQL_Results) -> list[Row]:
+        """The rows of ``result``, in its order."""
+        push = self.compiler.build_results()
+        variable = self.compiler.pattern.variable  # type: ignore[attr-defined]  # a filter compiles to a VariablePattern
+        out: list[Row] = []
+        for binding in result.get("results", {}).get("bindings", []):
+            key = self._key(binding) if self.fast else None
+            recipe = self._recipes.get(key) if key is not None else None
+            if recipe is not None:
+                s, p, v, datatype = recipe
+                out.append(Row(s and binding[s]["value"], p and binding[p]["value"], datatype,
+                               v and binding[v]["value"]))
+                continue
+            rows = [row_of(variable.instantiate(theta)) for theta in push(binding) or ()]
+            if key is not None and key not in self._recipes and len(rows) == 1:
+                self._learn(key, binding, rows[0])
+            out += rows
+        out += [row_of(variable.instantiate(theta)) for theta in push({}) or ()]  # what KIF holds back, if anything
+        return out
+
+    @staticmethod
+    def _key(binding: dict[str, Any]) -> tuple[str, tuple[str, ...]] | None:
+        """A row's branch (its one literal, the integer KIF binds to name the branch) and variables; ``None``
+        unless every other term is an IRI."""
+        branch = None
+        for term in binding.values():
+            if term["type"] == "uri":
+                continue
+            if branch is not None or term["type"] != "literal" or term.get("datatype") != _XSD_INTEGER:
+                return None
+            branch = term["value"]
+        return (branch, tuple(sorted(binding))) if branch is not None else None
+
+    def _learn(self, key: tuple[str, tuple[str, ...]], binding: dict[str, Any], row: Row) -> None:
+        """Remembers how ``row`` (KIF's reading of ``binding``) comes from its variables; a part that is
+        not one variable's IRI leaves the branch to KIF."""
+        parts: list[str | None] = []
+        for part in (row.subject, row.property, row.value):
+            if part is None:
+                parts.append(None)
+                continue
+            names = [name for name, term in binding.items() if term["type"] == "uri" and term["value"] == part]
+            if not names:  # a literal value, or a part the query fixed
+                self._recipes[key] = None
+                return
+            if len(names) > 1:
+                return  # two variables hold the same IRI here: learn from another row
+            parts.append(names[0])
+        self._recipes[key] = (parts[0], parts[1], parts[2], row.datatype)
+
+
+def _checks_no_iri(mapping: SPARQL_Mapping) -> bool:
+    """True if ``mapping`` reads every entity IRI of a result as it is (KIF 0.13's Wikidata mapping, not strict
+    and with no IRI replacement: its checks of item, property and lexeme IRIs then pass any IRI unchanged)."""
+    return (type(mapping) is WikidataMapping and not mapping.options.strict
+            and mapping._repl_item_uri is None and mapping._repl_property_uri is None
+            and mapping._repl_lexeme_uri is None)
+
+
+#: The datatype of the integer KIF binds to name a result's query branch.
+_XSD_INTEGER = "http://www.w3.org/2001/XMLSchema#integer"
+
+
 @dataclass(frozen=True)
 class BatchQuery:
     """One query over many lookups: ``keys`` (entities, or (entity, property) pairs) bound in one
-    ``VALUES`` block, and how to read its results."""
+    ``VALUES`` block, and the reader of its results."""
 
-    compiler: SPARQL_FilterCompiler
+    reader: RowReader
     query: str
 
-    def read(self, result: SPARQL_Results) -> list[Any]:
-        """The statements (or, projected, statement templates) the result gives, by KIF's result builder."""
-        push = self.compiler.build_results()
-        variable = self.compiler.pattern.variable  # type: ignore[attr-defined]  # a filter compiles to a VariablePattern
-        out = []
-        for binding in itertools.chain(result.get("results", {}).get("bindings", []), ({},)):
-            for theta in push(binding) or ():
-                out.append(variable.instantiate(theta))
-        return out
+    def read(self, result: SPARQL_Results) -> list[Row]:
+        """The statements (or, projected, their parts asked) the result gives."""
+        return self.reader.read(result)
 
 
 class BatchShapes:
@@ -205,7 +307,7 @@ class BatchShapes:
     def __init__(self, store: _CoreSPARQL_Store, *, max_shapes: int = 1024) -> None:
         self.store = store
         self.max_shapes = max_shapes
-        self._shapes: dict[tuple[Any, ...], tuple[SPARQL_FilterCompiler, str, tuple[str, str, str, str]] | None] = {}
+        self._shapes: dict[tuple[Any, ...], tuple[RowReader, str, tuple[str, str, str, str]] | None] = {}
 
     def bind(self, make: Callable[[Any, Any], Filter], keys: list[tuple[Entity, Property | None]], *,
              projection: Projection, limit: int) -> BatchQuery | None:
@@ -224,17 +326,17 @@ class BatchShapes:
             self._shapes[key] = shape
         if shape is None or any(_NOT_IN_IRIREF.search(x.iri.content) for k in keys for x in k if x is not None):
             return None
-        compiler, text, (entity_var, prop_var, entity_block, prop_block) = shape
+        reader, text, (entity_var, prop_var, entity_block, prop_block) = shape
         if prop is None:
             rows = " ".join(f"(<{e.iri.content}>)" for e, _ in keys)
-            return BatchQuery(compiler, text.replace(entity_block, f"VALUES ({entity_var}) {{ {rows} }}"))
+            return BatchQuery(reader, text.replace(entity_block, f"VALUES ({entity_var}) {{ {rows} }}"))
         rows = " ".join(f"(<{e.iri.content}> <{p.iri.content}>)" for e, p in keys if p is not None)
-        return BatchQuery(compiler, text.replace(entity_block, f"VALUES ({entity_var} {prop_var}) {{ {rows} }}")
+        return BatchQuery(reader, text.replace(entity_block, f"VALUES ({entity_var} {prop_var}) {{ {rows} }}")
                           .replace(prop_block, ""))
 
     def _compile(self, f: Filter, entities: tuple[Entity, Entity], props: tuple[Entity, Entity] | None,
                  projection: Projection, limit: int
-                 ) -> tuple[SPARQL_FilterCompiler, str, tuple[str, str, str, str]] | None:
+                 ) -> tuple[RowReader, str, tuple[str, str, str, str]] | None:
         compiler, queries = compile_queries(self.store, f, projection=projection, limit=limit, distinct=True)
         if len(queries) != 1:
             return None
@@ -247,4 +349,4 @@ class BatchShapes:
         rest = text.replace(entity[1], "").replace(prop[1], "") if props else text.replace(entity[1], "")
         if _STAND_IN in rest or _STAND_IN_2 in rest:
             return None
-        return compiler, text, (entity[0], prop[0], entity[1], prop[1])
+        return RowReader(compiler), text, (entity[0], prop[0], entity[1], prop[1])
