@@ -140,6 +140,7 @@ class LabelIndex:
         #: Entries read so far (the index is immutable): the same properties are described for
         #: question after question.
         self._entries: dict[str, Entry] = {}
+        self._names: dict[tuple[Kind, str], int] = {}
 
     def close(self) -> None:
         self._con.close()
@@ -227,8 +228,13 @@ class LabelIndex:
             yield 0.0, "any", names, " OR ".join(f'"{t}"' for t in rare)
 
     def _names_with(self, kind: Kind, token: str) -> int:
-        row = self._con.execute(f"SELECT doc FROM {kind}_vocab WHERE term = ?", (token,)).fetchone()
-        return int(row[0]) if row else 0
+        """How many names of ``kind`` hold ``token`` (remembered: common words come back question after
+        question)."""
+        key = (kind, token)
+        if key not in self._names:
+            row = self._con.execute(f"SELECT doc FROM {kind}_vocab WHERE term = ?", (token,)).fetchone()
+            self._names[key] = int(row[0]) if row else 0
+        return self._names[key]
 
     def _max_degree(self, kind: Kind) -> int:
         return int(self._meta[f"max_degree_{kind}"])

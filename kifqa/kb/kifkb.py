@@ -112,6 +112,7 @@ class KifKnowledgeBase(KnowledgeBase):
             self._run_batch, size=settings.batch_size, wait_s=settings.batch_wait_s)
         self._label_cache: dict[str, str] = {}
         self._properties: dict[tuple[str | None, Datatype | None], Property] = {}
+        self._typed: dict[str, Property] = {}
         self._closed = False
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"kifqa-kb[{spec}]", daemon=True)
@@ -133,7 +134,7 @@ class KifKnowledgeBase(KnowledgeBase):
     async def facts(self, entity: str, property: str, direction: Direction) -> FilterResult:
         if direction not in ("forward", "backward"):
             raise KBError(f"direction must be 'forward' or 'backward', not {direction!r}")
-        e, p = ids.entity(entity), typed_property(property, self.index)
+        e, p = ids.entity(entity), self._typed_property(property)
         if self._batch_shapes is not None:
             return await self._run(self._batched_facts(e, p, direction))
         base: dict[str, Any] = {"property": p, "snak_mask": Filter.VALUE_SNAK, **self._masks}
@@ -184,7 +185,7 @@ class KifKnowledgeBase(KnowledgeBase):
             raise KBError("give at least one of subject, property and value")
         f = Filter(
             subject=ids.entity(subject) if isinstance(subject, str) else subject,
-            property=typed_property(property, self.index) if isinstance(property, str) else property,
+            property=self._typed_property(property) if isinstance(property, str) else property,
             value=ids.entity(value) if isinstance(value, str) else value,
             snak_mask=Filter.VALUE_SNAK,
             **self._masks,
@@ -348,6 +349,12 @@ class KifKnowledgeBase(KnowledgeBase):
         make = _facts_filter(direction, {"property": p, "snak_mask": Filter.VALUE_SNAK, **self._masks})
         bound = self._shapes.bind(make, e, projection=Projection.ALL, limit=limit + 1, distinct=True)
         return [row_of(s) for s in await self._guard.run("filter", lambda: self._select(bound))], ""
+
+    def _typed_property(self, id: str) -> Property:
+        """:func:`typed_property` of ``id``, remembered (building it costs ~0.4 ms)."""
+        if id not in self._typed:
+            self._typed[id] = typed_property(id, self.index)
+        return self._typed[id]
 
     def _property(self, iri: str | None, datatype: Datatype | None) -> Property:
         """The KIF property of a row (one object per property and datatype: building one costs ~40 µs)."""
