@@ -66,6 +66,9 @@ T = TypeVar("T")
 #: Entities per KIF label query of a remote knowledge base.
 LABEL_BATCH = 50
 
+#: The name each kind of batched lookup runs under alone (that of its unbatched call, :meth:`KifKnowledgeBase._single`).
+_SINGLE_KINDS = {"properties_of": "properties_of", "facts": "filter"}
+
 #: A batched lookup's group: (kind, direction, the property's datatype for ``facts``).
 _Group = tuple[str, Direction, Any]
 #: A batched lookup: the entity, and the property for ``facts``.
@@ -289,12 +292,14 @@ class KifKnowledgeBase(KnowledgeBase):
 
     # -- batches (on the private loop) ---------------------------------------
 
-    async def _run_batch(self, group: _Group, keys: list[_Key]) -> list[Any]:
+    async def _run_batch(self, group: _Group, keys: list[_Key], *, halved: bool = False) -> list[Any]:
         """The results of one group's lookups ``keys``, by one query when it answers completely; a batch
         that fails or reaches its row cap is split in two and each half run again, so that a bad
-        lookup costs only its own caller."""
+        lookup costs only its own caller (a lookup left alone by a split runs as without batching). A
+        lookup that came alone runs the batch query too (its rows are read without KIF objects) under
+        the unbatched call's name; its error is its own."""
         kind, direction, _ = group
-        if len(keys) == 1:
+        if len(keys) == 1 and halved:
             return [await _outcome(self._single(group, keys[0]))]
         limit = self.settings.max_results
         real = {"property_mask": Filter.PropertyMask.REAL, "snak_mask": Filter.VALUE_SNAK, **self._masks}
@@ -309,16 +314,21 @@ class KifKnowledgeBase(KnowledgeBase):
                                             keys, projection=Projection.ALL, limit=limit + 1)
         if query is None:
             return list(await asyncio.gather(*(_outcome(self._single(group, k)) for k in keys)))
+        alone = len(keys) == 1
         try:
-            rows = await self._guard.run(kind, lambda: self._select_batch(query))
-        except KBError:
+            rows = await self._guard.run(_SINGLE_KINDS[kind] if alone else kind, lambda: self._select_batch(query))
+        except KBError as err:
+            if alone:
+                return [err]
             rows = None
         if rows is None or len(rows) > limit:  # failed, or cut at the batch's cap: halve it
+            if alone:
+                return [await _outcome(self._single(group, keys[0]))]
             half = len(keys) // 2
-            first, second = await asyncio.gather(self._run_batch(group, keys[:half]),
-                                                 self._run_batch(group, keys[half:]))
+            first, second = await asyncio.gather(self._run_batch(group, keys[:half], halved=True),
+                                                 self._run_batch(group, keys[half:], halved=True))
             return first + second
-        name = f"batch {hashlib.sha1(query.query.encode()).hexdigest()[:12]} of {len(keys)} lookups"
+        name = "" if alone else f"batch {hashlib.sha1(query.query.encode()).hexdigest()[:12]} of {len(keys)} lookups"
         found: dict[tuple[Any, Any], list[Any]] = {}
         for row in rows:
             entity = row.subject if direction == "forward" else row.value

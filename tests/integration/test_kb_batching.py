@@ -21,6 +21,7 @@ from kifqa.bench.wdqs_like import WDQSLike
 from kifqa.config import EndpointLimit, Settings
 from kifqa.errors import KBError
 from kifqa.eval.datasets import load_sqwd
+from kifqa.kb import sparql
 from kifqa.kb.kifkb import KifKnowledgeBase
 from kifqa.kb.spec import open_kb
 from tests.fault_proxy import FaultProxy
@@ -88,6 +89,31 @@ def test_a_rejected_lookup_fails_only_its_own_caller(settings, oxigraph_server, 
     assert failed == [x for x in lookups if x[0] == bad[0]] and all(isinstance(f, KBError) for f in facts
                                                                      if isinstance(f, BaseException))
     assert proxy.counts["poison"] >= 2 and proxy.counts["ok"] < len(lookups) / 2, "batches, split around it"
+
+
+def test_a_lookup_alone_costs_what_it_costs_unbatched(settings, oxigraph_server, lookups, monkeypatch):
+    """A lookup with none other in flight runs the batch query alone (its rows read as batch rows): the same
+    facts as without batching, no batch named, one request; rejected, the same error after as many requests."""
+    entity, prop, direction = lookups[3]
+    read = []
+    reader_read = sparql.RowReader.read
+    monkeypatch.setattr(sparql.RowReader, "read", lambda reader, result: read.append(1) or reader_read(reader, result))
+    seen = {}
+    for size in (1, 64):
+        with FaultProxy(oxigraph_server) as proxy:
+            kb = kb_at(proxy.url, settings, batch_size=size)
+            try:
+                found = asyncio.run(kb.facts(entity, prop, direction))
+                requests = len(proxy.requests)
+                proxy.poison = f"<http://www.wikidata.org/entity/{entity}>"
+                with pytest.raises(KBError) as rejected:
+                    asyncio.run(kb.facts(entity, prop, direction))
+            finally:
+                asyncio.run(kb.aclose())
+            error = str(rejected.value).replace(proxy.origin, "PROXY")
+            seen[size] = (found.facts, found.batch, requests, error, proxy.counts["poison"])
+        assert len(read) == (0 if size == 1 else 1), "alone, the lookup's rows are read as a batch's"
+    assert seen[1] == seen[64] and seen[64][0] and seen[64][1] == "" and seen[64][2] == 1
 
 
 def test_a_batch_past_the_row_cut_is_split_and_complete(settings, oxigraph_server, lookups):
