@@ -141,19 +141,20 @@ def _erf(x: np.ndarray) -> np.ndarray:
     """The error function of float32 ``x`` (overwritten), by Eigen's rational approximation."""
     np.clip(x, -4.0, 4.0, out=x)
     x2 = x * x
-    p = x2 * _ALPHA[0]
-    for c in _ALPHA[1:-1]:
-        p += c
-        p *= x2
-    p += _ALPHA[-1]
+    p = _horner(x2, _ALPHA)
     p *= x
-    q = x2 * _BETA[0]
-    for c in _BETA[1:-1]:
-        q += c
-        q *= x2
-    q += _BETA[-1]
-    p /= q
+    p /= _horner(x2, _BETA)
     return p
+
+
+def _horner(x: np.ndarray, coefficients: tuple[np.float32, ...]) -> np.ndarray:
+    """The polynomial with ``coefficients`` (highest power first) at ``x``, in one new array."""
+    out = x * coefficients[0]
+    for c in coefficients[1:-1]:
+        out += c
+        out *= x
+    out += coefficients[-1]
+    return out
 
 
 @functools.cache
