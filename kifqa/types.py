@@ -74,6 +74,12 @@ class Pattern:
         """``forward`` when the known end is the subject (the unknown is the value)."""
         return "backward" if self.subject == UNKNOWN else "forward"
 
+    def with_known(self, label: str) -> Pattern:
+        """The same pattern with ``label`` at its known end."""
+        if self.subject == UNKNOWN:
+            return Pattern(self.subject, self.predicate, label)
+        return Pattern(label, self.predicate, self.object)
+
     def __str__(self) -> str:
         return f"({self.subject} | {self.predicate} | {self.object})"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from kifqa.data.sqwd import read_sqwd
 from kifqa.data.wikidata import read_item_names, read_property_entries
-from kifqa.types import UNKNOWN
+from kifqa.types import UNKNOWN, Pattern
 
 
 @dataclass(frozen=True)
@@ -17,6 +17,12 @@ class Example:
 
     question: str
     draft: str
+
+    def relation(self) -> tuple[str, bool]:
+        """The predicate of the draft's main pattern and whether the unknown is its subject."""
+        first = self.draft.splitlines()[0]
+        pattern = Pattern.parse(first)
+        return (first, False) if pattern is None else (pattern.predicate, pattern.subject == UNKNOWN)
 
 
 def sqwd_pool(data_dir: Path, *, split: str = "train", limit: int | None = None) -> list[Example]:

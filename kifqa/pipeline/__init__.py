@@ -23,7 +23,7 @@ from kifqa.pipeline.clustered import ClusteredExamples
 from kifqa.pipeline.examples import ExampleSource, FixedExamples, RetrievedExamples
 from kifqa.pipeline.recorder import CountingKB, Recorder
 from kifqa.pipeline.vectors import SavedVectors, memo
-from kifqa.types import ErrorKind, Question, Result, Trace
+from kifqa.types import ErrorKind, Pattern, Question, Result, Trace
 
 
 def open_examples(settings: Settings) -> ExampleSource:
@@ -118,6 +118,86 @@ class Pipeline:
         trace.n_answers = len(found)
         return Result(question, found, trace)
 
+    async def _drafted(self, kb: KnowledgeBase, question: str, rec: Recorder, *,
+                       known: list[str] | None) -> list[Pattern]:
+        """The model's draft of ``question`` (its known entity one of ``known``, default any run), parsed."""
+        s = self.settings
+        shots = self.examples.select(question)
+        rec.trace.examples = [e.question for e in shots]
+        out = await rec.generate(self.llm, draft.request(
+            question, shots, constrain=s.constrain_draft, known=known,
+            prefix_key=self.examples.prefix_key(question), shared=self.examples.shared(question)))
+        if out.error:
+            raise StepError(f"model call failed: {out.error}", kind=ErrorKind.MODEL)
+        return await self._parsed(kb, question, draft.complete(out.text, completion_tokens=out.usage.completion_tokens),
+                                  rec)
+
+    async def _parsed(self, kb: KnowledgeBase, question: str, text: str, rec: Recorder) -> list[Pattern]:
+        """The patterns of draft ``text``, the known entity widened where the settings say so."""
+        trace = rec.trace
+        trace.draft_output = text
+        patterns = draft.parse(text)
+        if self.settings.widen_known and (wider := await draft.widened(kb, question, patterns[0].known)):
+            trace.notes.append(f"known entity widened to a longer name in the question: "
+                               f"{patterns[0].known!r} -> {wider!r}")
+            patterns[0] = patterns[0].with_known(wider)
+        trace.draft = patterns
+        return patterns
+
+    async def _linked(self, kb: KnowledgeBase, main: Pattern, trace: Trace) -> entities.Linking:
+        """Step 2 for ``main``, recorded in ``trace``."""
+        s = self.settings
+        linking = await entities.link(kb, main.known, limit=s.search_limit, max_kept=s.max_entities,
+                                      max_near=s.max_near_entities)
+        trace.candidates = linking.candidates
+        trace.entities = [c.id for c in linking.kept]
+        return linking
+
+    async def _ranked(self, kb: KnowledgeBase, question: str, main: Pattern,
+                      linking: entities.Linking) -> list[relations.Option]:
+        """Step 3's options for ``main``'s kept entities, best first."""
+        s = self.settings
+        by_entity = await relations.uses(kb, linking.kept)
+        closeness = None
+        if s.rank_relations == "meaning":
+            properties = list({u.property.id: u.property for us in by_entity.values() for u in us}.values())
+            closeness = await asyncio.to_thread(ranking.closeness, question, main.predicate, properties,
+                                               saved=self.vectors)
+        precedent = None
+        if s.precedent and self.examples.pool is not None:
+            precedent = ranking.precedent(question, self.examples.pool, k=s.precedent)
+        return relations.options(main, linking, by_entity, question=question, closeness=closeness,
+                                 precedent=precedent)
+
+    async def _redrafted(self, kb: KnowledgeBase, question: str, rec: Recorder, main: Pattern,
+                         ranked: list[relations.Option]) -> tuple[list[Pattern], entities.Linking,
+                                                                   list[relations.Option]] | None:
+        """A second draft whose known entity is one of the question's runs that name an item exactly, for a
+        draft whose known entity names none: taken (patterns, linking, options) when its best option
+        scores higher than the first draft's, else ``None`` and the trace as the first draft left it."""
+        runs = await draft.grounded(kb, question)
+        if not runs:
+            return None
+        trace = rec.trace
+        kept = (trace.draft_output, trace.draft, trace.candidates, trace.entities, list(trace.notes))
+        try:
+            patterns = await self._drafted(kb, question, rec, known=runs)
+        except (StepError, draft.DraftError) as err:
+            kept[4].append(f"second draft over exact names failed: {err}")
+            patterns = None
+        if patterns is not None and patterns[0] != main:
+            linking = await self._linked(kb, patterns[0], trace)
+            second = await self._ranked(kb, question, patterns[0], linking) if linking.kept else []
+            first = ranked[0].score if ranked else float("-inf")
+            if second and second[0].score > first:
+                trace.notes.append(f"second draft over exact names taken: {patterns[0]} "
+                                   f"(best option {second[0].score:.3f} against {first:.3f} for {main})")
+                return patterns, linking, second
+            kept[4].append(f"second draft over exact names not taken: {patterns[0]} "
+                           f"(best option {second[0].score if second else float('-inf'):.3f} against {first:.3f})")
+        trace.draft_output, trace.draft, trace.candidates, trace.entities, trace.notes = kept
+        return None
+
     async def _run(self, question: Question, rec: Recorder) -> list:
         trace, s = rec.trace, self.settings
         kb = CountingKB(self.kb, trace)
@@ -134,44 +214,31 @@ class Pipeline:
             text = self.drafts.get(question.id)
             if text is not None:
                 trace.notes.append("draft given (oracle), no model call")
+                patterns = await self._parsed(kb, question.text, text, rec)
             else:
-                shots = self.examples.select(question.text)
-                trace.examples = [e.question for e in shots]
                 known = None
                 if s.constrain_draft and s.ground_draft != "off":
                     known = await draft.grounded(kb, question.text, longest=s.ground_draft == "longest")
-                out = await rec.generate(self.llm, draft.request(
-                    question.text, shots, constrain=s.constrain_draft, known=known,
-                    prefix_key=self.examples.prefix_key(question.text),
-                    shared=self.examples.shared(question.text)))
-                if out.error:
-                    raise StepError(f"model call failed: {out.error}", kind=ErrorKind.MODEL)
-                text = draft.complete(out.text, completion_tokens=out.usage.completion_tokens)
-            trace.draft_output = text
-            patterns = draft.parse(text)
-            trace.draft = patterns
+                patterns = await self._drafted(kb, question.text, rec, known=known)
             main = patterns[0]
 
         with rec.step("entities"):
-            linking = await entities.link(kb, main.known, limit=s.search_limit,
-                                          max_kept=s.max_entities, max_near=s.max_near_entities)
-            trace.candidates = linking.candidates
+            linking = await self._linked(kb, main, trace)
             if not linking.kept:
                 raise StepError(f"no entity found for {main.known!r}", kind=ErrorKind.NO_ENTITY)
-            trace.entities = [c.id for c in linking.kept]
 
         with rec.step("relations"):
-            by_entity = await relations.uses(kb, linking.kept)
-            closeness = None
-            if s.rank_relations == "meaning":
-                properties = list({u.property.id: u.property for us in by_entity.values() for u in us}.values())
-                closeness = await asyncio.to_thread(ranking.closeness, question.text, main.predicate, properties,
-                                                   saved=self.vectors)
-            ranked = relations.options(main, linking, by_entity, question=question.text, closeness=closeness)
+            ranked = await self._ranked(kb, question.text, main, linking)
+            if s.redraft and text is None and s.constrain_draft and not linking.exact:
+                with rec.step("redraft"):
+                    better = await self._redrafted(kb, question.text, rec, main, ranked)
+                if better is not None:
+                    patterns, linking, ranked = better
+                    main = patterns[0]
             if not ranked:
                 raise StepError(f"no statements about {', '.join(trace.entities)}", kind=ErrorKind.NO_STATEMENTS)
             trace.options = [r for o in ranked for r in o.relations()]
-            chosen = relations.obvious(ranked)
+            chosen = relations.obvious(ranked, lead=s.sure_lead)
             if chosen is None:
                 shown = ranked[: s.max_options]
                 out = await rec.generate(self.llm, relations.request(question.text, main, shown, abstain=s.abstain))

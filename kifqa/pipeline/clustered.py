@@ -21,7 +21,6 @@ import numpy as np
 from kifqa.data.pool import Example
 from kifqa.pipeline.embeddings import EmbeddedPool
 from kifqa.pipeline.examples import ExampleSource
-from kifqa.types import UNKNOWN, Pattern
 
 
 class ClusteredExamples(ExampleSource):
@@ -93,13 +92,6 @@ def _clustering(pool: EmbeddedPool, k: int, *, block: int, seed: int,
     return centroids, labels, blocks
 
 
-def relation_of(example: Example) -> tuple[str, bool]:
-    """The predicate of an example's main pattern and whether the unknown is its subject."""
-    first = example.draft.splitlines()[0]
-    pattern = Pattern.parse(first)
-    return (first, False) if pattern is None else (pattern.predicate, pattern.subject == UNKNOWN)
-
-
 def block_of(matrix: np.ndarray, members: np.ndarray, centroid: np.ndarray, pool: list[Example], *,
              size: int) -> list[int]:
     """Pool indices of one cluster's block: the member closest to the centroid for each of the
@@ -109,7 +101,7 @@ def block_of(matrix: np.ndarray, members: np.ndarray, centroid: np.ndarray, pool
     closeness = matrix[members] @ centroid
     by_relation: dict[tuple[str, bool], list[int]] = defaultdict(list)
     for i in members[np.argsort(-closeness)]:
-        by_relation[relation_of(pool[i])].append(int(i))
+        by_relation[pool[i].relation()].append(int(i))
     groups = sorted(by_relation.values(), key=len, reverse=True)
     chosen: list[int] = []
     for turn in range(max(map(len, groups), default=0)):

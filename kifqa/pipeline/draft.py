@@ -7,6 +7,7 @@ import json
 from importlib import resources
 
 from kifqa.data.pool import Example
+from kifqa.data.text import name_key, question_key
 from kifqa.kb.base import KnowledgeBase
 from kifqa.llm.base import ChatRequest, Message
 from kifqa.pipeline.text import ngrams, outermost, spans
@@ -64,6 +65,16 @@ async def grounded(kb: KnowledgeBase, question: str, *, longest: bool = False) -
     if not found:
         return None
     return outermost(found) if longest else found
+
+
+async def widened(kb: KnowledgeBase, question: str, known: str) -> str | None:
+    """The longest run of ``question``'s words, as written, that holds all of ``known``'s words and more and
+    is exactly an item's label or alias in ``kb`` (``iran`` in "the anglo-soviet invasion of iran"); ``None``
+    when no such run is, or when the base cannot tell."""
+    inner, name = f" {question_key(known)} ", name_key(known)
+    wider = [r for r in spans(question) if inner in f" {question_key(r)} " and name_key(r) not in (name, "")]
+    found = await kb.named(wider) if wider and name else None
+    return max(found, key=lambda r: len(question_key(r))) if found else None
 
 
 def request(question: str, examples: list[Example], *, constrain: bool = True, known: list[str] | None = None,

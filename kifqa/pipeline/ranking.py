@@ -10,10 +10,16 @@ the first three for 19 (12) and among the twelve shown for all 22 (18); docs/arc
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
+from kifqa.data.text import name_key
+from kifqa.pipeline.embeddings import EmbeddedPool
 from kifqa.pipeline.vectors import SavedVectors, memo
-from kifqa.types import Candidate
+from kifqa.types import Candidate, Direction
+
+#: A relation as the pool's drafts name it: the name key of the property's label, and its direction.
+NamedRelation = tuple[str, Direction]
 
 
 def property_text(prop: Candidate) -> str:
@@ -31,3 +37,13 @@ def closeness(question: str, predicate: str, properties: Sequence[Candidate], *,
     said, *vectors = memo().vectors([predicate, *map(property_text, properties)], saved=saved)
     query = (asked + said) / 2
     return {p.id: max(0.0, float(v @ query)) for p, v in zip(properties, vectors)}
+
+
+def precedent(question: str, pool: EmbeddedPool, *, k: int) -> dict[NamedRelation, float]:
+    """What questions like ``question`` ask for: each relation's share of the ``k`` pool questions nearest
+    to it (their gold drafts' property and direction)."""
+    votes = Counter[NamedRelation]()
+    for example in pool.nearest(question, k):
+        predicate, backward = example.relation()
+        votes[(name_key(predicate), "backward" if backward else "forward")] += 1
+    return {relation: n / k for relation, n in votes.items()}

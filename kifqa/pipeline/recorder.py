@@ -20,13 +20,15 @@ class Recorder:
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
-        """Times a step; an exception escaping it is attributed to it."""
-        self.current_step = name
+        """Times a step; an exception escaping it is attributed to it (a step inside another gives the
+        outer one back when it ends)."""
+        outer, self.current_step = self.current_step, name
         start = time.perf_counter()
         try:
             yield
         finally:
             self.trace.timings[name] = round(time.perf_counter() - start, 6)
+        self.current_step = outer
 
     async def generate(self, llm: LLM, request: ChatRequest) -> Completion:
         """One model call, recorded in the trace under the current step."""

@@ -42,6 +42,10 @@ NEAR_RANK_STEP = 0.06
 #: :attr:`Option.match` of a property as close in meaning to the question as can be: below an alias.
 MEANING_MATCH = 0.8
 
+#: What an option's score gains when every one of the pool's questions nearest to the question asks for its
+#: property in its direction (:func:`kifqa.pipeline.ranking.precedent`; less in proportion).
+PRECEDENT_WEIGHT = 0.3
+
 
 def wanted_types(question: str) -> frozenset[str]:
     """The value types that answer ``question``: entities, plus dates for "when" and quantities for
@@ -83,7 +87,8 @@ async def uses(kb: KnowledgeBase, entities: list[Candidate]) -> dict[str, list[P
 
 
 def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[PropertyUse]], *,
-            question: str = "", closeness: Mapping[str, float] | None = None) -> list[Option]:
+            question: str = "", closeness: Mapping[str, float] | None = None,
+            precedent: Mapping[tuple[str, Direction], float] | None = None) -> list[Option]:
     """The ways to answer, best first by how well the property names the draft's predicate and whether
     its direction agrees with the draft. A property named exactly (label, then alias) comes first;
     the others rank by ``closeness`` (property id → closeness in meaning to the question,
@@ -109,6 +114,8 @@ def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[Proper
         match = _match(pattern.predicate, use.property, closeness)
         score = match + (0.05 if use.direction == pattern.direction else 0.0)
         score -= 0.0 if linking.exact else NEAR_RANK_STEP * rank[members[0].id]
+        if precedent:
+            score += PRECEDENT_WEIGHT * precedent.get((name_key(use.property.label), use.direction), 0.0)
         option = Option(tuple(members), use.property, use.direction, match, score)
         fits = wanted is None or use.direction == "backward" or use.value_type in wanted or match >= ALIAS_MATCH
         (out if fits else passed_over).append(option)
@@ -133,11 +140,12 @@ def _match(predicate: str, prop: Candidate, closeness: Mapping[str, float] | Non
     return max(named, described)
 
 
-def obvious(ranked: list[Option]) -> Option | None:
-    """The option to take without asking the model: the only one, or the best of those whose
+def obvious(ranked: list[Option], *, lead: float | None = None) -> Option | None:
+    """The option to take without asking the model: the only one; the best of those whose
     property the draft's predicate names exactly, when it is strictly best (a label beats an
-    alias; then the draft's direction, then the search's order of near-match entities)."""
-    if len(ranked) == 1:
+    alias; then the draft's direction, then the search's order of near-match entities); or the first,
+    when its score leads the second's by ``lead`` or more."""
+    if len(ranked) == 1 or (lead is not None and ranked[0].score - ranked[1].score >= lead):
         return ranked[0]
     exact = [o for o in ranked if o.match >= ALIAS_MATCH]
     if len(exact) == 1 or (exact and exact[0].score > exact[1].score):

@@ -33,3 +33,20 @@ def test_all_runs_when_none_links(local_kb: KifKnowledgeBase) -> None:
     assert _grounded(local_kb, "zqxv wkpq") is None
     g = draft.grammar("zqxv wkpq", None)
     assert draft._any_case("zqxv wkpq") in g
+
+
+def _widened(kb: KifKnowledgeBase, question: str, known: str) -> str | None:
+    return asyncio.run(draft.widened(kb, question, known))
+
+
+def test_a_known_entity_inside_a_longer_name_is_widened_to_it(local_kb: KifKnowledgeBase) -> None:
+    question = "Which entity was involved in the anglo-soviet invasion of iran?"
+    assert _widened(local_kb, question, "iran") == "anglo-soviet invasion of iran"
+    assert _widened(local_kb, "which language is used throughout the film  high school musical: el desafío",
+                    "High School Musical") == "high school musical: el desafío"
+
+
+def test_a_known_entity_no_longer_name_holds_is_kept(local_kb: KifKnowledgeBase) -> None:
+    assert _widened(local_kb, "where was sasha vujačić born", "sasha vujačić") is None
+    assert _widened(local_kb, "what country is the sheltering sky from", "sheltering sky") is None  # an article only
+    assert _widened(local_kb, "zqxv wkpq", "zqxv") is None

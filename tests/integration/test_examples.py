@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 from kifqa.data.pool import sqwd_pool
-from kifqa.pipeline.clustered import ClusteredExamples, relation_of
+from kifqa.pipeline.clustered import ClusteredExamples
 from kifqa.pipeline.encoder import load_encoder
 from kifqa.pipeline.examples import RetrievedExamples
 from kifqa.pipeline.vectors import memo
@@ -65,8 +65,8 @@ def test_a_cluster_block_covers_its_most_asked_relations_first(data_dir, tmp_pat
     examples = ClusteredExamples(pool, clusters=4, block=5, cache_dir=tmp_path)
     for c, block in enumerate(examples.blocks):
         members = [pool[i] for i in range(len(pool)) if examples.labels[i] == c]
-        counts = Counter(relation_of(e) for e in members)
-        shown = [relation_of(pool[i]) for i in block]
+        counts = Counter(e.relation() for e in members)
+        shown = [pool[i].relation() for i in block]
         assert len(set(shown)) == min(5, len(counts))   # distinct relations before repeats
         assert counts[shown[-1]] == max(counts.values())  # the most asked one next to the question
 

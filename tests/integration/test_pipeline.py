@@ -6,8 +6,9 @@ import asyncio
 
 import pytest
 
-from kifqa.llm.base import Usage
-from kifqa.pipeline import Pipeline, answers, entities, relations
+from kifqa.config import PipelineSettings
+from kifqa.llm.base import Completion, Usage
+from kifqa.pipeline import Pipeline, answers, draft, entities, relations
 from kifqa.types import ConstraintResult, ErrorKind, Pattern, Question
 from tests.cassette import cassette_llm
 from tests.fakes import ScriptedLLM
@@ -57,6 +58,57 @@ def test_constrained_question(local_kb) -> None:
     [outcome] = result.trace.constraints
     assert (outcome.result, outcome.kept, outcome.of) == (ConstraintResult.APPLIED, 1, 1)
     assert outcome.constraint == result.trace.draft[1]
+
+
+@pytest.mark.parametrize("widen", [True, False])
+def test_a_draft_that_names_part_of_a_title_is_widened_to_the_title(local_kb, widen: bool) -> None:
+    llm = Scripted("(?x | type | autobiography)")
+    settings = PipelineSettings(widen_known=widen)
+    result = asyncio.run(Pipeline(kb=local_kb, llm=llm, settings=settings).answer(
+        Question("w", "what book type is the autobiography of alice b. toklas")))
+    assert result.trace.error is None, result.trace.error
+    found = {a.answer for a in result.answers}
+    if widen:  # the title is an exact label holding the drafted words: its genre is the answer
+        assert result.trace.draft[0].known == "the autobiography of alice b. toklas"
+        assert found == {"Q36279"} and any("widened" in n for n in result.trace.notes)
+    else:
+        assert result.trace.draft[0].known == "autobiography" and "Q36279" not in found
+
+
+class _GroundedScript(ScriptedLLM):
+    """Drafts ``loose`` when the grammar admits it as written, ``grounded`` when it admits only exact names."""
+
+    def __init__(self, loose: str, grounded: str) -> None:
+        super().__init__(pick="1")
+        self.loose, self.grounded, self.drafted = loose, grounded, 0
+
+    async def agenerate(self, requests):
+        out = []
+        for r in requests:
+            if r.grammar is not None and "?x | " in r.grammar:  # a draft request
+                self.drafted += 1
+                loose = draft._any_case("motion picture") in r.grammar
+                out.append(Completion(self.loose if loose else self.grounded, Usage()))
+            else:
+                out.extend(await super().agenerate([r]))
+        return out
+
+
+@pytest.mark.parametrize("redraft", [True, False])
+def test_a_draft_naming_nothing_exactly_is_drafted_again_over_exact_names(local_kb, redraft: bool) -> None:
+    """"motion picture" names no item; the question's exact names include a film's title, whose genre
+    property the second draft's predicate names: that draft is taken."""
+    llm = _GroundedScript("(?x | genre | motion picture)", "(a place in the sun | genre | ?x)")
+    result = asyncio.run(Pipeline(kb=local_kb, llm=llm, settings=PipelineSettings(redraft=redraft)).answer(
+        Question("r", "What kind of motion picture is a place in the sun")))
+    assert result.trace.error is None, result.trace.error
+    found = {a.answer for a in result.answers}
+    if redraft:
+        assert llm.drafted == 2 and str(result.trace.draft[0]) == "(a place in the sun | genre | ?x)"
+        assert found == {"Q1054574"} and any("second draft over exact names taken" in n for n in result.trace.notes)
+        assert [c.step for c in result.trace.llm_calls][:2] == ["draft", "redraft"]
+    else:
+        assert llm.drafted == 1 and "Q1054574" not in found
 
 
 def test_no_entity_found(pipeline) -> None:

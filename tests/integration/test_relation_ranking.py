@@ -6,11 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from kifqa.data.pool import sqwd_pool
 from kifqa.kb.base import PropertyUse
 from kifqa.pipeline import relations
+from kifqa.pipeline.embeddings import EmbeddedPool
 from kifqa.pipeline.encoder import load_encoder
 from kifqa.pipeline.entities import Linking
 from kifqa.pipeline.ranking import closeness as meaning
+from kifqa.pipeline.ranking import precedent
 from kifqa.pipeline.vectors import SavedVectors, memo
 from kifqa.types import Candidate, Pattern
 
@@ -124,3 +127,41 @@ def test_a_pipeline_with_fixed_examples_still_embeds_its_questions_in_one_batch(
     Pipeline(kb=None, llm=None, examples=FixedExamples(),  # type: ignore[arg-type]
              settings=PipelineSettings(rank_relations="names")).prepare([Question("x", "who wrote x?")])
     assert calls == [], "ranking by names needs no embedding"
+
+
+EVANS = Candidate(id="Q6805301", label="Medford Bryan Evans")
+PERSON_PROPERTIES = [
+    Candidate(id="P27", label="country of citizenship",
+              description="the object is a country that recognizes the subject as its citizen"),
+    Candidate(id="P112", label="founder", description="founder or co-founder of this organization, religion, place or entity"),
+    Candidate(id="P19", label="place of birth",
+              description="most specific known birth location of a person, animal or fictional character"),
+    Candidate(id="P172", label="ethnic group", description="subject's ethnicity"),
+]
+
+
+def test_what_similar_questions_ask_for_lifts_its_option(data_dir, tmp_path) -> None:
+    """The pool questions nearest to the question vote for the relations they ask; their votes move a
+    country-of-a-person relation above "founder", which meaning alone puts first."""
+    pool = EmbeddedPool(sqwd_pool(data_dir, limit=2000), cache_dir=tmp_path)
+    question, pattern = "What country is medford bryan evans from", Pattern("medford bryan evans", "country of origin", "?x")
+    votes = precedent(question, pool, k=20)
+    assert sum(votes.values()) == pytest.approx(1.0)
+    assert votes.get(("place of birth", "forward"), 0) + votes.get(("country of citizenship", "forward"), 0) >= 0.5
+    closeness = meaning(question, pattern.predicate, PERSON_PROPERTIES)
+    by_entity = {EVANS.id: [PropertyUse(property=p, direction="forward") for p in PERSON_PROPERTIES]}
+    linking = Linking("x", [EVANS], [EVANS], True)
+    alone = relations.options(pattern, linking, by_entity, question=question, closeness=closeness)
+    voted = relations.options(pattern, linking, by_entity, question=question, closeness=closeness, precedent=votes)
+    assert alone[0].property.id == "P112"
+    assert voted[0].property.id in {"P19", "P27"} and voted[0].score > alone[0].score
+
+
+def test_a_clear_lead_is_taken_without_the_model() -> None:
+    def option(pid: str, score: float) -> relations.Option:
+        return relations.Option((EVANS,), Candidate(id=pid, label=pid), "forward", 0.0, score)
+
+    close, clear = [option("P19", 0.30), option("P27", 0.25)], [option("P19", 0.40), option("P27", 0.25)]
+    assert relations.obvious(close) is None and relations.obvious(clear) is None
+    assert relations.obvious(close, lead=0.1) is None
+    assert relations.obvious(clear, lead=0.1) is clear[0]
