@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping
 
 from kifqa.config import PipelineSettings, Settings
-from kifqa.data.pool import sqwd_pool
+from kifqa.data.pool import Example, sqwd_pool
 from kifqa.data.text import words
 from kifqa.errors import KBError
 from kifqa.kb.base import KnowledgeBase
@@ -77,6 +77,8 @@ class Pipeline:
         self.settings = settings or PipelineSettings()
         self.drafts = drafts or {}
         self.vectors = vectors
+        #: The pool questions nearest to each prepared question (:attr:`PipelineSettings.precedent`).
+        self._neighbours: dict[str, list[Example]] = {}
 
     def with_drafts(self, drafts: Mapping[str, str]) -> Pipeline:
         """The same pipeline, with ``drafts`` (question id → draft text) given instead of the model's."""
@@ -98,6 +100,8 @@ class Pipeline:
         self.examples.prepare(texts)
         if self.settings.rank_relations == "meaning":
             memo().vectors(texts)  # a dict lookup each where the examples have just embedded them
+        if self.settings.precedent and self.examples.pool is not None:
+            self._neighbours = dict(zip(texts, self.examples.pool.nearest_many(texts, self.settings.precedent)))
 
     async def answer(self, question: Question | str) -> Result:
         """The answers and trace of ``question``; never raises (errors land in the trace)."""
@@ -165,7 +169,8 @@ class Pipeline:
                                                saved=self.vectors)
         precedent = None
         if s.precedent and self.examples.pool is not None:
-            precedent = ranking.precedent(question, self.examples.pool, k=s.precedent)
+            neighbours = self._neighbours.get(question) or self.examples.pool.nearest(question, s.precedent)
+            precedent = ranking.precedent(neighbours)
         return relations.options(main, linking, by_entity, question=question, closeness=closeness,
                                  precedent=precedent)
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
+from kifqa.data.pool import Example
 from kifqa.data.text import name_key
-from kifqa.pipeline.embeddings import EmbeddedPool
 from kifqa.pipeline.vectors import SavedVectors, memo
 from kifqa.types import Candidate, Direction
 
@@ -39,11 +39,11 @@ def closeness(question: str, predicate: str, properties: Sequence[Candidate], *,
     return {p.id: max(0.0, float(v @ query)) for p, v in zip(properties, vectors)}
 
 
-def precedent(question: str, pool: EmbeddedPool, *, k: int) -> dict[NamedRelation, float]:
-    """What questions like ``question`` ask for: each relation's share of the ``k`` pool questions nearest
-    to it (their gold drafts' property and direction)."""
+def precedent(neighbours: Sequence[Example]) -> dict[NamedRelation, float]:
+    """What a question asks for, judged by the pool questions nearest to it (``neighbours``): each
+    relation's share of them (their gold drafts' property and direction)."""
     votes = Counter[NamedRelation]()
-    for example in pool.nearest(question, k):
+    for example in neighbours:
         predicate, backward = example.relation()
         votes[(name_key(predicate), "backward" if backward else "forward")] += 1
-    return {relation: n / k for relation, n in votes.items()}
+    return {relation: n / len(neighbours) for relation, n in votes.items()}

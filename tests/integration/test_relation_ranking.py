@@ -145,7 +145,8 @@ def test_what_similar_questions_ask_for_lifts_its_option(data_dir, tmp_path) -> 
     country-of-a-person relation above "founder", which meaning alone puts first."""
     pool = EmbeddedPool(sqwd_pool(data_dir, limit=2000), cache_dir=tmp_path)
     question, pattern = "What country is medford bryan evans from", Pattern("medford bryan evans", "country of origin", "?x")
-    votes = precedent(question, pool, k=20)
+    votes = precedent(pool.nearest(question, 20))
+    assert pool.nearest_many(["who wrote x?", question], 20)[1] == pool.nearest(question, 20)
     assert sum(votes.values()) == pytest.approx(1.0)
     assert votes.get(("place of birth", "forward"), 0) + votes.get(("country of citizenship", "forward"), 0) >= 0.5
     closeness = meaning(question, pattern.predicate, PERSON_PROPERTIES)
