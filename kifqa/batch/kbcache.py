@@ -54,6 +54,7 @@ DECODE: dict[str, Callable[[Any], Any]] = {
                                truncated=d["truncated"]),
     "facts": _filter_result,
     "labels": dict,
+    "named": lambda names: names,  # a list, or None where the base cannot tell
 }
 
 

@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 import kifqa.api
-from kifqa.config import PipelineSettings
 from kifqa.cli import cli
+from kifqa.config import PipelineSettings
 from kifqa.eval.datasets import GoldExtender, load_sqwd
 from kifqa.eval.evaluation import About, Evaluation
 from kifqa.eval.report import PLOTS

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from kifqa.batch.kbcache import MISS, KBCache, encode
-from kifqa.batch.kbpool import _namespace
+from kifqa.batch.kbpool import _CALLS, _namespace
 from kifqa.config import Settings
 from kifqa.data import paths
 from kifqa.kb.build import build
@@ -46,13 +46,15 @@ def test_every_call_result_round_trips_as_json(tiny_settings: Maker, tmp_path: P
     kb = open_kb("local", settings)
     cache = KBCache(tmp_path / "cache", _namespace(settings, kb))
     try:
-        for call, args in [("search_entities", ("alpha",)), ("search_properties", ("located",)),
-                           ("properties_of", ("Q1",)), ("facts", ("Q1", "P10", "forward")), ("labels", (["Q1", "Q2"],))]:
+        calls = [("search_entities", ("alpha",)), ("search_properties", ("located",)), ("properties_of", ("Q1",)),
+                 ("facts", ("Q1", "P10", "forward")), ("labels", (["Q1", "Q2"],)), ("named", (["alpha", "zqxv"],))]
+        assert {call for call, _ in calls} == _CALLS, "every call a KB actor serves is cached"
+        for call, args in calls:
             fresh, hit = _answer(cache, kb, call, *args)
             again, hit_again = _answer(cache, kb, call, *args)
             assert (hit, hit_again) == (False, True) and again == fresh, call
         rows = [v for (v,) in sqlite3.connect(cache.path).execute("SELECT value FROM results")]
-        assert len(rows) == 5 and all(json.loads(v) is not None for v in rows)  # data only, no pickles
+        assert len(rows) == len(calls) and all(json.loads(v) is not None for v in rows)  # data only, no pickles
     finally:
         cache.close()
         asyncio.run(kb.aclose())

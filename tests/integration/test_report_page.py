@@ -113,6 +113,15 @@ class Page:
     def open_first_row(self) -> str:
         row = self.page.locator(".tabulator-row").first
         qid = row.locator('.tabulator-cell[tabulator-field="id"]').inner_text()
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+        for _ in range(2):  # a click that lands while the table redraws after a filter is lost: click again
+            row.click()
+            try:
+                self.page.wait_for_selector(f'#trace[data-id="{qid}"]', timeout=10_000)
+                return qid
+            except PlaywrightTimeout:
+                pass
         row.click()
         self.page.wait_for_selector(f'#trace[data-id="{qid}"]')
         return qid
