@@ -49,7 +49,7 @@ demo: setup runs/demo-questions.jsonl
 	$(BIN)/kifqa kb build
 	$(BIN)/kifqa model fetch
 	$(BIN)/kifqa model warm
-	$(BIN)/kifqa run runs/demo-questions.jsonl --out runs/demo
+	$(BIN)/kifqa run runs/demo-questions.jsonl --out runs/demo --no-resume
 
 bench: setup
 	$(BIN)/kifqa bench kb
