@@ -184,23 +184,26 @@ class Pipeline:
         if not runs:
             return None
         trace = rec.trace
-        kept = (trace.draft_output, trace.draft, trace.candidates, trace.entities, list(trace.notes))
+        first_draft = (trace.draft_output, trace.draft, trace.candidates, trace.entities, list(trace.notes))
+        outcome = None  # a second draft the same as the first goes unremarked
         try:
             patterns = await self._drafted(kb, question, rec, known=runs)
         except (StepError, draft.DraftError) as err:
-            kept[4].append(f"second draft over exact names failed: {err}")
-            patterns = None
-        if patterns is not None and patterns[0] != main:
-            linking = await self._linked(kb, patterns[0], trace)
-            second = await self._ranked(kb, question, patterns[0], linking) if linking.kept else []
-            first = ranked[0].score if ranked else float("-inf")
-            if second and second[0].score > first:
-                trace.notes.append(f"second draft over exact names taken: {patterns[0]} "
-                                   f"(best option {second[0].score:.3f} against {first:.3f} for {main})")
-                return patterns, linking, second
-            kept[4].append(f"second draft over exact names not taken: {patterns[0]} "
-                           f"(best option {second[0].score if second else float('-inf'):.3f} against {first:.3f})")
-        trace.draft_output, trace.draft, trace.candidates, trace.entities, trace.notes = kept
+            outcome = f"failed: {err}"
+        else:
+            if patterns[0] != main:
+                linking = await self._linked(kb, patterns[0], trace)
+                second = await self._ranked(kb, question, patterns[0], linking) if linking.kept else []
+                first = ranked[0].score if ranked else float("-inf")
+                best = second[0].score if second else float("-inf")
+                if best > first:
+                    trace.notes.append(f"second draft over exact names taken: {patterns[0]} "
+                                       f"(best option {best:.3f} against {first:.3f} for {main})")
+                    return patterns, linking, second
+                outcome = f"not taken: {patterns[0]} (best option {best:.3f} against {first:.3f})"
+        trace.draft_output, trace.draft, trace.candidates, trace.entities, trace.notes = first_draft
+        if outcome is not None:
+            trace.notes.append(f"second draft over exact names {outcome}")
         return None
 
     async def _run(self, question: Question, rec: Recorder) -> list:
