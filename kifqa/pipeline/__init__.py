@@ -174,13 +174,22 @@ class Pipeline:
         return relations.options(main, linking, by_entity, question=question, closeness=closeness,
                                  precedent=precedent)
 
+    def _unsure(self, linking: entities.Linking, ranked: list[relations.Option]) -> bool:
+        """Whether the first draft calls for a second one (:attr:`PipelineSettings.redraft`,
+        :attr:`PipelineSettings.redraft_below`)."""
+        s = self.settings
+        if not s.constrain_draft:
+            return False
+        low = s.redraft_below is not None and (not ranked or ranked[0].score < s.redraft_below)
+        return low or (s.redraft and not linking.exact)
+
     async def _redrafted(self, kb: KnowledgeBase, question: str, rec: Recorder, main: Pattern,
-                         ranked: list[relations.Option]) -> tuple[list[Pattern], entities.Linking,
-                                                                   list[relations.Option]] | None:
-        """A second draft whose known entity is one of the question's runs that name an item exactly, for a
-        draft whose known entity names none: taken (patterns, linking, options) when its best option
+                         linking: entities.Linking, ranked: list[relations.Option]
+                         ) -> tuple[list[Pattern], entities.Linking, list[relations.Option]] | None:
+        """A second draft whose known entity is one of the question's runs that name an item exactly and
+        are not part of the first draft's: taken (patterns, linking, options) when its best option
         scores higher than the first draft's, else ``None`` and the trace as the first draft left it."""
-        runs = await draft.grounded(kb, question)
+        runs = draft.elsewhere(await draft.grounded(kb, question) or [], main.known, exact=linking.exact)
         if not runs:
             return None
         trace = rec.trace
@@ -237,9 +246,9 @@ class Pipeline:
 
         with rec.step("relations"):
             ranked = await self._ranked(kb, question.text, main, linking)
-            if s.redraft and text is None and s.constrain_draft and not linking.exact:
+            if text is None and self._unsure(linking, ranked):
                 with rec.step("redraft"):
-                    better = await self._redrafted(kb, question.text, rec, main, ranked)
+                    better = await self._redrafted(kb, question.text, rec, main, linking, ranked)
                 if better is not None:
                     patterns, linking, ranked = better
                     main = patterns[0]

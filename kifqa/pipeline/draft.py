@@ -67,6 +67,16 @@ async def grounded(kb: KnowledgeBase, question: str, *, longest: bool = False) -
     return outermost(found) if longest else found
 
 
+def elsewhere(runs: list[str], known: str, *, exact: bool) -> list[str]:
+    """The ``runs`` that are not part of ``known``'s words (``known`` respelled stays, unless it named an item
+    ``exact``-ly as drafted); when every run is, those shorter than ``known``."""
+    key = question_key(known)
+    inner = f" {key} "
+    keys = [question_key(r) for r in runs]
+    outside = [r for r, k in zip(runs, keys) if f" {k} " not in inner or (not exact and k == key)]
+    return outside or [r for r, k in zip(runs, keys) if k != key]
+
+
 async def widened(kb: KnowledgeBase, question: str, known: str) -> str | None:
     """The longest run of ``question``'s words, as written, that holds all of ``known``'s words and more and
     is exactly an item's label or alias in ``kb`` (``iran`` in "the anglo-soviet invasion of iran"); ``None``

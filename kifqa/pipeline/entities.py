@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from kifqa.data.text import name_key
 from kifqa.kb.base import KnowledgeBase
-from kifqa.pipeline.text import relaxed
+from kifqa.pipeline.text import SPELLING_MATCH, relaxed, similarity
 from kifqa.types import Candidate
 
 
@@ -43,4 +43,10 @@ async def link(kb: KnowledgeBase, label: str, *, limit: int = 50, max_kept: int 
     exact = [c for c in candidates if any(name_key(n) == wanted for n in names(c))]
     if exact:
         return Linking(query, candidates, exact[:max_kept], True)
-    return Linking(query, candidates, candidates[:max_near], False)
+    return Linking(query, candidates, typos_first(label, candidates)[:max_near], False)
+
+
+def typos_first(label: str, candidates: list[Candidate]) -> list[Candidate]:
+    """``candidates`` with those named as close as a typo of ``label`` first ("Philip Pullman" for "phillip
+    pullman", before "Phillip Adams"), each part in the search's order."""
+    return sorted(candidates, key=lambda c: similarity(label, c.label, c.aliases) < SPELLING_MATCH)

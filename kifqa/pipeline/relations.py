@@ -12,7 +12,7 @@ from kifqa.data.text import name_key, normalize
 from kifqa.kb.base import KnowledgeBase, PropertyUse
 from kifqa.llm.base import ChatRequest, Message
 from kifqa.pipeline.entities import Linking
-from kifqa.pipeline.text import ALIAS_MATCH, similarity, tokens
+from kifqa.pipeline.text import ALIAS_MATCH, SPELLING_MATCH, similarity, tokens
 from kifqa.types import UNKNOWN, Candidate, ChoiceOption, Direction, Pattern, Relation, RelationChoice
 
 _SYSTEM = resources.files("kifqa.pipeline").joinpath("prompts/choose_system.txt").read_text().strip()
@@ -30,10 +30,6 @@ _ASKS = (
 #: :attr:`Option.match` of a property whose description holds every content word of the draft's
 #: predicate (less in proportion): below a label or alias that names the predicate.
 DESCRIPTION_MATCH = 0.4
-
-#: :func:`similarity` from which a name's spelling counts beside the closeness in meaning (a typo; below,
-#: spelling similarity is noise next to meaning).
-SPELLING_MATCH = 0.7
 
 #: What each place down the search's order of near-match names costs an option's score: more than
 #: agreeing with the draft's direction gains (the draft's direction is a guess, the name is evidence).

@@ -73,6 +73,9 @@ def tokens(text: str) -> frozenset[str]:
 
 #: :func:`similarity` of a text that is exactly a name's label, or exactly one of its aliases.
 LABEL_MATCH, ALIAS_MATCH = 1.0, 0.9
+#: :func:`similarity` from which a name is spelled as close as a typo ("chid" for "child"; below, spelling
+#: similarity is noise next to meaning).
+SPELLING_MATCH = 0.7
 
 
 def similarity(text: str, label: str, aliases: Iterable[str] = ()) -> float:

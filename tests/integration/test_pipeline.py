@@ -76,19 +76,18 @@ def test_a_draft_that_names_part_of_a_title_is_widened_to_the_title(local_kb, wi
 
 
 class _GroundedScript(ScriptedLLM):
-    """Drafts ``loose`` when the grammar admits it as written, ``grounded`` when it admits only exact names."""
+    """Drafts ``first`` for the first draft request and ``second`` for the next, and keeps their grammars."""
 
-    def __init__(self, loose: str, grounded: str) -> None:
+    def __init__(self, first: str, second: str) -> None:
         super().__init__(pick="1")
-        self.loose, self.grounded, self.drafted = loose, grounded, 0
+        self.drafts, self.grammars = [first, second], []
 
     async def agenerate(self, requests):
         out = []
         for r in requests:
             if r.grammar is not None and "?x | " in r.grammar:  # a draft request
-                self.drafted += 1
-                loose = draft._any_case("motion picture") in r.grammar
-                out.append(Completion(self.loose if loose else self.grounded, Usage()))
+                self.grammars.append(r.grammar)
+                out.append(Completion(self.drafts[min(len(self.grammars), 2) - 1], Usage()))
             else:
                 out.extend(await super().agenerate([r]))
         return out
@@ -99,16 +98,40 @@ def test_a_draft_naming_nothing_exactly_is_drafted_again_over_exact_names(local_
     """"motion picture" names no item; the question's exact names include a film's title, whose genre
     property the second draft's predicate names: that draft is taken."""
     llm = _GroundedScript("(?x | genre | motion picture)", "(a place in the sun | genre | ?x)")
-    result = asyncio.run(Pipeline(kb=local_kb, llm=llm, settings=PipelineSettings(redraft=redraft)).answer(
+    settings = PipelineSettings(redraft=redraft, redraft_below=None)
+    result = asyncio.run(Pipeline(kb=local_kb, llm=llm, settings=settings).answer(
         Question("r", "What kind of motion picture is a place in the sun")))
     assert result.trace.error is None, result.trace.error
     found = {a.answer for a in result.answers}
     if redraft:
-        assert llm.drafted == 2 and str(result.trace.draft[0]) == "(a place in the sun | genre | ?x)"
+        assert len(llm.grammars) == 2 and str(result.trace.draft[0]) == "(a place in the sun | genre | ?x)"
+        assert draft._any_case("a place in the sun") in llm.grammars[1]
+        assert draft._any_case("motion picture") not in llm.grammars[1]
         assert found == {"Q1054574"} and any("second draft over exact names taken" in n for n in result.trace.notes)
         assert [c.step for c in result.trace.llm_calls][:2] == ["draft", "redraft"]
     else:
-        assert llm.drafted == 1 and "Q1054574" not in found
+        assert len(llm.grammars) == 1 and "Q1054574" not in found
+
+
+@pytest.mark.parametrize("below", [0.3, None])
+def test_an_unsure_draft_is_drafted_again_over_the_other_exact_names(local_kb, below: float | None) -> None:
+    """A description drafted as the entity finds no option that fits (best score under ``redraft_below``): the
+    second draft's entity is one of the question's exact names outside it, and its options fit better."""
+    llm = _GroundedScript("(?x | retired footballer | english professional footballer)",
+                          "(?x | place of birth | birmingham)")
+    result = asyncio.run(Pipeline(kb=local_kb, llm=llm, settings=PipelineSettings(redraft_below=below)).answer(
+        Question("u", "Which retired English professional footballer was born in birmingham?")))
+    assert result.trace.error is None, result.trace.error
+    found = {a.answer for a in result.answers}
+    gold = {"Q11722970", "Q1387901", "Q15999060"}  # the question's footballers born in Birmingham
+    if below is None:
+        assert len(llm.grammars) == 1 and not found & gold
+        return
+    assert len(llm.grammars) == 2 and gold <= found
+    assert {(r.property, r.direction) for r in result.trace.relations} == {("P19", "backward")}
+    assert draft._any_case("birmingham") in llm.grammars[1]
+    assert draft._any_case("english") not in llm.grammars[1]  # inside the first draft's entity
+    assert any("second draft over exact names taken" in n for n in result.trace.notes)
 
 
 def test_no_entity_found(pipeline) -> None:
@@ -142,6 +165,13 @@ def test_entities_keep_every_exact_name(local_kb) -> None:
 def test_entities_fall_back_to_near_matches(local_kb) -> None:
     linking = asyncio.run(entities.link(local_kb, "wiebke von carolsfeld"))
     assert not linking.exact and "Q2568216" in {c.id for c in linking.kept}  # "Wiebke Carolsfeld"
+
+
+def test_near_matches_spelled_as_a_typo_of_the_label_come_first(local_kb) -> None:
+    linking = asyncio.run(entities.link(local_kb, "phillip pullman"))
+    assert [c.id for c in linking.candidates[:3]] == ["Q543563", "Q16967910", "Q190220"]  # the search's order
+    assert not linking.exact and linking.kept[0].id == "Q190220"  # "Philip Pullman"
+    assert [c.id for c in linking.kept[1:3]] == ["Q543563", "Q16967910"]  # the others in the search's order
 
 
 def test_relations_know_the_real_direction(local_kb) -> None:

@@ -73,3 +73,13 @@ def test_spans_keep_the_questions_punctuation() -> None:
     assert not any("?" in r for r in runs)
     assert "james brown" in spans("who is james brown's son") and "(the" not in " ".join(spans("a (the b) c"))
     assert outermost(["singer", "singer-songwriter", "professional"]) == ["singer-songwriter", "professional"]
+
+
+def test_a_second_draft_names_what_the_first_did_not() -> None:
+    runs = ["english", "professional footballer", "birmingham", "born"]
+    assert draft.elsewhere(runs, "english professional footballer", exact=False) == ["birmingham", "born"]
+    assert draft.elsewhere(["der 20. juli", "juli"], "der 20 juli", exact=False) == ["der 20. juli"]  # respelled
+    assert draft.elsewhere(["bassist", "yogyakarta"], "bassist", exact=True) == ["yogyakarta"]
+    # every exact name is inside the first draft's: the shorter ones
+    assert draft.elsewhere(["swedish", "örnsköldsvik", "swedish player in örnsköldsvik"],
+                           "swedish player in örnsköldsvik", exact=True) == ["swedish", "örnsköldsvik"]
