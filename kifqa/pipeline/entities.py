@@ -49,4 +49,7 @@ async def link(kb: KnowledgeBase, label: str, *, limit: int = 50, max_kept: int 
 def typos_first(label: str, candidates: list[Candidate]) -> list[Candidate]:
     """``candidates`` with those named as close as a typo of ``label`` first ("Philip Pullman" for "phillip
     pullman", before "Phillip Adams"), each part in the search's order."""
-    return sorted(candidates, key=lambda c: similarity(label, c.label, c.aliases) < SPELLING_MATCH)
+    def far(c: Candidate) -> bool:
+        return similarity(label, c.label, c.aliases, floor=SPELLING_MATCH) < SPELLING_MATCH
+
+    return sorted(candidates, key=far)

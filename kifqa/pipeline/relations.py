@@ -7,6 +7,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from importlib import resources
+from typing import TYPE_CHECKING
 
 from kifqa.data.text import name_key, normalize
 from kifqa.kb.base import KnowledgeBase, PropertyUse
@@ -14,6 +15,9 @@ from kifqa.llm.base import ChatRequest, Message
 from kifqa.pipeline.entities import Linking
 from kifqa.pipeline.text import ALIAS_MATCH, SPELLING_MATCH, similarity, tokens
 from kifqa.types import UNKNOWN, Candidate, ChoiceOption, Direction, Pattern, Relation, RelationChoice
+
+if TYPE_CHECKING:
+    from kifqa.pipeline.ranking import NamedRelation
 
 _SYSTEM = resources.files("kifqa.pipeline").joinpath("prompts/choose_system.txt").read_text().strip()
 _SYSTEM_ABSTAIN = "Reply 0 if none of the options answers the question."
@@ -84,7 +88,7 @@ async def uses(kb: KnowledgeBase, entities: list[Candidate]) -> dict[str, list[P
 
 def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[PropertyUse]], *,
             question: str = "", closeness: Mapping[str, float] | None = None,
-            precedent: Mapping[tuple[str, Direction], float] | None = None) -> list[Option]:
+            precedent: Mapping[NamedRelation, float] | None = None) -> list[Option]:
     """The ways to answer, best first by how well the property names the draft's predicate and whether
     its direction agrees with the draft. A property named exactly (label, then alias) comes first;
     the others rank by ``closeness`` (property id → closeness in meaning to the question,
@@ -126,7 +130,7 @@ def _match(predicate: str, prop: Candidate, closeness: Mapping[str, float] | Non
     :data:`SPELLING_MATCH`: "chid" for "child"); else the best of :func:`similarity` to
     its label and aliases and the share of its content words in the property's description, scaled to
     :data:`DESCRIPTION_MATCH`."""
-    named = similarity(predicate, prop.label, prop.aliases)
+    named = similarity(predicate, prop.label, prop.aliases, floor=0.0 if closeness is None else SPELLING_MATCH)
     if named >= ALIAS_MATCH:
         return named
     if closeness is not None:

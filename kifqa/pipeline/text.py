@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from collections.abc import Iterable
 
@@ -68,7 +69,12 @@ _STOP = frozenset("a an the of in on at by for to is was are were be been what w
 
 def tokens(text: str) -> frozenset[str]:
     """Content-word stems of ``text``."""
-    return frozenset(_stem(w) for w in normalize(text).split() if w not in _STOP)
+    return _content(normalize(text))
+
+
+def _content(norm: str) -> frozenset[str]:
+    """Content-word stems of the :func:`normalize`-d text ``norm``."""
+    return frozenset(_stem(w) for w in norm.split() if w not in _STOP)
 
 
 #: :func:`similarity` of a text that is exactly a name's label, or exactly one of its aliases.
@@ -78,18 +84,46 @@ LABEL_MATCH, ALIAS_MATCH = 1.0, 0.9
 SPELLING_MATCH = 0.7
 
 
-def similarity(text: str, label: str, aliases: Iterable[str] = ()) -> float:
+def similarity(text: str, label: str, aliases: Iterable[str] = (), *, floor: float = 0.0) -> float:
     """How well ``text`` names a thing: :data:`LABEL_MATCH` for its label, :data:`ALIAS_MATCH` for one
     of its aliases (after normalisation), else the best of content-word overlap and spelling
-    similarity (typos: "chid" for "child"), scaled below 0.8."""
-    norm = normalize(text)
-    if normalize(label) == norm:
+    similarity (typos: "chid" for "child"), scaled below 0.8. A value under ``floor`` may come out lower
+    than it is: the spellings that cannot reach ``floor`` are not compared (each comparison costs tens of
+    microseconds)."""
+    return _similarity(text, label, tuple(aliases), floor)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _similarity(text: str, label: str, aliases: tuple[str, ...], floor: float) -> float:
+    """:func:`similarity`, remembered: a question's predicate meets the same properties as many others'."""
+    norm, toks, spelled = _name(text)
+    names = _names(label, aliases)
+    if names[0][0] == norm:
         return LABEL_MATCH
-    names = [label, *aliases]
-    if any(normalize(a) == norm for a in names[1:]):
+    if any(n == norm for n, _, _ in names[1:]):
         return ALIAS_MATCH
-    toks = tokens(text)
-    overlaps = [len(toks & other) / len(toks | other) for other in map(tokens, names) if toks and other]
-    spelling = [difflib.SequenceMatcher(None, " ".join(sorted(toks)), " ".join(sorted(tokens(n)))).ratio()
-                for n in names]
-    return 0.8 * max(overlaps + spelling, default=0.0)
+    best = max((len(toks & o) / len(toks | o) for _, o, _ in names if toks and o), default=0.0)
+    need = max(best, floor / 0.8 - 1e-9)
+    for _, _, other in names:
+        total = len(spelled) + len(other)
+        if total and 2 * min(len(spelled), len(other)) / total <= need:  # SequenceMatcher.real_quick_ratio
+            continue
+        matcher = difflib.SequenceMatcher(None, spelled, other)
+        if need < matcher.quick_ratio():
+            best = max(best, matcher.ratio())
+            need = max(need, best)
+    return 0.8 * best
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _name(text: str) -> tuple[str, frozenset[str], str]:
+    """``text`` :func:`normalize`-d, its content-word stems, and those stems sorted and spelled out."""
+    norm = normalize(text)
+    toks = _content(norm)
+    return norm, toks, " ".join(sorted(toks))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _names(label: str, aliases: tuple[str, ...]) -> tuple[tuple[str, frozenset[str], str], ...]:
+    """:func:`_name` of a thing's label and of each of its aliases (properties recur in every question)."""
+    return tuple(_name(n) for n in (label, *aliases))

@@ -6,7 +6,7 @@ from kifqa.data.text import name_key, normalize
 from kifqa.kb.base import PropertyUse
 from kifqa.pipeline import relations
 from kifqa.pipeline.entities import Linking
-from kifqa.pipeline.text import ngrams, relaxed, similarity
+from kifqa.pipeline.text import SPELLING_MATCH, ngrams, relaxed, similarity
 from kifqa.types import Candidate, Pattern, Relation, RelationChoice
 
 BROWN_1 = Candidate(id="Q5950", label="James Brown", aliases=("Mr. Dynamite",), description="American musician", score=10.0)
@@ -190,3 +190,13 @@ def test_every_relation_choice_shares_its_system_prompt_as_a_named_prefix() -> N
     none = relations.request("what is james brown's hometown", pattern, ranked, abstain=True)
     assert none.prefix_key == relations.shared_prefix(abstain=True).prefix_key != a.prefix_key
     assert none.messages[:1] == relations.shared_prefix(abstain=True).messages[:1] != a.messages[:1]
+
+
+def test_a_similarity_floor_keeps_every_value_that_reaches_it() -> None:
+    pairs = [("chid", "child"), ("phillip pullman", "Philip Pullman"), ("place of birth", "place of death"),
+             ("genre", "director"), ("authr", "author"), ("birth place", "place of birth")]
+    for text, label in pairs:
+        full, floored = similarity(text, label), similarity(text, label, floor=SPELLING_MATCH)
+        assert floored <= full and (floored == full or full < SPELLING_MATCH), (text, label)
+    assert similarity("chid", "child", floor=SPELLING_MATCH) >= SPELLING_MATCH
+    assert similarity("genre", "director", floor=SPELLING_MATCH) < similarity("genre", "director")  # not compared
