@@ -159,7 +159,8 @@ class PipelineSettings(Section):
     max_entities: int = 10
     #: Near-match entities carried on when nothing is named exactly.
     max_near_entities: int = 5
-    #: Options shown to the model in the relation step.
+    #: Options shown to the model in the relation step (on valid 0-199 over the hard base, 6 and 20 each lost a
+    #: question against 12: docs/architecture.md).
     max_options: int = 12
     #: How the relation step ranks the options the draft does not name exactly: ``meaning``, by the closeness
     #: of each property's label and description to the question and the predicate (the question encoder,
