@@ -10,7 +10,7 @@ from kifqa.data.pool import Example
 from kifqa.data.text import name_key, question_key
 from kifqa.kb.base import KnowledgeBase
 from kifqa.llm.base import ChatRequest, Message
-from kifqa.pipeline.text import ngrams, outermost, spans
+from kifqa.pipeline.text import ngrams, outermost, spans, within
 from kifqa.types import UNKNOWN, Pattern
 
 #: Characters a predicate may use (the grammar and the parser agree on them).
@@ -71,9 +71,8 @@ def elsewhere(runs: list[str], known: str, *, exact: bool) -> list[str]:
     """The ``runs`` that are not part of ``known``'s words (``known`` respelled stays, unless it named an item
     ``exact``-ly as drafted); when every run is, those shorter than ``known``."""
     key = question_key(known)
-    inner = f" {key} "
     keys = [question_key(r) for r in runs]
-    outside = [r for r, k in zip(runs, keys) if f" {k} " not in inner or (not exact and k == key)]
+    outside = [r for r, k in zip(runs, keys) if not within(k, key) or (not exact and k == key)]
     return outside or [r for r, k in zip(runs, keys) if k != key]
 
 
@@ -81,8 +80,8 @@ async def widened(kb: KnowledgeBase, question: str, known: str) -> str | None:
     """The longest run of ``question``'s words, as written, that holds all of ``known``'s words and more and
     is exactly an item's label or alias in ``kb`` (``iran`` in "the anglo-soviet invasion of iran"); ``None``
     when no such run is, or when the base cannot tell."""
-    inner, name = f" {question_key(known)} ", name_key(known)
-    wider = [r for r in spans(question) if inner in f" {question_key(r)} " and name_key(r) not in (name, "")]
+    inner, name = question_key(known), name_key(known)
+    wider = [r for r in spans(question) if within(inner, question_key(r)) and name_key(r) not in (name, "")]
     found = await kb.named(wider) if wider and name else None
     return max(found, key=lambda r: len(question_key(r))) if found else None
 

@@ -45,10 +45,16 @@ def spans(text: str, *, max_len: int = 8) -> list[str]:
     return list(out)
 
 
+def within(part: str, whole: str) -> bool:
+    """Whether the words of the question key ``part`` are a run of the words of the question key ``whole``
+    (:func:`~kifqa.data.text.question_key`)."""
+    return f" {part} " in f" {whole} "
+
+
 def outermost(runs: list[str]) -> list[str]:
     """The runs whose words are inside no longer one of ``runs`` (case, accents and punctuation folded)."""
-    padded = [f" {question_key(r)} " for r in runs]
-    return [r for r, p in zip(runs, padded) if not any(len(o) > len(p) and p in o for o in padded)]
+    keys = [question_key(r) for r in runs]
+    return [r for r, k in zip(runs, keys) if not any(len(o) > len(k) and within(k, o) for o in keys)]
 
 
 def relaxed(text: str) -> list[str]:
