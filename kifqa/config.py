@@ -67,7 +67,8 @@ class KBSettings(Section):
     timeout_s: float = Field(default=30.0, json_schema_extra=RUNTIME)
     #: Most KB calls one knowledge base runs at once.
     max_concurrency: int = Field(default=8, json_schema_extra=RUNTIME)
-    #: Most concurrent lookups (``properties_of``, ``facts``) coalesced into one query; 1: one query each.
+    #: Most concurrent lookups (``properties_of``, ``facts``; ``named`` where there is no label index) coalesced
+    #: into one query; 1: one query each.
     batch_size: int = Field(default=64, ge=1, json_schema_extra=RUNTIME)
     #: How long a batch waits for more lookups after its first one, in seconds.
     batch_wait_s: float = Field(default=0.005, ge=0, json_schema_extra=RUNTIME)

@@ -52,6 +52,7 @@ from kifqa.kb.sparql import (
     BatchQuery,
     BatchShapes,
     BoundQuery,
+    NameShape,
     Projection,
     Row,
     ShapeCompiler,
@@ -65,6 +66,9 @@ T = TypeVar("T")
 
 #: Entities per KIF label query of a remote knowledge base.
 LABEL_BATCH = 50
+
+#: Spellings per KIF query of :meth:`KifKnowledgeBase.named` on a base without a label index.
+NAME_BATCH = 2000
 
 #: The name each kind of batched lookup runs under alone (that of its unbatched call, :meth:`KifKnowledgeBase._single`).
 _SINGLE_KINDS = {"properties_of": "properties_of", "facts": "filter"}
@@ -113,6 +117,11 @@ class KifKnowledgeBase(KnowledgeBase):
         self._batch_shapes = BatchShapes(core) if core is not None and settings.batch_size > 1 else None
         self._coalescer: Coalescer[_Group, _Key, Any] = Coalescer(
             self._run_batch, size=settings.batch_size, wait_s=settings.batch_wait_s)
+        #: The query of ``named`` on a SPARQL store without a label index (``None``: KIF's filter then).
+        self._name_shape = NameShape.create(core) if core is not None and index is None else None
+        #: ``named`` lookups of many callers asked in one query (a base without a label index).
+        self._names: Coalescer[str, tuple[str, ...], frozenset[str]] = Coalescer(
+            self._named_batch, size=settings.batch_size, wait_s=settings.batch_wait_s)
         self._label_cache: dict[str, str] = {}
         self._properties: dict[tuple[str | None, Datatype | None], Property] = {}
         self._typed: dict[str, Property] = {}
@@ -149,8 +158,20 @@ class KifKnowledgeBase(KnowledgeBase):
         return await self._run(self._labels(ids))
 
     async def named(self, texts: list[str]) -> list[str] | None:
-        """From the label index of a local build (one SQLite query); ``None`` without one."""
-        return self.index.named(texts) if self.index is not None else None
+        """From the label index of a local build (one SQLite query, case, accents and punctuation folded).
+        Otherwise from the store's English item labels and aliases, which match exact strings: each text is
+        asked as written, in lower case, with its words' or only its first letter upper-cased
+        (:func:`spellings`); lookups of concurrent callers share queries (``kb.batch_size``)."""
+        if self.index is not None:
+            return self.index.named(texts)
+        texts = list(dict.fromkeys(texts))
+        if not texts:
+            return []
+        if self.settings.batch_size > 1:
+            found = await self._run(self._names.lookup("named", tuple(texts)))
+        else:
+            found = await self._run(self._found_names({s for t in texts for s in spellings(t)}))
+        return [t for t in texts if not found.isdisjoint(spellings(t))]
 
     async def aclose(self) -> None:
         if self._closed:
@@ -360,6 +381,51 @@ class KifKnowledgeBase(KnowledgeBase):
         bound = self._shapes.bind(make, e, projection=Projection.ALL, limit=limit + 1, distinct=True)
         return [row_of(s) for s in await self._guard.run("filter", lambda: self._select(bound))], ""
 
+    async def _named_batch(self, _: str, lookups: list[tuple[str, ...]]) -> list[frozenset[str] | BaseException]:
+        """The spellings found among each caller's texts: callers gathered into queries of about
+        :data:`NAME_BATCH` spellings; a query that fails is asked again per caller (the error is its own)."""
+        wanted = [{s for t in texts for s in spellings(t)} for texts in lookups]
+        chunks: list[list[int]] = [[]]
+        size = 0
+        for i, mine in enumerate(wanted):
+            if chunks[-1] and size + len(mine) > NAME_BATCH:
+                chunks.append([])
+                size = 0
+            chunks[-1].append(i)
+            size += len(mine)
+        results: list[frozenset[str] | BaseException] = [frozenset()] * len(lookups)
+
+        async def ask(chunk: list[int]) -> None:
+            try:
+                found = await self._found_names(set().union(*(wanted[i] for i in chunk)),
+                                                kind="named" if len(chunk) == 1 else "named batch")
+            except KBError as err:
+                if len(chunk) == 1:
+                    results[chunk[0]] = err
+                else:
+                    await asyncio.gather(*(ask([i]) for i in chunk))
+                return
+            for i in chunk:
+                results[i] = found & wanted[i]
+
+        await asyncio.gather(*(ask(chunk) for chunk in chunks))
+        return results
+
+    async def _found_names(self, spellings: set[str], *, kind: str = "named") -> frozenset[str]:
+        """Those of ``spellings`` that are an item's English label or alias in the store (one query)."""
+        names = sorted(spellings)
+        if self._name_shape is not None:
+            shape = self._name_shape
+            result = await self._guard.run(kind, lambda: shape.store.backend.aselect(
+                shape.bind(names), self.settings.timeout_s))
+            return frozenset(shape.read(result) & spellings)
+        f = Filter(subject_mask=Filter.ITEM, property=OrFingerprint(LabelProperty(), AliasProperty()),
+                   value=OrFingerprint(*(Text(s, "en") for s in names)), snak_mask=Filter.VALUE_SNAK)
+        values = await self._guard.run(kind, lambda: _collect(self.store.afilter_v(
+            filter=f, distinct=True, limit=len(names) + 1, page_size=len(names) + 1,
+            timeout=self.settings.timeout_s)))
+        return frozenset(v.content for v in values if isinstance(v, Text))
+
     def _typed_property(self, id: str) -> Property:
         """:func:`typed_property` of ``id``, remembered (building it costs ~0.4 ms)."""
         if id not in self._typed:
@@ -526,6 +592,24 @@ def _facts_filter(direction: Direction, base: dict[str, Any]) -> Callable[[Any],
     if direction == "forward":
         return lambda x: Filter(subject=x, **base)
     return lambda x: Filter(value=x, **base)
+
+
+#: Words a title leaves in lower case (but for its first word): ``The Silence of the Lambs``, ``Antoine de Févin``.
+_MINOR_WORDS = frozenset("a an and at by da de del der di du for in la le of on or the to van von".split())
+
+
+def spellings(text: str) -> tuple[str, ...]:
+    """How a name in ``text`` may be written as a label: as written, in lower case, with only its first letter
+    upper-cased, with each word's (``James Brown``), and as a title (``Half-Life``, ``The Silence of the
+    Lambs``)."""
+    words = text.split(" ")
+    title = " ".join("-".join(_upper_first(part) for part in w.split("-")) if i == 0 or w.lower() not in _MINOR_WORDS
+                     else w.lower() for i, w in enumerate(words))
+    return tuple(dict.fromkeys((text, text.lower(), _upper_first(text), " ".join(map(_upper_first, words)), title)))
+
+
+def _upper_first(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 async def _outcome(coro: Coroutine[Any, Any, T]) -> T | BaseException:

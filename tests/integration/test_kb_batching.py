@@ -1,8 +1,8 @@
 """KB lookups of many callers coalesced into batch queries, on the real Oxigraph server behind the
 WDQS-like endpoint (which counts the queries) or the fault proxy: fewer queries than lookups and the
 same results as one query per lookup; a rejected lookup fails only its caller; a batch cut at a row
-limit is split and still complete; in a Ray job, the shared limit and Retry-After hold per HTTP
-request."""
+limit is split and still complete; exact names asked of a store without a label index; in a Ray job,
+the shared limit and Retry-After hold per HTTP request."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from kifqa.eval.datasets import load_sqwd
 from kifqa.kb import sparql
 from kifqa.kb.kifkb import KifKnowledgeBase
 from kifqa.kb.spec import open_kb
+from kifqa.pipeline.text import spans
 from tests.fault_proxy import FaultProxy
 
 #: (entity, property, direction) lookups of real statements (kb_triples.tsv) and the entities' neighbours.
@@ -133,6 +134,42 @@ def test_a_batch_past_the_row_cut_is_split_and_complete(settings, oxigraph_serve
             asyncio.run(kb.aclose())
         assert endpoint.counts.cut > 0, "some batches passed the row cut"
     assert cut[0] == whole[0] and comparable(cut[1]) == comparable(whole[1])
+
+
+def test_exact_names_are_asked_of_a_store_without_a_label_index_in_shared_queries(settings, oxigraph_server, local_kb):
+    """``named`` of the grounded draft over a plain SPARQL endpoint (as WDQS): the runs of 40 real questions
+    that the store holds as item labels or aliases, in a few queries; what the label index finds besides is
+    a name written with other accents, punctuation or capitals. A rejected query fails only its own caller."""
+    questions = [q.text for q in load_sqwd(settings.data_dir, "valid", limit=40)]
+
+    async def ask(kb: KifKnowledgeBase) -> list[Any]:
+        return await asyncio.gather(*(kb.named(spans(q)) for q in questions), return_exceptions=True)
+
+    indexed = asyncio.run(ask(local_kb))
+    with WDQSLike(oxigraph_server, latency_s=0.0, charge_s=0.0, max_concurrent=16) as endpoint:
+        kb = open_kb(f"kif:wikidata-sparql?iri={endpoint.url}", settings.override(kb={"batch_size": 64}))
+        try:
+            assert kb.index is None
+            found = asyncio.run(ask(kb))
+        finally:
+            asyncio.run(kb.aclose())
+        requests = endpoint.counts.requests
+    assert requests <= len(questions) / 4, f"{requests} queries for {len(questions)} lookups"
+    assert all(set(f) <= set(i) for f, i in zip(found, indexed))
+    assert sum(map(len, found)) >= 0.9 * sum(map(len, indexed)) and "sasha vujačić" in found[0]
+
+    poisoned = next(run for run in found[5] if " " in run)
+    with FaultProxy(oxigraph_server) as proxy:
+        proxy.poison = f'"{poisoned}"@en'
+        kb = open_kb(f"kif:wikidata-sparql?iri={proxy.url}", settings.override(kb={"batch_size": 64}))
+        try:
+            rejected = asyncio.run(ask(kb))
+        finally:
+            asyncio.run(kb.aclose())
+    failed = [i for i, r in enumerate(rejected) if isinstance(r, BaseException)]
+    assert failed == [i for i, q in enumerate(questions) if poisoned in spans(q)] and 5 in failed
+    assert all(isinstance(rejected[i], KBError) for i in failed)
+    assert [r for i, r in enumerate(rejected) if i not in failed] == [f for i, f in enumerate(found) if i not in failed]
 
 
 @pytest.fixture(scope="module")
