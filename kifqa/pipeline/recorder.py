@@ -48,6 +48,9 @@ class CountingKB(KnowledgeBase):
         self._kb = kb
         self._trace = trace
         self.spec = kb.spec
+        #: Whether each text this question asked of :meth:`named` is a name (the widened name and a second
+        #: draft ask again).
+        self._named: dict[str, bool] = {}
 
     async def search_entities(self, text: str, *, limit: int = 10) -> list[Candidate]:
         self._trace.kb_calls += 1
@@ -74,5 +77,12 @@ class CountingKB(KnowledgeBase):
         return await self._kb.labels(ids)
 
     async def named(self, texts: list[str]) -> list[str] | None:
-        self._trace.kb_calls += 1
-        return await self._kb.named(texts)
+        """Asks only the texts this question has not asked before."""
+        texts = list(dict.fromkeys(texts))
+        if missing := [t for t in texts if t not in self._named]:
+            self._trace.kb_calls += 1
+            found = await self._kb.named(missing)
+            if found is None:
+                return None
+            self._named.update((t, t in found) for t in missing)
+        return [t for t in texts if self._named[t]]

@@ -134,6 +134,25 @@ def test_an_unsure_draft_is_drafted_again_over_the_other_exact_names(local_kb, b
     assert any("second draft over exact names taken" in n for n in result.trace.notes)
 
 
+def test_a_question_asks_the_base_for_each_exact_name_once(local_kb, monkeypatch) -> None:
+    """The widened name, the second draft's grammar and the second draft's widened name all ask which runs
+    are names: each run goes to the base once per question."""
+    asked: list[str] = []
+    named = local_kb.named
+
+    async def counted(texts: list[str]) -> list[str] | None:
+        asked.extend(texts)
+        return await named(texts)
+
+    monkeypatch.setattr(local_kb, "named", counted)
+    llm = _GroundedScript("(?x | retired footballer | english professional footballer)",
+                          "(?x | place of birth | birmingham)")
+    result = asyncio.run(Pipeline(kb=local_kb, llm=llm, settings=PipelineSettings(redraft_below=0.3)).answer(
+        Question("u", "Which retired English professional footballer was born in birmingham?")))
+    assert len(llm.grammars) == 2 and result.trace.draft[0].known == "birmingham"
+    assert "birmingham" in asked and len(asked) == len(set(asked))
+
+
 def test_no_entity_found(pipeline) -> None:
     result = ask(pipeline, "where was zorblax quuxington born")
     assert result.answers == []
