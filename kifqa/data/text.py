@@ -60,3 +60,21 @@ def question_key(text: str) -> str:
     """What makes two questions of two datasets the same question: their words, ignoring case, accents and
     punctuation."""
     return " ".join(_PLAIN_WORD.findall(index_key(text)))
+
+
+#: Words a title leaves in lower case (but for its first word): ``The Silence of the Lambs``, ``Antoine de Févin``.
+_MINOR_WORDS = frozenset("a an and at by da de del der di du for in la le of on or the to van von".split())
+
+
+def spellings(text: str) -> tuple[str, ...]:
+    """How a name in ``text`` may be written as a label: as written, in lower case, with only its first letter
+    upper-cased, with each word's (``James Brown``), and as a title (``Half-Life``, ``The Silence of the
+    Lambs``)."""
+    each = text.split(" ")
+    title = " ".join("-".join(map(_upper_first, w.split("-"))) if i == 0 or w.lower() not in _MINOR_WORDS
+                     else w.lower() for i, w in enumerate(each))
+    return tuple(dict.fromkeys((text, text.lower(), _upper_first(text), " ".join(map(_upper_first, each)), title)))
+
+
+def _upper_first(text: str) -> str:
+    return text[:1].upper() + text[1:]

@@ -38,7 +38,7 @@ from kif_lib.model import Entity, OrFingerprint, Value
 from kif_lib.store.mixer import MixerStore
 
 from kifqa.config import KBSettings
-from kifqa.data.text import index_key
+from kifqa.data.text import index_key, spellings
 from kifqa.errors import KBError
 from kifqa.kb import ids
 from kifqa.kb.base import EntityProperties, FilterResult, KBStats, KnowledgeBase, PropertyUse
@@ -161,7 +161,7 @@ class KifKnowledgeBase(KnowledgeBase):
         """From the label index of a local build (one SQLite query, case, accents and punctuation folded).
         Otherwise from the store's English item labels and aliases, which match exact strings: each text is
         asked as written, in lower case, with its words' or only its first letter upper-cased
-        (:func:`spellings`); lookups of concurrent callers share queries (``kb.batch_size``)."""
+        (:func:`~kifqa.data.text.spellings`); lookups of concurrent callers share queries (``kb.batch_size``)."""
         if self.index is not None:
             return self.index.named(texts)
         texts = list(dict.fromkeys(texts))
@@ -592,24 +592,6 @@ def _facts_filter(direction: Direction, base: dict[str, Any]) -> Callable[[Any],
     if direction == "forward":
         return lambda x: Filter(subject=x, **base)
     return lambda x: Filter(value=x, **base)
-
-
-#: Words a title leaves in lower case (but for its first word): ``The Silence of the Lambs``, ``Antoine de Févin``.
-_MINOR_WORDS = frozenset("a an and at by da de del der di du for in la le of on or the to van von".split())
-
-
-def spellings(text: str) -> tuple[str, ...]:
-    """How a name in ``text`` may be written as a label: as written, in lower case, with only its first letter
-    upper-cased, with each word's (``James Brown``), and as a title (``Half-Life``, ``The Silence of the
-    Lambs``)."""
-    words = text.split(" ")
-    title = " ".join("-".join(_upper_first(part) for part in w.split("-")) if i == 0 or w.lower() not in _MINOR_WORDS
-                     else w.lower() for i, w in enumerate(words))
-    return tuple(dict.fromkeys((text, text.lower(), _upper_first(text), " ".join(map(_upper_first, words)), title)))
-
-
-def _upper_first(text: str) -> str:
-    return text[:1].upper() + text[1:]
 
 
 async def _outcome(coro: Coroutine[Any, Any, T]) -> T | BaseException:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from kifqa.data import paths, wikidata
-from kifqa.data.text import index_key
+from kifqa.data.text import index_key, spellings
 from kifqa.errors import DataError
 from kifqa.kb import rdf
 
@@ -78,6 +78,14 @@ def test_names_drop_placeholders_and_duplicates(tiny_data_dir: DirMaker, tiny_da
 
 def test_normalize_ignores_case_accents_and_spacing() -> None:
     assert index_key("  Beyoncé  KNOWLES ") == index_key("beyonce knowles") == "beyonce knowles"
+
+
+@pytest.mark.parametrize(("text", "label"), [
+    ("james brown", "James Brown"), ("the silence of the lambs", "The Silence of the Lambs"),
+    ("half-life 2", "Half-Life 2"), ("antoine de févin", "Antoine de Févin"), ("Swedish", "Swedish"),
+    ("The Beatles", "the beatles"), ("of mice and men", "Of mice and men")])
+def test_a_name_is_asked_in_the_spellings_labels_use(text: str, label: str) -> None:
+    assert label in spellings(text) and len(spellings(text)) == len(set(spellings(text))) <= 5
 
 
 def test_digest_follows_content_and_version(tiny_data_dir: DirMaker, tiny_data: dict[str, Any]) -> None:
