@@ -19,7 +19,7 @@ FAILURES = ("error", "draft", "large", "abstained", "entity", "relation", "empty
 LARGE_ANSWER_SET = 100
 
 #: Linking checks against the gold triple (see :func:`linking`).
-LINKING = ("entity", "relation", "property", "triple")
+LINKING = ("entity", "relation", "property", "triple", "offered")
 
 
 def linking(gold: GoldQuestion, trace: Trace) -> dict[str, bool | None]:
@@ -28,7 +28,9 @@ def linking(gold: GoldQuestion, trace: Trace) -> dict[str, bool | None]:
     - ``entity``: the gold topic entity is among the kept entities;
     - ``relation``: a chosen relation has a gold property in its gold direction;
     - ``property``: a chosen relation has a gold property (either direction);
-    - ``triple``: one chosen relation has the gold topic, a gold property and its direction.
+    - ``triple``: one chosen relation has the gold topic, a gold property and its direction;
+    - ``offered``: ``relation``, only where one of the relation step's options had a gold property in its
+      gold direction (the base holds it for a kept entity): the step's own accuracy.
     """
     chosen = [(r.entity, r.property, r.direction) for r in trace.relations]
     want = gold.relations
@@ -42,6 +44,8 @@ def linking(gold: GoldQuestion, trace: Trace) -> dict[str, bool | None]:
         "relation": any(rel_ok(p, d) for _, p, d in chosen) if want else None,
         "property": any(same_id(p, g.property) for _, p, _ in chosen for g in want) if want else None,
         "triple": any(same_id(topic, e) and rel_ok(p, d) for e, p, d in chosen) if topic and want else None,
+        "offered": (any(rel_ok(p, d) for _, p, d in chosen)
+                    if want and any(rel_ok(o.property, o.direction) for o in trace.options) else None),
     }
 
 

@@ -273,9 +273,11 @@ def render(m: dict[str, Any]) -> str:
 
     link = m.get("linking", {})
     names = ({"entity": "subject IRI", "relation": "predicate (with direction)",
-              "property": "predicate (any direction)", "triple": "subject and predicate"} if sdbqa else
+              "property": "predicate (any direction)", "triple": "subject and predicate",
+              "offered": "predicate, where a kept entity has it in the base"} if sdbqa else
              {"entity": "entity (gold topic kept)", "relation": "relation (gold property and direction chosen)",
-              "property": "property (either direction)", "triple": "triple (both in one relation)"})
+              "property": "property (either direction)", "triple": "triple (both in one relation)",
+              "offered": "relation, where among the options"})
     lines += ["## Linking", "", "| check | n | correct | accuracy |", "| --- | ---: | ---: | ---: |"]
     for key, name in names.items():
         c = link.get(key) or {}

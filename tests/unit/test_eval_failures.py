@@ -20,6 +20,7 @@ NAMES = ["Sasha Vujačić"]
 def trace(*, draft: tuple[str, str, str] | None = ("sasha vujačić", "place of birth", "?x"),
           candidates: tuple[str, ...] = ("Q318926", "Q1292790"), entities: tuple[str, ...] = ("Q318926",),
           relations: tuple[tuple[str, str, str], ...] = (("Q318926", "P19", "forward"),),
+          options: tuple[tuple[str, str, str], ...] | None = None,
           error: str | None = None, error_step: str | None = None, error_kind: str | None = None) -> Trace:
     return Trace.from_dict({
         "question_id": "t", "question": "where was sasha vujačić born",
@@ -27,6 +28,7 @@ def trace(*, draft: tuple[str, str, str] | None = ("sasha vujačić", "place of 
         "candidates": [{"id": c, "label": c, "aliases": [], "description": "", "score": 1.0} for c in candidates],
         "entities": list(entities),
         "relations": [dict(zip(("entity", "property", "direction"), r)) for r in relations],
+        "options": [dict(zip(("entity", "property", "direction"), r)) for r in (relations if options is None else options)],
         "error": error, "error_step": error_step, "error_kind": error_kind, "timings": {"total": 0.1},
     })
 
@@ -105,12 +107,23 @@ def test_errors_outside_entities_and_relations() -> None:
 
 
 def test_linking() -> None:
-    assert linking(SASHA, trace()) == {"entity": True, "relation": True, "property": True, "triple": True}
+    assert linking(SASHA, trace()) == {"entity": True, "relation": True, "property": True, "triple": True,
+                                       "offered": True}
     mixed = trace(entities=("Q318926", "Q9"), relations=(("Q9", "P19", "forward"), ("Q318926", "P20", "forward")))
-    assert linking(SASHA, mixed) == {"entity": True, "relation": True, "property": True, "triple": False}
+    assert linking(SASHA, mixed) == {"entity": True, "relation": True, "property": True, "triple": False,
+                                     "offered": True}
     assert linking(SASHA, trace(relations=(("Q318926", "P19", "backward"),)))["relation"] is False
     no_triple = GoldQuestion(id="g", text="who?", topic="", property="", answer="", answers=("Q1",))
-    assert linking(no_triple, trace()) == {"entity": None, "relation": None, "property": None, "triple": None}
+    assert linking(no_triple, trace()) == {"entity": None, "relation": None, "property": None, "triple": None,
+                                           "offered": None}
+
+
+def test_the_relation_step_is_judged_where_its_options_held_the_gold_relation() -> None:
+    wrong = (("Q318926", "P20", "forward"),)
+    offered = trace(relations=wrong, options=(*wrong, ("Q318926", "P19", "forward")))
+    assert linking(SASHA, offered)["offered"] is False
+    assert linking(SASHA, trace(relations=wrong))["offered"] is None  # the base gave the step no chance
+    assert linking(SASHA, trace(relations=wrong, options=(("Q318926", "P19", "backward"),)))["offered"] is None
 
 
 DBP = "http://dbpedia.org/resource/"
@@ -123,7 +136,7 @@ CLYDE = GoldQuestion(id="sdbqa-valid-00091", text="What US state contains clyde"
 def test_dbpedia_linking_with_iris_and_alternative_predicates() -> None:
     t = trace(draft=("clyde", "state", "?x"), candidates=(f"{DBP}Clyde%2C_Missouri",),
               entities=(f"{DBP}Clyde%2C_Missouri",), relations=((f"{DBP}Clyde%2C_Missouri", f"{ONT}country", "forward"),))
-    assert linking(CLYDE, t) == {"entity": True, "relation": True, "property": True, "triple": True}
+    assert linking(CLYDE, t) == {"entity": True, "relation": True, "property": True, "triple": True, "offered": True}
     assert fail(t, {f"{DBP}United_States"}, CLYDE, set(), names=["Clyde, Missouri", "Clyde"]) == (None, None)
     wrong = trace(draft=("clyde", "state", "?x"), candidates=(f"{DBP}Clyde",), entities=(f"{DBP}Clyde",),
                   relations=((f"{DBP}Clyde", f"{ONT}state", "forward"),))
