@@ -73,9 +73,9 @@ def compare(a: tuple[dict[str, Any], dict[str, dict[str, Any]]], b: tuple[dict[s
         if _state(x) != _state(y):
             transitions[f"{_state(x)} → {_state(y)}"] += 1
         if not (x.get("scored", True) and y.get("scored", True)):
-            changed = (x.get("linking") or {}) != (y.get("linking") or {})
-            if changed:
-                (better if _linked(y) > _linked(x) else worse).append(_pair(x, y, _linked(x), _linked(y)))
+            la, lb = _linked(x), _linked(y)
+            if la != lb:
+                (better if lb > la else worse).append(_pair(x, y, la, lb))
             continue
         fa, fb = x.get("f1", 0.0), y.get("f1", 0.0)
         if fb > fa + 1e-9:

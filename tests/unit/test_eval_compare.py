@@ -60,3 +60,17 @@ def test_compare_refuses_unscored_folders(tmp_path: Path) -> None:
     (tmp_path / "y").mkdir()
     result = CliRunner().invoke(cli, ["eval", "--compare", str(tmp_path / "x"), str(tmp_path / "y")])
     assert result.exit_code != 0 and "batch run folder" in result.output
+
+
+def test_questions_without_gold_answers_compare_by_their_linking() -> None:
+    """Only a change of entity or relation linking makes such a question better or worse (a check added to
+    the rows since, such as ``offered``, leaves it the same)."""
+    def row(qid: str, entity: bool, relation: bool, **more: bool | None) -> dict:
+        return {"id": qid, "scored": False, "f1": 0.0, "linking": {"entity": entity, "relation": relation, **more}}
+
+    a = {"x": row("x", True, False), "y": row("y", True, True), "z": row("z", True, False)}
+    b = {"x": row("x", True, True, offered=True), "y": row("y", True, False, offered=False),
+         "z": row("z", True, False, offered=None)}
+    c = compare(({}, a), ({}, b))
+    assert [r["id"] for r in c["better"]] == ["x"] and [r["id"] for r in c["worse"]] == ["y"]
+    assert c["questions"]["same"] == 1
