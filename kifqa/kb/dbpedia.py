@@ -35,7 +35,7 @@ from kifqa.kb import index
 from kifqa.kb.build import MANIFEST, Build, build_once, kb_dir, read_build
 
 #: The converter's version: part of the build hash.
-VERSION = "5"
+VERSION = "6"
 
 #: The DBpedia inputs besides the Wikidata ones: the ontology only (no question file of any dataset).
 INPUTS = (paths.ONTOLOGY,)
@@ -241,14 +241,21 @@ def _item(iri: str, record: ItemRecord | None) -> ItemRecord:
 
 
 def _property_map(ontology: rdflib.Graph) -> dict[str, str]:
-    """Wikidata property id -> DBpedia object property, from ``owl:equivalentProperty``; among several, the
-    first by IRI (the ontology lists its properties in that order). No evaluation split takes part in the choice."""
+    """Wikidata property id -> DBpedia object property, from ``owl:equivalentProperty``. Among several, the one
+    the ontology applies most widely and describes most fully: no ``rdfs:domain`` before one, then a stated
+    ``rdfs:range`` before none, then the first by IRI (``dbo:nationality``, not ``dbo:citizenship``, for P27;
+    ``dbo:occupation``, not ``dbo:activity``, for P106). No evaluation file takes part in the choice."""
     objects = {str(p) for p in ontology.subjects(RDF.type, OWL.ObjectProperty)}
     candidates: dict[str, list[str]] = {}
     for s, o in ontology.subject_objects(OWL.equivalentProperty):
         if str(o).startswith(WD) and str(s) in objects and str(s).startswith(DBO):
             candidates.setdefault(str(o)[len(WD):], []).append(str(s))
-    return {p: min(found) for p, found in sorted(candidates.items())}
+
+    def preference(iri: str) -> tuple[bool, bool, str]:
+        p = rdflib.URIRef(iri)
+        return (ontology.value(p, RDFS.domain) is not None, ontology.value(p, RDFS.range) is None, iri)
+
+    return {p: min(found, key=preference) for p, found in sorted(candidates.items())}
 
 
 def _properties(ontology: rdflib.Graph) -> dict[str, PropertyRecord]:

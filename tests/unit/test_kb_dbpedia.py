@@ -81,7 +81,7 @@ def test_resource_names_as_dbpedia_writes_them(label: str, name: str) -> None:
 
 def test_conversion(dbpedia_settings: Settings) -> None:
     conversion = dbpedia.convert(dbpedia_settings.data_dir)
-    # the first equivalent by IRI, not the one SimpleDBpediaQA's (evaluation) questions use
+    # two equivalents alike (no domain, no range): the first by IRI
     assert conversion.property_map == {"P10": DBO + "location"}
     assert {(t.subject, t.property, t.value) for t in conversion.dataset.triples} == {
         (DBR + "Alpha_Centauri", DBO + "location", DBR + "Alpha"),
@@ -90,6 +90,27 @@ def test_conversion(dbpedia_settings: Settings) -> None:
         "wikidata_statements": 11, "statements": 3, "statements_without_dbpedia_property": 7,
         "statements_with_datatype_property_only": 1, "statements_not_item_to_item": 0, "resources": 13,
         "resources_qualified_by_kind": 3, "resources_qualified_by_id": 2, "mapped_wikidata_properties": 1}
+
+
+def test_the_equivalent_property_applied_most_widely_is_chosen() -> None:
+    ontology = rdflib.Graph().parse(format="turtle", data="""\
+@prefix : <http://dbpedia.org/ontology/> .
+@prefix owl: <http://www.w3.org/2002/07/owl#> .
+@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+@prefix wikidata: <http://www.wikidata.org/entity/> .
+:citizenship a owl:ObjectProperty ; rdfs:domain :Person ; owl:equivalentProperty wikidata:P27 .
+:nationality a owl:ObjectProperty ; rdfs:domain :Person ; rdfs:range :Country ; owl:equivalentProperty wikidata:P27 .
+:activity a owl:ObjectProperty ; rdfs:domain :Person ; owl:equivalentProperty wikidata:P106 .
+:occupation a owl:ObjectProperty ; rdfs:range :PersonFunction ; owl:equivalentProperty wikidata:P106 .
+:builder a owl:ObjectProperty ; owl:equivalentProperty wikidata:P176 .
+:manufacturer a owl:ObjectProperty ; rdfs:range :Organisation ; owl:equivalentProperty wikidata:P176 .
+:almaMater a owl:ObjectProperty ; rdfs:domain :Person ; rdfs:range :School ; owl:equivalentProperty wikidata:P69 .
+:training a owl:ObjectProperty ; rdfs:domain :Artist ; rdfs:range :School ; owl:equivalentProperty wikidata:P69 .
+:birthYear a owl:DatatypeProperty ; owl:equivalentProperty wikidata:P569 .
+""")
+    # no domain first, then a stated range, then the first by IRI; datatype properties are not mapped
+    assert dbpedia._property_map(ontology) == {
+        "P27": DBO + "nationality", "P106": DBO + "occupation", "P176": DBO + "manufacturer", "P69": DBO + "almaMater"}
 
 
 def test_resources_are_titled_from_labels_and_disambiguated_as_wikipedia_does(dbpedia_settings: Settings) -> None:
