@@ -117,7 +117,7 @@ class KifKnowledgeBase(KnowledgeBase):
         self._batch_shapes = BatchShapes(core) if core is not None and settings.batch_size > 1 else None
         self._coalescer: Coalescer[_Group, _Key, Any] = Coalescer(
             self._run_batch, size=settings.batch_size, wait_s=settings.batch_wait_s)
-        #: The query of ``named`` on a SPARQL store without a label index (``None``: KIF's filter then).
+        #: The query of ``named`` on a SPARQL store without a label index.
         self._name_shape = NameShape.create(core) if core is not None and index is None else None
         #: ``named`` lookups of many callers asked in one query (a base without a label index).
         self._names: Coalescer[str, tuple[str, ...], frozenset[str]] = Coalescer(
@@ -159,11 +159,13 @@ class KifKnowledgeBase(KnowledgeBase):
 
     async def named(self, texts: list[str]) -> list[str] | None:
         """From the label index of a local build (one SQLite query, case, accents and punctuation folded).
-        Otherwise from the store's English item labels and aliases, which match exact strings: each text is
-        asked as written, in lower case, with its words' or only its first letter upper-cased
-        (:func:`~kifqa.data.text.spellings`); lookups of concurrent callers share queries (``kb.batch_size``)."""
+        Otherwise from a SPARQL store's English item labels and aliases, which match exact strings: each text is
+        asked in the spellings of :func:`~kifqa.data.text.spellings`, and lookups of concurrent callers share
+        queries (``kb.batch_size``). ``None`` for a store that is neither."""
         if self.index is not None:
             return self.index.named(texts)
+        if self._name_shape is None:
+            return None
         texts = list(dict.fromkeys(texts))
         if not texts:
             return []
@@ -413,18 +415,11 @@ class KifKnowledgeBase(KnowledgeBase):
 
     async def _found_names(self, spellings: set[str], *, kind: str = "named") -> frozenset[str]:
         """Those of ``spellings`` that are an item's English label or alias in the store (one query)."""
-        names = sorted(spellings)
-        if self._name_shape is not None:
-            shape = self._name_shape
-            result = await self._guard.run(kind, lambda: shape.store.backend.aselect(
-                shape.bind(names), self.settings.timeout_s))
-            return frozenset(shape.read(result) & spellings)
-        f = Filter(subject_mask=Filter.ITEM, property=OrFingerprint(LabelProperty(), AliasProperty()),
-                   value=OrFingerprint(*(Text(s, "en") for s in names)), snak_mask=Filter.VALUE_SNAK)
-        values = await self._guard.run(kind, lambda: _collect(self.store.afilter_v(
-            filter=f, distinct=True, limit=len(names) + 1, page_size=len(names) + 1,
-            timeout=self.settings.timeout_s)))
-        return frozenset(v.content for v in values if isinstance(v, Text))
+        shape = self._name_shape
+        assert shape is not None
+        result = await self._guard.run(kind, lambda: shape.store.backend.aselect(
+            shape.bind(sorted(spellings)), self.settings.timeout_s))
+        return frozenset(shape.read(result) & spellings)
 
     def _typed_property(self, id: str) -> Property:
         """:func:`typed_property` of ``id``, remembered (building it costs ~0.4 ms)."""

@@ -375,7 +375,7 @@ class NameShape:
                    value=OrFingerprint(*(Text(n, "en") for n in _STAND_IN_NAMES)), snak_mask=Filter.VALUE_SNAK)
         try:
             _, queries = compile_queries(store, f, projection=Projection.VALUE, limit=1, distinct=True)
-        except Exception:  # noqa: BLE001 - a mapping without labels or aliases: KIF's own path then
+        except Exception:  # noqa: BLE001 - a mapping without labels or aliases: no such query
             return None
         first, second = (re.escape(json.dumps(n) + "@en") for n in _STAND_IN_NAMES)
         block = re.compile(rf"\({first}\)\s*\({second}\)")
