@@ -22,6 +22,7 @@ from kifqa.pipeline import answers, draft, entities, ranking, relations
 from kifqa.pipeline.clustered import ClusteredExamples
 from kifqa.pipeline.examples import ExampleSource, FixedExamples, RetrievedExamples
 from kifqa.pipeline.recorder import CountingKB, Recorder
+from kifqa.pipeline.text import outermost
 from kifqa.pipeline.vectors import SavedVectors, memo
 from kifqa.types import ErrorKind, Pattern, Question, Result, Trace
 
@@ -187,32 +188,46 @@ class Pipeline:
                          linking: entities.Linking, ranked: list[relations.Option]
                          ) -> tuple[list[Pattern], entities.Linking, list[relations.Option]] | None:
         """A second draft whose known entity is one of the question's runs that name an item exactly and
-        are not part of the first draft's: taken (patterns, linking, options) when its best option
-        scores higher than the first draft's, else ``None`` and the trace as the first draft left it."""
+        are not part of the first draft's (:attr:`PipelineSettings.redraft_each`: one draft for each of the
+        first such runs): the one whose best option scores highest is taken (patterns, linking, options)
+        when it scores higher than the first draft's, else ``None`` and the trace as the first draft left it."""
         runs = draft.elsewhere(await draft.grounded(kb, question) or [], main.known, exact=linking.exact)
         if not runs:
             return None
+        each = self.settings.redraft_each
+        knowns = [[r] for r in sorted(outermost(runs), key=len, reverse=True)[:each]] if each > 1 else [runs]
         trace = rec.trace
         first_draft = (trace.draft_output, trace.draft, trace.candidates, trace.entities, list(trace.notes))
-        outcome = None  # a second draft the same as the first goes unremarked
-        try:
-            patterns = await self._drafted(kb, question, rec, known=runs)
-        except (StepError, draft.DraftError) as err:
-            outcome = f"failed: {err}"
-        else:
-            if patterns[0] != main:
-                linking = await self._linked(kb, patterns[0], trace)
-                second = await self._ranked(kb, question, patterns[0], linking) if linking.kept else []
-                first = ranked[0].score if ranked else float("-inf")
-                best = second[0].score if second else float("-inf")
-                if best > first:
-                    trace.notes.append(f"second draft over exact names taken: {patterns[0]} "
-                                       f"(best option {best:.3f} against {first:.3f} for {main})")
-                    return patterns, linking, second
-                outcome = f"not taken: {patterns[0]} (best option {best:.3f} against {first:.3f})"
+        first = ranked[0].score if ranked else float("-inf")
+        best: tuple[float, tuple] | None = None
+        outcomes = []  # a second draft the same as the first goes unremarked
+        for known in knowns:
+            trace.draft_output, trace.draft, trace.candidates, trace.entities, trace.notes = (
+                *first_draft[:4], list(first_draft[4]))
+            try:
+                patterns = await self._drafted(kb, question, rec, known=known)
+            except (StepError, draft.DraftError) as err:
+                outcomes.append(f"failed: {err}")
+                continue
+            if patterns[0] == main:
+                continue
+            found = await self._linked(kb, patterns[0], trace)
+            second = await self._ranked(kb, question, patterns[0], found) if found.kept else []
+            score = second[0].score if second else float("-inf")
+            if score > first and (best is None or score > best[0]):
+                best = (score, (patterns, found, second, trace.draft_output, trace.draft, trace.candidates,
+                                trace.entities, trace.notes))
+            outcomes.append(f"{patterns[0]} (best option {score:.3f})")
+        if best is not None:
+            score, (patterns, found, second, trace.draft_output, trace.draft, trace.candidates, trace.entities,
+                    trace.notes) = best
+            trace.notes.append(f"second draft over exact names taken: {patterns[0]} (best option {score:.3f} "
+                               f"against {first:.3f} for {main}; tried: {'; '.join(outcomes)})")
+            return patterns, found, second
         trace.draft_output, trace.draft, trace.candidates, trace.entities, trace.notes = first_draft
-        if outcome is not None:
-            trace.notes.append(f"second draft over exact names {outcome}")
+        if outcomes:
+            trace.notes.append(f"second draft over exact names not taken: {'; '.join(outcomes)} "
+                               f"against {first:.3f}")
         return None
 
     async def _run(self, question: Question, rec: Recorder) -> list:

@@ -134,6 +134,49 @@ def test_an_unsure_draft_is_drafted_again_over_the_other_exact_names(local_kb, b
     assert any("second draft over exact names taken" in n for n in result.trace.notes)
 
 
+class _DraftPerName(ScriptedLLM):
+    """Drafts ``first`` first; then, for a grammar that admits one of ``by_name``'s names alone, that name's
+    draft, and for one that admits several, ``by_name[chosen]`` (the model's choice among them)."""
+
+    def __init__(self, first: str, by_name: dict[str, str], chosen: str) -> None:
+        super().__init__(pick="1")
+        self.first, self.by_name, self.chosen, self.drafts = first, by_name, chosen, 0
+
+    async def agenerate(self, requests):
+        out = []
+        for r in requests:
+            if r.grammar is None or "?x | " not in r.grammar:
+                out.extend(await super().agenerate([r]))
+                continue
+            self.drafts += 1
+            admitted = [n for n in self.by_name if draft._any_case(n) in r.grammar]
+            text = self.first if self.drafts == 1 else self.by_name[admitted[0] if len(admitted) == 1 else self.chosen]
+            out.append(Completion(text, Usage()))
+        return out
+
+
+@pytest.mark.parametrize("each", [1, 3])
+def test_a_second_draft_for_each_exact_name_lets_the_options_choose(local_kb, each: int) -> None:
+    """Every exact name is inside the first draft's entity. One second draft over all of them takes
+    "Swedish" and finds nothing better; one per name (``redraft_each``) also drafts "Örnsköldsvik", whose
+    options fit, and takes it."""
+    llm = _DraftPerName("(?x | retired ice hockey player | Swedish retired ice hockey player born in Örnsköldsvik)", {
+        "Swedish": "(?x | retired ice hockey player | Swedish)",
+        "ice hockey player": "(?x | retired ice hockey player | ice hockey player)",
+        "Örnsköldsvik": "(?x | place of birth | Örnsköldsvik)"}, chosen="Swedish")
+    settings = PipelineSettings(redraft_below=0.3, redraft_each=each)
+    result = asyncio.run(Pipeline(kb=local_kb, llm=llm, settings=settings).answer(
+        Question("s", "Who is a Swedish retired ice hockey player born in Örnsköldsvik?")))
+    assert result.trace.error is None, result.trace.error
+    assert llm.drafts == 1 + each
+    relations = {(r.property, r.direction) for r in result.trace.relations}
+    if each == 1:
+        assert ("P19", "backward") not in relations and "not taken" in result.trace.notes[-1]
+    else:
+        assert relations == {("P19", "backward")} and result.trace.draft[0].known == "Örnsköldsvik"
+        assert any(n.startswith("second draft over exact names taken") for n in result.trace.notes)
+
+
 def test_a_question_asks_the_base_for_each_exact_name_once(local_kb, monkeypatch) -> None:
     """The widened name, the second draft's grammar and the second draft's widened name all ask which runs
     are names: each run goes to the base once per question."""
