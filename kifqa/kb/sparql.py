@@ -387,7 +387,8 @@ class NameShape:
     def bind(self, names: list[str]) -> str:
         """The query for ``names`` (each at most once in its result)."""
         rows = " ".join(f"({json.dumps(n, ensure_ascii=False)}@en)" for n in names)
-        return re.sub(r"LIMIT 1\b", f"LIMIT {len(names) + 1}", self._block.sub(lambda _: rows, self._text))
+        limited = re.sub(r"LIMIT 1\b", f"LIMIT {len(names) + 1}", self._text)  # before the names go in
+        return self._block.sub(lambda _: rows, limited)
 
     @staticmethod
     def read(result: SPARQL_Results) -> set[str]:

@@ -84,5 +84,6 @@ class CountingKB(KnowledgeBase):
             found = await self._kb.named(missing)
             if found is None:
                 return None
-            self._named.update((t, t in found) for t in missing)
+            names = set(found)
+            self._named.update((t, t in names) for t in missing)
         return [t for t in texts if self._named[t]]
