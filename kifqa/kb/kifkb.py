@@ -120,7 +120,7 @@ class KifKnowledgeBase(KnowledgeBase):
         #: The query of ``named`` on a SPARQL store without a label index.
         self._name_shape = NameShape.create(core) if core is not None and index is None else None
         #: ``named`` lookups of many callers asked in one query (a base without a label index).
-        self._names: Coalescer[str, tuple[str, ...], frozenset[str]] = Coalescer(
+        self._names: Coalescer[str, frozenset[str], frozenset[str]] = Coalescer(
             self._named_batch, size=settings.batch_size, wait_s=settings.batch_wait_s)
         self._label_cache: dict[str, str] = {}
         self._properties: dict[tuple[str | None, Datatype | None], Property] = {}
@@ -166,14 +166,15 @@ class KifKnowledgeBase(KnowledgeBase):
             return self.index.named(texts)
         if self._name_shape is None:
             return None
-        texts = list(dict.fromkeys(texts))
-        if not texts:
+        asked = {t: spellings(t) for t in texts}
+        if not asked:
             return []
+        every = frozenset(s for spelt in asked.values() for s in spelt)
         if self.settings.batch_size > 1:
-            found = await self._run(self._names.lookup("named", tuple(texts)))
+            found = await self._run(self._names.lookup("named", every))
         else:
-            found = await self._run(self._found_names({s for t in texts for s in spellings(t)}))
-        return [t for t in texts if not found.isdisjoint(spellings(t))]
+            found = await self._run(self._found_names(every))
+        return [t for t, spelt in asked.items() if not found.isdisjoint(spelt)]
 
     async def aclose(self) -> None:
         if self._closed:
@@ -383,10 +384,9 @@ class KifKnowledgeBase(KnowledgeBase):
         bound = self._shapes.bind(make, e, projection=Projection.ALL, limit=limit + 1, distinct=True)
         return [row_of(s) for s in await self._guard.run("filter", lambda: self._select(bound))], ""
 
-    async def _named_batch(self, _: str, lookups: list[tuple[str, ...]]) -> list[frozenset[str] | BaseException]:
-        """The spellings found among each caller's texts: callers gathered into queries of about
-        :data:`NAME_BATCH` spellings; a query that fails is asked again per caller (the error is its own)."""
-        wanted = [{s for t in texts for s in spellings(t)} for texts in lookups]
+    async def _named_batch(self, _: str, wanted: list[frozenset[str]]) -> list[frozenset[str] | BaseException]:
+        """Those found of each caller's spellings: callers gathered into queries of about :data:`NAME_BATCH`
+        spellings; a query that fails is asked again per caller (the error is its own)."""
         chunks: list[list[int]] = [[]]
         size = 0
         for i, mine in enumerate(wanted):
@@ -395,11 +395,11 @@ class KifKnowledgeBase(KnowledgeBase):
                 size = 0
             chunks[-1].append(i)
             size += len(mine)
-        results: list[frozenset[str] | BaseException] = [frozenset()] * len(lookups)
+        results: list[frozenset[str] | BaseException] = [frozenset()] * len(wanted)
 
         async def ask(chunk: list[int]) -> None:
             try:
-                found = await self._found_names(set().union(*(wanted[i] for i in chunk)),
+                found = await self._found_names(frozenset().union(*(wanted[i] for i in chunk)),
                                                 kind="named" if len(chunk) == 1 else "named batch")
             except KBError as err:
                 if len(chunk) == 1:
@@ -413,7 +413,7 @@ class KifKnowledgeBase(KnowledgeBase):
         await asyncio.gather(*(ask(chunk) for chunk in chunks))
         return results
 
-    async def _found_names(self, spellings: set[str], *, kind: str = "named") -> frozenset[str]:
+    async def _found_names(self, spellings: frozenset[str], *, kind: str = "named") -> frozenset[str]:
         """Those of ``spellings`` that are an item's English label or alias in the store (one query)."""
         shape = self._name_shape
         assert shape is not None
