@@ -24,6 +24,11 @@ class Example:
         pattern = Pattern.parse(first)
         return (first, False) if pattern is None else (pattern.predicate, pattern.subject == UNKNOWN)
 
+    def known(self) -> str:
+        """The entity the draft's main pattern names (empty when the draft does not parse)."""
+        pattern = Pattern.parse(self.draft.splitlines()[0])
+        return "" if pattern is None else pattern.known
+
 
 def sqwd_pool(data_dir: Path, *, split: str = "train", limit: int | None = None) -> list[Example]:
     """SimpleQuestions-Wikidata questions with their gold triple verbalised with labels.

@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping
 
 from kifqa.config import PipelineSettings, Settings
-from kifqa.data.pool import Example, sqwd_pool
+from kifqa.data.pool import sqwd_pool
 from kifqa.data.text import words
 from kifqa.errors import KBError
 from kifqa.kb.base import KnowledgeBase
@@ -78,8 +78,8 @@ class Pipeline:
         self.settings = settings or PipelineSettings()
         self.drafts = drafts or {}
         self.vectors = vectors
-        #: The pool questions nearest to each prepared question (:attr:`PipelineSettings.precedent`).
-        self._neighbours: dict[str, list[Example]] = {}
+        #: What similar pool questions ask for (:attr:`PipelineSettings.precedent`), opened on first use.
+        self._precedents: ranking.Precedents | None = None
 
     def with_drafts(self, drafts: Mapping[str, str]) -> Pipeline:
         """The same pipeline, with ``drafts`` (question id → draft text) given instead of the model's."""
@@ -101,8 +101,6 @@ class Pipeline:
         self.examples.prepare(texts)
         if self.settings.rank_relations == "meaning":
             memo().vectors(texts)  # a dict lookup each where the examples have just embedded them
-        if self.settings.precedent and self.examples.pool is not None:
-            self._neighbours = dict(zip(texts, self.examples.pool.nearest_many(texts, self.settings.precedent)))
 
     async def answer(self, question: Question | str) -> Result:
         """The answers and trace of ``question``; never raises (errors land in the trace)."""
@@ -158,9 +156,12 @@ class Pipeline:
         trace.entities = [c.id for c in linking.kept]
         return linking
 
-    async def _ranked(self, kb: KnowledgeBase, question: str, main: Pattern,
-                      linking: entities.Linking) -> list[relations.Option]:
-        """Step 3's options for ``main``'s kept entities, best first."""
+    async def _ranked(self, kb: KnowledgeBase, question: str, main: Pattern, linking: entities.Linking, *,
+                      compared: bool = False) -> list[relations.Option]:
+        """Step 3's options for ``main``'s kept entities, best first. What similar questions ask for
+        (:attr:`PipelineSettings.precedent`) weighs in where it can change what happens: the order of
+        several options, a lone option's score where it may call for a second draft, and any draft
+        ``compared`` with another."""
         s = self.settings
         by_entity = await relations.uses(kb, linking.kept)
         closeness = None
@@ -168,12 +169,19 @@ class Pipeline:
             properties = list({u.property.id: u.property for us in by_entity.values() for u in us}.values())
             closeness = await asyncio.to_thread(ranking.closeness, question, main.predicate, properties,
                                                saved=self.vectors)
-        precedent = None
-        if s.precedent and self.examples.pool is not None:
-            neighbours = self._neighbours.get(question) or self.examples.pool.nearest(question, s.precedent)
-            precedent = ranking.precedent(neighbours)
-        return relations.options(main, linking, by_entity, question=question, closeness=closeness,
-                                 precedent=precedent)
+        ranked = relations.options(main, linking, by_entity, question=question, closeness=closeness)
+        precedents = self.precedents() if s.precedent else None
+        if precedents is not None and (compared or len(ranked) > 1 or self._unsure(linking, ranked)):
+            precedent = await asyncio.to_thread(precedents.of, question, main.known, s.precedent)
+            ranked = relations.options(main, linking, by_entity, question=question, closeness=closeness,
+                                       precedent=precedent)
+        return ranked
+
+    def precedents(self) -> ranking.Precedents | None:
+        """What similar pool questions ask for (none without an embedded pool), embedded on first use."""
+        if self._precedents is None and self.examples.pool is not None:
+            self._precedents = ranking.Precedents(self.examples.pool)
+        return self._precedents
 
     def _unsure(self, linking: entities.Linking, ranked: list[relations.Option]) -> bool:
         """Whether the first draft calls for a second one (:attr:`PipelineSettings.redraft`,
@@ -212,7 +220,7 @@ class Pipeline:
             if patterns[0] == main:
                 continue
             found = await self._linked(kb, patterns[0], trace)
-            second = await self._ranked(kb, question, patterns[0], found) if found.kept else []
+            second = await self._ranked(kb, question, patterns[0], found, compared=True) if found.kept else []
             score = second[0].score if second else float("-inf")
             if score > first and (best is None or score > best[0]):
                 best = (score, (patterns, found, second, trace.draft_output, trace.draft, trace.candidates,

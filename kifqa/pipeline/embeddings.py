@@ -22,8 +22,6 @@ if TYPE_CHECKING:
 MODEL = "all-MiniLM-L6-v2"
 #: Pool questions embedded between two updates of the progress bar.
 _CHUNK = 1024
-#: Questions scored against the pool in one matrix product.
-_BATCH = 64
 
 
 class EmbeddedPool:
@@ -34,20 +32,28 @@ class EmbeddedPool:
     it would hand over the gold draft (the train split repeats some valid questions word for word).
     """
 
-    def __init__(self, examples: list[Example], *, cache_dir: Path | None = None) -> None:
+    def __init__(self, examples: list[Example], *, cache_dir: Path | None = None,
+                 texts: list[str] | None = None, what: str = "the example pool") -> None:
+        """Args:
+            examples: The pool.
+            cache_dir: Where the embeddings are kept between runs (none: computed again).
+            texts: What is embedded of each example (default: its question).
+            what: What the progress bar of the first embedding calls them.
+        """
         if not examples:
             raise ConfigError("the example pool is empty")
         self.examples = examples
+        self.cache_dir = cache_dir
         self._keys = [normalize(e.question) for e in examples]
-        self.matrix = self._embed_pool(cache_dir)
+        self.matrix = self._embed_pool(texts or [e.question for e in examples], what)
 
-    def _embed_pool(self, cache_dir: Path | None) -> np.ndarray:
-        digest = hashlib.sha256("\n".join(e.question for e in self.examples).encode())
-        cache = cache_dir / f"pool-{MODEL}-{digest.hexdigest()[:16]}.npy" if cache_dir else None
+    def _embed_pool(self, texts: list[str], what: str) -> np.ndarray:
+        digest = hashlib.sha256("\n".join(texts).encode())
+        cache = self.cache_dir / f"pool-{MODEL}-{digest.hexdigest()[:16]}.npy" if self.cache_dir else None
         if cache is not None and cache.exists():
             return np.load(cache)
         # The first use on a machine embeds the whole pool (minutes on one core): show a bar.
-        matrix = self._encode_with_bar([e.question for e in self.examples])
+        matrix = self._encode_with_bar(texts, what)
         if cache is not None:
             cache.parent.mkdir(parents=True, exist_ok=True)
             tmp = cache.with_suffix(f".{os.getpid()}.tmp.npy")
@@ -56,14 +62,14 @@ class EmbeddedPool:
         return matrix
 
     @staticmethod
-    def _encode_with_bar(texts: list[str]) -> np.ndarray:
+    def _encode_with_bar(texts: list[str], what: str) -> np.ndarray:
         """Unit-length embeddings of ``texts``, one row each (:mod:`kifqa.pipeline.encoder`, loaded on first
         use), with a progress bar."""
         from tqdm import tqdm
 
         encoder = load_encoder()
         chunks = [texts[i:i + _CHUNK] for i in range(0, len(texts), _CHUNK)]
-        with tqdm(total=len(texts), unit="q", desc="embedding the example pool") as bar:
+        with tqdm(total=len(texts), unit="q", desc=f"embedding {what}") as bar:
             rows = []
             for chunk in chunks:
                 rows.append(encoder.encode(chunk, threads=None))
@@ -83,20 +89,11 @@ class EmbeddedPool:
         """True when pool example ``index`` asks ``question`` itself."""
         return self._keys[index] == normalize(question)
 
-    def nearest(self, question: str, k: int, *, skip: frozenset[int] = frozenset()) -> list[Example]:
-        """The ``k`` examples closest to ``question``, closest first (neither ``skip`` nor the
-        question itself)."""
-        return self._top(question, self.matrix @ self.embed(question), k, skip)
-
-    def nearest_many(self, questions: list[str], k: int) -> list[list[Example]]:
-        """:meth:`nearest` for each of ``questions``, scored against the pool 64 questions at a time (one
-        matrix product reads the pool once for them all: a tenth of the CPU of one product per question)."""
-        out: list[list[Example]] = []
-        for start in range(0, len(questions), _BATCH):
-            chunk = questions[start:start + _BATCH]
-            scores = np.stack(self.embed_many(chunk)) @ self.matrix.T
-            out += [self._top(q, row, k, frozenset()) for q, row in zip(chunk, scores)]
-        return out
+    def nearest(self, question: str, k: int, *, skip: frozenset[int] = frozenset(),
+                like: str | None = None) -> list[Example]:
+        """The ``k`` examples closest to ``question`` (or to the text ``like``, ``question`` still left out),
+        closest first (neither ``skip`` nor the question itself)."""
+        return self._top(question, self.matrix @ self.embed(like or question), k, skip)
 
     def _top(self, question: str, scores: np.ndarray, k: int, skip: frozenset[int]) -> list[Example]:
         asked = normalize(question)

@@ -6,6 +6,7 @@ A property is written as ``label: description`` and embedded with the question e
 draft's predicate. On valid 0-199 over the hard base, among the 22 questions whose draft named none of
 their options exactly, the gold option came first for 13 (9 by spelling and word overlap alone), among
 the first three for 19 (12) and among the twelve shown for all 22 (18); docs/architecture.md.
+What similar questions of the example pool ask for weighs in too (:class:`Precedents`).
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from kifqa.data.pool import Example
 from kifqa.data.text import name_key
+from kifqa.pipeline.embeddings import EmbeddedPool
+from kifqa.pipeline.text import masked
 from kifqa.pipeline.vectors import SavedVectors, memo
 from kifqa.types import Candidate, Direction
 
@@ -39,11 +41,31 @@ def closeness(question: str, predicate: str, properties: Sequence[Candidate], *,
     return {p.id: max(0.0, float(v @ query)) for p, v in zip(properties, vectors)}
 
 
-def precedent(neighbours: Sequence[Example]) -> dict[NamedRelation, float]:
-    """What a question asks for, judged by the pool questions nearest to it (``neighbours``): each
-    relation's share of them (their gold drafts' property and direction)."""
-    votes = Counter[NamedRelation]()
-    for example in neighbours:
-        predicate, backward = example.relation()
-        votes[(name_key(predicate), "backward" if backward else "forward")] += 1
-    return {relation: n / len(neighbours) for relation, n in votes.items()}
+class Precedents:
+    """What similar questions of the pool ask for, whoever they ask it about.
+
+    Names pull a question's nearest pool questions towards others about the same or similar names ("who is
+    clara harris parent?" finds birthplaces of other people); without them, a question loses what its
+    names say of the answer's type ("which song did it write"). So both vote: the ``k`` pool questions
+    nearest to the question as written, and the ``k`` nearest to it with its draft's known entity written
+    ``it`` (:func:`~kifqa.pipeline.text.masked`), among the pool's questions with their gold entity masked
+    alike. On 1,500 training questions (gold drafts, each question itself left out) the relation with the
+    most votes is the gold one for 91.1 % of them, against 78.5 % from the questions as written alone
+    (88.5 % from the masked alone); on valid 0-199 (their drafts) 90.0 % against 76.5 %."""
+
+    def __init__(self, pool: EmbeddedPool) -> None:
+        self._plain = pool
+        self._pool = EmbeddedPool(pool.examples, cache_dir=pool.cache_dir, what="the example pool, names masked",
+                                  texts=[masked(e.question, e.known()) or e.question for e in pool.examples])
+
+    def of(self, question: str, known: str, k: int) -> dict[NamedRelation, float]:
+        """Each relation's share of the votes for ``question`` asked about ``known``: the gold drafts'
+        property and direction of its ``k`` nearest pool questions as written and masked (the question
+        itself left out)."""
+        neighbours = self._pool.nearest(question, k, like=masked(question, known) or question)
+        neighbours += self._plain.nearest(question, k)
+        votes = Counter[NamedRelation]()
+        for example in neighbours:
+            predicate, backward = example.relation()
+            votes[(name_key(predicate), "backward" if backward else "forward")] += 1
+        return {relation: n / len(neighbours) for relation, n in votes.items()}

@@ -7,11 +7,12 @@ import functools
 import re
 from collections.abc import Iterable
 
-from kifqa.data.text import name_key, normalize, question_key, words
+from kifqa.data.text import fold, name_key, normalize, question_key, words
 
 _POSSESSIVE = re.compile(r"['’]s$")
 _WORD_SPAN = re.compile(r"\w+(?:['’.&-]\w+)*")
 _PATTERN_SYNTAX = re.compile(r"[|()?\n]")
+_PLAIN_WORD = re.compile(r"\w+")
 
 
 def ngrams(text: str, *, max_len: int = 8) -> list[str]:
@@ -43,6 +44,20 @@ def spans(text: str, *, max_len: int = 8) -> list[str]:
             if bare and bare != run:
                 out[bare] = None
     return list(out)
+
+
+def masked(question: str, name: str, *, stand_in: str = "it") -> str | None:
+    """``question`` with its first run of ``name``'s words (case, accents and punctuation folded) written
+    ``stand_in``: what it asks, whoever it asks it about (``who is it parent?``). ``None`` when it has no such run."""
+    wanted = [fold(w) for w in _PLAIN_WORD.findall(name)]
+    if not wanted:
+        return None
+    found = list(_PLAIN_WORD.finditer(question))
+    folded = [fold(m.group()) for m in found]
+    for i in range(len(found) - len(wanted) + 1):
+        if folded[i:i + len(wanted)] == wanted:
+            return question[:found[i].start()] + stand_in + question[found[i + len(wanted) - 1].end():]
+    return None
 
 
 def within(part: str, whole: str) -> bool:

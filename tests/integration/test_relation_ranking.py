@@ -3,6 +3,8 @@ property exactly, the property closest in meaning to the question and predicate 
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pytest
 
@@ -12,8 +14,8 @@ from kifqa.pipeline import relations
 from kifqa.pipeline.embeddings import EmbeddedPool
 from kifqa.pipeline.encoder import load_encoder
 from kifqa.pipeline.entities import Linking
+from kifqa.pipeline.ranking import Precedents
 from kifqa.pipeline.ranking import closeness as meaning
-from kifqa.pipeline.ranking import precedent
 from kifqa.pipeline.vectors import SavedVectors, memo
 from kifqa.types import Candidate, Pattern
 
@@ -141,14 +143,16 @@ PERSON_PROPERTIES = [
 
 
 def test_what_similar_questions_ask_for_lifts_its_option(data_dir, tmp_path) -> None:
-    """The pool questions nearest to the question vote for the relations they ask; their votes move a
-    country-of-a-person relation above "founder", which meaning alone puts first."""
+    """The pool questions nearest to the question, whoever they ask about, vote for the relations they ask;
+    their votes move a country-of-a-person relation above "founder", which meaning alone puts first."""
     pool = EmbeddedPool(sqwd_pool(data_dir, limit=2000), cache_dir=tmp_path)
     question, pattern = "What country is medford bryan evans from", Pattern("medford bryan evans", "country of origin", "?x")
-    votes = precedent(pool.nearest(question, 20))
-    assert pool.nearest_many(["who wrote x?", question], 20)[1] == pool.nearest(question, 20)
+    votes = Precedents(pool).of(question, "medford bryan evans", 20)
     assert sum(votes.values()) == pytest.approx(1.0)
-    assert votes.get(("place of birth", "forward"), 0) + votes.get(("country of citizenship", "forward"), 0) >= 0.5
+    assert max(votes, key=votes.__getitem__) == ("country of citizenship", "forward")
+    # The question as written finds questions about other people's birthplaces: the names weigh in.
+    as_written = Counter(e.relation() for e in pool.nearest(question, 20))
+    assert as_written.most_common(1)[0][0] == ("place of birth", False)
     closeness = meaning(question, pattern.predicate, PERSON_PROPERTIES)
     by_entity = {EVANS.id: [PropertyUse(property=p, direction="forward") for p in PERSON_PROPERTIES]}
     linking = Linking("x", [EVANS], [EVANS], True)

@@ -6,7 +6,7 @@ from kifqa.data.text import name_key, normalize
 from kifqa.kb.base import PropertyUse
 from kifqa.pipeline import relations
 from kifqa.pipeline.entities import Linking
-from kifqa.pipeline.text import SPELLING_MATCH, ngrams, relaxed, similarity
+from kifqa.pipeline.text import SPELLING_MATCH, masked, ngrams, relaxed, similarity
 from kifqa.types import Candidate, Pattern, Relation, RelationChoice
 
 BROWN_1 = Candidate(id="Q5950", label="James Brown", aliases=("Mr. Dynamite",), description="American musician", score=10.0)
@@ -200,3 +200,10 @@ def test_a_similarity_floor_keeps_every_value_that_reaches_it() -> None:
         assert floored <= full and (floored == full or full < SPELLING_MATCH), (text, label)
     assert similarity("chid", "child", floor=SPELLING_MATCH) >= SPELLING_MATCH
     assert similarity("genre", "director", floor=SPELLING_MATCH) < similarity("genre", "director")  # not compared
+
+
+def test_the_entity_a_question_names_is_masked_however_it_is_written() -> None:
+    assert masked("What was bill hosket, jr.'s position", "bill hosket jr") == "What was it.'s position"
+    assert masked("where was Café Tacuba formed", "cafe tacuba") == "where was it formed"
+    assert masked("who is the parent of bob woodward?", "Bob Woodward") == "who is the parent of it?"
+    assert masked("who wrote the bob", "bob woodward") is None
