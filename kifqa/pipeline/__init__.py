@@ -172,7 +172,7 @@ class Pipeline:
         ranked = relations.options(main, linking, by_entity, question=question, closeness=closeness)
         precedents = self.precedents() if s.precedent else None
         if precedents is not None and (compared or len(ranked) > 1 or self._unsure(linking, ranked)):
-            precedent = await asyncio.to_thread(precedents.of, question, main.known, s.precedent)
+            precedent = await precedents.of(question, main.known, s.precedent)
             ranked = relations.options(main, linking, by_entity, question=question, closeness=closeness,
                                        precedent=precedent)
         return ranked

@@ -11,10 +11,13 @@ What similar questions of the example pool ask for weighs in too (:class:`Preced
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import Sequence
 
+from kifqa.data.pool import Example
 from kifqa.data.text import name_key
+from kifqa.kb.coalesce import Coalescer
 from kifqa.pipeline.embeddings import EmbeddedPool
 from kifqa.pipeline.text import masked
 from kifqa.pipeline.vectors import SavedVectors, memo
@@ -22,6 +25,8 @@ from kifqa.types import Candidate, Direction
 
 #: A relation as the pool's drafts name it: the name key of the property's label, and its direction.
 NamedRelation = tuple[str, Direction]
+#: Each relation's share of the votes (:class:`Precedents`).
+Votes = dict[NamedRelation, float]
 
 
 def property_text(prop: Candidate) -> str:
@@ -57,15 +62,31 @@ class Precedents:
         self._plain = pool
         self._pool = EmbeddedPool(pool.examples, cache_dir=pool.cache_dir, what="the example pool, names masked",
                                   texts=[masked(e.question, e.known()) or e.question for e in pool.examples])
+        # Concurrent questions' votes are counted together: one encoder batch, one matrix product per pool.
+        self._batches = Coalescer[int, tuple[str, str], Votes](
+            self._count_many, size=64, wait_s=0.005)
 
-    def of(self, question: str, known: str, k: int) -> dict[NamedRelation, float]:
+    async def of(self, question: str, known: str, k: int) -> Votes:
         """Each relation's share of the votes for ``question`` asked about ``known``: the gold drafts'
         property and direction of its ``k`` nearest pool questions as written and masked (the question
-        itself left out)."""
-        neighbours = self._pool.nearest(question, k, like=masked(question, known) or question)
-        neighbours += self._plain.nearest(question, k)
-        votes = Counter[NamedRelation]()
-        for example in neighbours:
-            predicate, backward = example.relation()
-            votes[(name_key(predicate), "backward" if backward else "forward")] += 1
-        return {relation: n / len(neighbours) for relation, n in votes.items()}
+        itself left out). Counted with those of other questions asked at the same time."""
+        return await self._batches.lookup(k, (question, known))
+
+    async def _count_many(self, k: int, asked: list[tuple[str, str]]) -> list[Votes | BaseException]:
+        counted: list[Votes | BaseException] = [*await asyncio.to_thread(self.count, asked, k)]
+        return counted
+
+    def count(self, asked: list[tuple[str, str]], k: int) -> list[Votes]:
+        """:meth:`of` for each (question, known entity) of ``asked``, in one batch."""
+        questions = [q for q, _ in asked]
+        hidden = self._pool.nearest_many(questions, k, like=[masked(q, known) or q for q, known in asked])
+        return [_shares(a + b) for a, b in zip(hidden, self._plain.nearest_many(questions, k))]
+
+
+def _shares(neighbours: list[Example]) -> Votes:
+    """Each relation's share of ``neighbours``' gold drafts (property and direction)."""
+    votes = Counter[NamedRelation]()
+    for example in neighbours:
+        predicate, backward = example.relation()
+        votes[(name_key(predicate), "backward" if backward else "forward")] += 1
+    return {relation: n / len(neighbours) for relation, n in votes.items()}

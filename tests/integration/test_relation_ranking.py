@@ -3,6 +3,7 @@ property exactly, the property closest in meaning to the question and predicate 
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 
 import numpy as np
@@ -147,7 +148,7 @@ def test_what_similar_questions_ask_for_lifts_its_option(data_dir, tmp_path) -> 
     their votes move a country-of-a-person relation above "founder", which meaning alone puts first."""
     pool = EmbeddedPool(sqwd_pool(data_dir, limit=2000), cache_dir=tmp_path)
     question, pattern = "What country is medford bryan evans from", Pattern("medford bryan evans", "country of origin", "?x")
-    votes = Precedents(pool).of(question, "medford bryan evans", 20)
+    [votes] = Precedents(pool).count([(question, "medford bryan evans")], 20)
     assert sum(votes.values()) == pytest.approx(1.0)
     assert max(votes, key=votes.__getitem__) == ("country of citizenship", "forward")
     # The question as written finds questions about other people's birthplaces: the names weigh in.
@@ -170,3 +171,19 @@ def test_a_clear_lead_is_taken_without_the_model() -> None:
     assert relations.obvious(close) is None and relations.obvious(clear) is None
     assert relations.obvious(close, lead=0.1) is None
     assert relations.obvious(clear, lead=0.1) is clear[0]
+
+
+def test_concurrent_questions_votes_are_counted_in_one_batch(data_dir, tmp_path) -> None:
+    """Questions asked at the same time share one encoder batch and one matrix product per pool, and get
+    the votes each would get alone."""
+    precedents = Precedents(EmbeddedPool(sqwd_pool(data_dir, limit=2000), cache_dir=tmp_path))
+    asked = [("who is clara harris parent?", "clara harris"), ("where was james brown born", "james brown"),
+             ("What country is medford bryan evans from", "medford bryan evans")]
+
+    async def together() -> list:
+        return await asyncio.gather(*(precedents.of(q, known, 20) for q, known in asked))
+
+    votes = asyncio.run(together())
+    assert precedents._batches.batches == 1 and precedents._batches.lookups == 3
+    assert votes == [precedents.count([one], 20)[0] for one in asked]
+    assert votes[1] != votes[2]
