@@ -64,7 +64,7 @@ class Precedents:
                                   texts=[masked(e.question, e.known()) or e.question for e in pool.examples])
         # Concurrent questions' votes are counted together: one encoder batch, one matrix product per pool.
         self._batches = Coalescer[int, tuple[str, str], Votes](
-            self._count_many, size=64, wait_s=0.005)
+            self._count_many, size=64, wait_s=0.01)
 
     async def of(self, question: str, known: str, k: int) -> Votes:
         """Each relation's share of the votes for ``question`` asked about ``known``: the gold drafts'
