@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,6 +28,15 @@ _CHUNK = 1024
 _BATCH = 64
 
 
+@dataclass(frozen=True)
+class View:
+    """What is embedded of each pool example instead of its question: ``text`` of the example. ``name`` tags
+    the embeddings' cache file, so a new rule needs a new name."""
+
+    name: str
+    text: Callable[[Example], str]
+
+
 class EmbeddedPool:
     """Pool examples and the unit-length embeddings of their questions (one row per example).
 
@@ -34,26 +45,31 @@ class EmbeddedPool:
     it would hand over the gold draft (the train split repeats some valid questions word for word).
     """
 
-    def __init__(self, examples: list[Example], *, cache_dir: Path | None = None,
-                 texts: list[str] | None = None, what: str = "the example pool") -> None:
+    def __init__(self, examples: list[Example], *, cache_dir: Path | None = None, view: View | None = None) -> None:
         """Args:
             examples: The pool.
             cache_dir: Where the embeddings are kept between runs (none: computed again).
-            texts: What is embedded of each example (default: its question).
-            what: What the progress bar of the first embedding calls them.
+            view: What is embedded of each example, where not its question.
         """
         if not examples:
             raise ConfigError("the example pool is empty")
         self.examples = examples
         self.cache_dir = cache_dir
+        self.view = view
         self._keys = [normalize(e.question) for e in examples]
-        self.matrix = self._embed_pool(texts or [e.question for e in examples], what)
+        self.matrix = self._embed_pool()
 
-    def _embed_pool(self, texts: list[str], what: str) -> np.ndarray:
-        digest = hashlib.sha256("\n".join(texts).encode())
-        cache = self.cache_dir / f"pool-{MODEL}-{digest.hexdigest()[:16]}.npy" if self.cache_dir else None
+    def _embed_pool(self) -> np.ndarray:
+        if self.view is None:
+            digest = hashlib.sha256("\n".join(e.question for e in self.examples).encode()).hexdigest()[:16]
+        else:  # the view's texts are worked out only when they are not cached
+            content = "\n".join(f"{e.question}\t{e.draft}" for e in self.examples)
+            digest = f"{self.view.name}-{hashlib.sha256(content.encode()).hexdigest()[:16]}"
+        cache = self.cache_dir / f"pool-{MODEL}-{digest}.npy" if self.cache_dir else None
         if cache is not None and cache.exists():
             return np.load(cache)
+        texts = [e.question if self.view is None else self.view.text(e) for e in self.examples]
+        what = "the example pool" if self.view is None else f"the example pool ({self.view.name})"
         # The first use on a machine embeds the whole pool (minutes on one core): show a bar.
         matrix = self._encode_with_bar(texts, what)
         if cache is not None:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from kifqa.data.pool import Example
 from kifqa.data.text import name_key
 from kifqa.kb.coalesce import Coalescer
-from kifqa.pipeline.embeddings import EmbeddedPool
+from kifqa.pipeline.embeddings import EmbeddedPool, View
 from kifqa.pipeline.text import masked
 from kifqa.pipeline.vectors import SavedVectors, memo
 from kifqa.types import Candidate, Direction
@@ -46,6 +46,10 @@ def closeness(question: str, predicate: str, properties: Sequence[Candidate], *,
     return {p.id: max(0.0, float(v @ query)) for p, v in zip(properties, vectors)}
 
 
+#: The pool's questions with the entity their gold draft names written ``it``.
+MASKED = View("masked", lambda e: masked(e.question, e.known()) or e.question)
+
+
 class Precedents:
     """What similar questions of the pool ask for, whoever they ask it about.
 
@@ -60,8 +64,7 @@ class Precedents:
 
     def __init__(self, pool: EmbeddedPool) -> None:
         self._plain = pool
-        self._pool = EmbeddedPool(pool.examples, cache_dir=pool.cache_dir, what="the example pool, names masked",
-                                  texts=[masked(e.question, e.known()) or e.question for e in pool.examples])
+        self._pool = EmbeddedPool(pool.examples, cache_dir=pool.cache_dir, view=MASKED)
         # Concurrent questions' votes are counted together: one encoder batch, one matrix product per pool.
         self._batches = Coalescer[int, tuple[str, str], Votes](
             self._count_many, size=64, wait_s=0.01)
