@@ -168,7 +168,8 @@ class PipelineSettings(Section):
     #: the ``embeddings`` extra); ``names``, by spelling and shared words only.
     rank_relations: Literal["meaning", "names"] = "meaning"
     #: Weigh each relation option by how many of the example pool's ``precedent`` questions nearest to the
-    #: question ask for its property in its direction (0: not at all; 10, 40 and 80 measured: docs/architecture.md).
+    #: question, as written and with its entity masked, ask for its property in its direction (0: not at all;
+    #: docs/architecture.md).
     precedent: int = 20
     #: The relation step takes its first option without asking the model when the option's score leads the
     #: second's by this much (``None``: only an exactly named or lone option). On valid 0-199 (both bases)
