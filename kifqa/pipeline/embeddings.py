@@ -107,11 +107,10 @@ class EmbeddedPool:
         """True when pool example ``index`` asks ``question`` itself."""
         return self._keys[index] == normalize(question)
 
-    def nearest(self, question: str, k: int, *, skip: frozenset[int] = frozenset(),
-                like: str | None = None) -> list[Example]:
-        """The ``k`` examples closest to ``question`` (or to the text ``like``, ``question`` still left out),
-        closest first (neither ``skip`` nor the question itself)."""
-        return self._top(question, self.matrix @ self.embed(like or question), k, skip)
+    def nearest(self, question: str, k: int, *, skip: frozenset[int] = frozenset()) -> list[Example]:
+        """The ``k`` examples closest to ``question``, closest first (neither ``skip`` nor the
+        question itself)."""
+        return self._top(question, self.matrix @ self.embed(question), k, skip)
 
     def nearest_many(self, questions: list[str], k: int, *, like: list[str] | None = None) -> list[list[Example]]:
         """:meth:`nearest` for each of ``questions`` (compared by ``like``'s texts where given), scored

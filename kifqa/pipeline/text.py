@@ -46,9 +46,15 @@ def spans(text: str, *, max_len: int = 8) -> list[str]:
     return list(out)
 
 
-def masked(question: str, name: str, *, stand_in: str = "it") -> str | None:
+#: What :func:`masked` writes for a name ("X" and "something" found the gold relation a little less often,
+#: masked votes alone: 83-84 % of valid 0-199 and 87 % of 1,500 training questions, against 85.5 and 88.5 %).
+STAND_IN = "it"
+
+
+def masked(question: str, name: str) -> str | None:
     """``question`` with its first run of ``name``'s words (case, accents and punctuation folded) written
-    ``stand_in``: what it asks, whoever it asks it about (``who is it parent?``). ``None`` when it has no such run."""
+    :data:`STAND_IN`: what it asks, whoever it asks it about (``who is it parent?``). ``None`` when it has no
+    such run."""
     wanted = [fold(w) for w in _PLAIN_WORD.findall(name)]
     if not wanted:
         return None
@@ -56,7 +62,7 @@ def masked(question: str, name: str, *, stand_in: str = "it") -> str | None:
     folded = [fold(m.group()) for m in found]
     for i in range(len(found) - len(wanted) + 1):
         if folded[i:i + len(wanted)] == wanted:
-            return question[:found[i].start()] + stand_in + question[found[i + len(wanted) - 1].end():]
+            return question[:found[i].start()] + STAND_IN + question[found[i + len(wanted) - 1].end():]
     return None
 
 
