@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from kifqa.config import PipelineSettings, Settings
 from kifqa.data.pool import sqwd_pool
@@ -24,7 +25,7 @@ from kifqa.pipeline.examples import ExampleSource, FixedExamples, RetrievedExamp
 from kifqa.pipeline.recorder import CountingKB, Recorder
 from kifqa.pipeline.text import outermost
 from kifqa.pipeline.vectors import SavedVectors, memo
-from kifqa.types import ErrorKind, Pattern, Question, Result, Trace
+from kifqa.types import Candidate, ErrorKind, Pattern, Question, Result, Trace
 
 
 def open_examples(settings: Settings) -> ExampleSource:
@@ -37,6 +38,26 @@ def open_examples(settings: Settings) -> ExampleSource:
     if ex.mode == "retrieved":
         return RetrievedExamples(pool, k=ex.k, cache_dir=cache_dir)
     return ClusteredExamples(pool, clusters=ex.clusters, block=ex.block, nearest=ex.nearest, cache_dir=cache_dir)
+
+
+@dataclass(frozen=True)
+class _DraftState:
+    """What a draft leaves in a trace, kept so that a second draft can be tried and undone."""
+
+    draft_output: str
+    draft: list[Pattern]
+    candidates: list[Candidate]
+    entities: list[str]
+    notes: list[str]
+
+    @classmethod
+    def of(cls, trace: Trace) -> _DraftState:
+        return cls(trace.draft_output, trace.draft, trace.candidates, trace.entities, list(trace.notes))
+
+    def restore(self, trace: Trace) -> None:
+        trace.draft_output, trace.draft, trace.candidates, trace.entities = (
+            self.draft_output, self.draft, self.candidates, self.entities)
+        trace.notes = list(self.notes)
 
 
 class StepError(Exception):
@@ -205,13 +226,12 @@ class Pipeline:
         each = self.settings.redraft_each
         knowns = [[r] for r in sorted(outermost(runs), key=len, reverse=True)[:each]] if each > 1 else [runs]
         trace = rec.trace
-        first_draft = (trace.draft_output, trace.draft, trace.candidates, trace.entities, list(trace.notes))
+        first_draft = _DraftState.of(trace)
         first = ranked[0].score if ranked else float("-inf")
-        best: tuple[float, tuple] | None = None
+        best: tuple[float, list[Pattern], entities.Linking, list[relations.Option], _DraftState] | None = None
         outcomes = []  # a second draft the same as the first goes unremarked
         for known in knowns:
-            trace.draft_output, trace.draft, trace.candidates, trace.entities, trace.notes = (
-                *first_draft[:4], list(first_draft[4]))
+            first_draft.restore(trace)
             try:
                 patterns = await self._drafted(kb, question, rec, known=known)
             except (StepError, draft.DraftError) as err:
@@ -223,16 +243,15 @@ class Pipeline:
             second = await self._ranked(kb, question, patterns[0], found, compared=True) if found.kept else []
             score = second[0].score if second else float("-inf")
             if score > first and (best is None or score > best[0]):
-                best = (score, (patterns, found, second, trace.draft_output, trace.draft, trace.candidates,
-                                trace.entities, trace.notes))
+                best = (score, patterns, found, second, _DraftState.of(trace))
             outcomes.append(f"{patterns[0]} (best option {score:.3f})")
         if best is not None:
-            score, (patterns, found, second, trace.draft_output, trace.draft, trace.candidates, trace.entities,
-                    trace.notes) = best
+            score, patterns, found, second, state = best
+            state.restore(trace)
             trace.notes.append(f"second draft over exact names taken: {patterns[0]} (best option {score:.3f} "
                                f"against {first:.3f} for {main}; tried: {'; '.join(outcomes)})")
             return patterns, found, second
-        trace.draft_output, trace.draft, trace.candidates, trace.entities, trace.notes = first_draft
+        first_draft.restore(trace)
         if outcomes:
             trace.notes.append(f"second draft over exact names not taken: {'; '.join(outcomes)} "
                                f"against {first:.3f}")
