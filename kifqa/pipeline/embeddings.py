@@ -14,7 +14,7 @@ import numpy as np
 
 from kifqa.data.text import normalize
 from kifqa.errors import ConfigError
-from kifqa.pipeline.encoder import load_encoder
+from kifqa.pipeline.encoder import blas_threads, load_encoder
 from kifqa.pipeline.vectors import memo
 
 if TYPE_CHECKING:
@@ -116,13 +116,11 @@ class EmbeddedPool:
         """:meth:`nearest` for each of ``questions`` (compared by ``like``'s texts where given), scored
         against the pool 64 at a time (one matrix product reads the pool once for them all: a tenth of the
         CPU of one product per question)."""
-        from threadpoolctl import threadpool_limits
-
         texts = like or questions
         out: list[list[Example]] = []
         for start in range(0, len(questions), _BATCH):
             vectors = np.stack(self.embed_many(texts[start:start + _BATCH]))
-            with threadpool_limits(1, user_api="blas"):  # a second thread only spins for a product this small
+            with blas_threads(1):  # a second thread only spins for a product this small
                 scores = vectors @ self.matrix.T
             out += [self._top(q, row, k, frozenset()) for q, row in zip(questions[start:start + _BATCH], scores)]
         return out

