@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from typing import cast
 
 import ray
@@ -100,26 +101,70 @@ class LLMActor:
 
 class ActorLLM(LLM):
     """An :class:`LLM` whose requests go to the least busy actor of an LLM pool, or, for requests
-    sharing a prompt prefix (:attr:`ChatRequest.prefix_key`), to the actor that prefix belongs to."""
+    sharing a prompt prefix (:attr:`ChatRequest.prefix_key`), to the actor that prefix belongs to.
+
+    The requests made in one turn of the event loop (a task's questions that reached a model step together)
+    travel to each actor in one call: a Ray call costs its caller and the actor about a millisecond of CPU
+    each, as much as a question's whole draft on a GPU. No request waits for another."""
 
     def __init__(self, actors: list[ActorHandle], identity: str) -> None:
         self.identity = identity
         self._pool = LeastLoaded(actors)
+        self._waiting: list[tuple[ChatRequest, asyncio.Future[Completion]]] = []
+        self._calls: set[asyncio.Task[None]] = set()
 
     async def agenerate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
-        with self._pool.pick(requests[0].prefix_key if requests else None) as actor:
-            call: ObjectRef[list[Completion]] = actor.agenerate.remote(list(requests))
+        loop = asyncio.get_running_loop()
+        futures = [loop.create_future() for _ in requests]
+        if futures and not self._waiting:
+            loop.call_soon(self._send)  # after this turn's other callers have added theirs
+        self._waiting += zip(requests, futures)
+        try:
+            return [await f for f in futures]
+        except asyncio.CancelledError:
+            # The caller gave up (a question timeout): a call whose every request is given up is cancelled
+            # in the actor too, so the backend stops them (a llama.cpp slot, an HTTP request).
+            for f in futures:
+                f.cancel()
+            raise
+
+    def _send(self) -> None:
+        """Sends the waiting requests, one call per actor."""
+        waiting, self._waiting = self._waiting, []
+        by_actor: dict[int, tuple[ActorHandle, ExitStack, list[tuple[ChatRequest, asyncio.Future[Completion]]]]] = {}
+        for request, future in waiting:
+            if future.done():
+                continue  # its caller gave up
+            pick = ExitStack()
+            actor = pick.enter_context(self._pool.pick(request.prefix_key))  # busy until the call ends
+            _, picks, batch = by_actor.setdefault(id(actor), (actor, ExitStack(), []))
+            picks.enter_context(pick)
+            batch.append((request, future))
+        for actor, picks, batch in by_actor.values():
+            task = asyncio.get_running_loop().create_task(self._call(actor, batch, picks))
+            self._calls.add(task)
+            task.add_done_callback(self._calls.discard)
+
+    async def _call(self, actor: ActorHandle, batch: list[tuple[ChatRequest, asyncio.Future[Completion]]],
+                    picks: ExitStack) -> None:
+        with picks:
+            call: ObjectRef[list[Completion]] = actor.agenerate.remote([request for request, _ in batch])
+            futures = [future for _, future in batch]
+
+            def given_up(_: asyncio.Future[Completion]) -> None:
+                if all(f.cancelled() for f in futures):
+                    ray.cancel(call)
+
+            for future in futures:
+                future.add_done_callback(given_up)
             try:
-                return await call
-            except asyncio.CancelledError:
-                # The caller gave up (a question timeout): cancel the actor's coroutine too, so the backend
-                # stops the request (a llama.cpp slot, an HTTP request) and its capacity is free again.
-                ray.cancel(call)
-                raise
+                completions = await call
             except RayError as err:
                 first_line = str(err).partition("\n")[0]
-                reason = f"LLM actor failed: {type(err).__name__}: {first_line}"
-                return [Completion(error=reason) for _ in requests]
+                completions = [Completion(error=f"LLM actor failed: {type(err).__name__}: {first_line}")] * len(batch)
+        for future, completion in zip(futures, completions, strict=True):
+            if not future.done():
+                future.set_result(completion)
 
 
 def start_llm_pool(settings: Settings, open_llm: LLMFactory) -> list[ActorHandle]:

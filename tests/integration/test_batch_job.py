@@ -32,7 +32,7 @@ from kifqa.batch.task import report_circuits
 from kifqa.config import EndpointLimit, Settings
 from kifqa.errors import ConfigError, KBError
 from kifqa.kb.base import KnowledgeBase
-from kifqa.llm.base import LLM, ChatRequest, Message
+from kifqa.llm.base import LLM, ChatRequest, Completion, Message
 from kifqa.pipeline.examples import FixedExamples
 from kifqa.resilience import Endpoint, Failure, GaveUp, RetryPolicy
 from kifqa.runs import RunFolder
@@ -373,4 +373,52 @@ def test_a_question_timeout_cancels_the_model_call_in_the_actor(cluster, tmp_pat
     while not (settings.cache_dir / "cancelled").exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert (settings.cache_dir / "cancelled").exists(), "the actor's model call was cancelled, not left running"
+    ray.kill(actor)
+
+
+class EchoLLM(LLM):
+    """Answers each request with its text; appends each call's size to ``<cache_dir>/calls``."""
+
+    identity = "echo-llm"
+
+    def __init__(self, settings: Settings) -> None:
+        self.witness = Path(settings.cache_dir) / "calls"
+
+    async def agenerate(self, requests):
+        with self.witness.open("a") as out:
+            out.write(f"{len(requests)}\n")
+        if any(r.messages[0].content == "slow" for r in requests):
+            await asyncio.sleep(1.0)
+        return [Completion(text=r.messages[0].content) for r in requests]
+
+
+def test_requests_made_together_reach_the_actor_in_one_call(cluster, tmp_path):
+    from kifqa.batch.llmpool import ActorLLM, start_llm_pool
+
+    settings = _settings(tmp_path, llm_actor_cpus=0, llm_actors=1)
+    settings.cache_dir.mkdir(parents=True)
+    [actor] = start_llm_pool(settings, EchoLLM)
+    ray.get(actor.busy_seconds.remote())
+    llm = ActorLLM([actor], "echo-llm")
+    calls = settings.cache_dir / "calls"
+
+    def ask(text: str) -> ChatRequest:
+        return ChatRequest(messages=(Message("user", text),))
+
+    async def questions() -> None:
+        # Twelve questions reach the model step in one turn of the loop: one call, each its own answer.
+        got = await asyncio.gather(*(llm.agenerate([ask(f"q{i}")]) for i in range(12)))
+        assert [c.text for [c] in got] == [f"q{i}" for i in range(12)]
+        assert calls.read_text().split() == ["12"]
+        # One that comes later goes alone, and a caller that gives up does not cost the others their answers.
+        assert [c.text for c in await llm.agenerate([ask("late")])] == ["late"]
+        given_up = asyncio.ensure_future(asyncio.wait_for(llm.agenerate([ask("slow")]), 0.2))
+        kept = asyncio.ensure_future(llm.agenerate([ask("kept")]))
+        with pytest.raises(TimeoutError):
+            await given_up
+        assert [c.text for c in await kept] == ["kept"]
+        assert calls.read_text().split() == ["12", "1", "2"]
+        assert llm._pool._in_flight == [0]
+
+    asyncio.run(questions())
     ray.kill(actor)
