@@ -19,6 +19,7 @@ from ray.actor import ActorHandle
 from ray.exceptions import RayError
 
 from kifqa.config import Settings
+from kifqa.llm.aio import PerLoop
 from kifqa.llm.base import LLM, ChatRequest, Completion, Message
 from kifqa.llm.blockstate import BlockStats
 from kifqa.llm.routing import LeastLoaded
@@ -105,20 +106,25 @@ class ActorLLM(LLM):
 
     The requests made in one turn of the event loop (a task's questions that reached a model step together)
     travel to each actor in one call: a Ray call costs its caller and the actor about a millisecond of CPU
-    each, as much as a question's whole draft on a GPU. No request waits for another."""
+    each. No request waits for another."""
 
     def __init__(self, actors: list[ActorHandle], identity: str) -> None:
         self.identity = identity
         self._pool = LeastLoaded(actors)
-        self._waiting: list[tuple[ChatRequest, asyncio.Future[Completion]]] = []
+        # A shard task runs its questions on a loop of its own, and a worker keeps this object for the next task.
+        self._waiting: PerLoop[list[tuple[ChatRequest, asyncio.Future[Completion]]]] = PerLoop(list)
         self._calls: set[asyncio.Task[None]] = set()
+
+    def __reduce__(self) -> tuple[type[ActorLLM], tuple[list[ActorHandle], str]]:
+        return ActorLLM, (self._pool.members, self.identity)
 
     async def agenerate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
         loop = asyncio.get_running_loop()
         futures = [loop.create_future() for _ in requests]
-        if futures and not self._waiting:
+        waiting = self._waiting.get()
+        if futures and not waiting:
             loop.call_soon(self._send)  # after this turn's other callers have added theirs
-        self._waiting += zip(requests, futures)
+        waiting += zip(requests, futures)
         try:
             return [await f for f in futures]
         except asyncio.CancelledError:
@@ -130,7 +136,7 @@ class ActorLLM(LLM):
 
     def _send(self) -> None:
         """Sends the waiting requests, one call per actor."""
-        waiting, self._waiting = self._waiting, []
+        waiting = self._waiting.pop() or []
         by_actor: dict[int, tuple[ActorHandle, ExitStack, list[tuple[ChatRequest, asyncio.Future[Completion]]]]] = {}
         for request, future in waiting:
             if future.done():

@@ -421,4 +421,10 @@ def test_requests_made_together_reach_the_actor_in_one_call(cluster, tmp_path):
         assert llm._pool._in_flight == [0]
 
     asyncio.run(questions())
+
+    async def next_task() -> list[str]:  # a worker keeps the model's proxy for its next shard, on a new loop
+        return [c.text for [c] in await asyncio.gather(llm.agenerate([ask("a")]), llm.agenerate([ask("b")]))]
+
+    assert asyncio.run(next_task()) == ["a", "b"]
+    assert calls.read_text().split() == ["12", "1", "2", "2"]
     ray.kill(actor)
