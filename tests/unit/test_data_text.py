@@ -1,0 +1,25 @@
+"""The rule that decides when two names are the same name (:func:`kifqa.data.text.fold`)."""
+
+from __future__ import annotations
+
+import unicodedata
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kifqa.data.text import fold
+
+
+def _rule(text: str) -> str:
+    """What fold computes for any text: case-folded, NFKD, accents dropped."""
+    return "".join(c for c in unicodedata.normalize("NFKD", text.casefold()) if not unicodedata.combining(c))
+
+
+def test_names_fold_to_their_plain_lower_case_words() -> None:
+    assert fold("Sasha VUJAČIĆ") == "sasha vujacic"
+    assert fold("Half-Life 2: Episode ONE") == "half-life 2: episode one"
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=127)) | st.text())
+def test_ascii_and_other_texts_fold_by_the_same_rule(text: str) -> None:
+    assert fold(text) == _rule(text)
