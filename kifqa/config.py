@@ -127,6 +127,15 @@ class LLMSettings(Section):
         """Requests the backend serves at once: how many questions an in-process run keeps going."""
         return self.max_concurrency if self.backend in ("openai", "vllm") else self.parallel
 
+    @property
+    def requests_per_call(self) -> int:
+        """Requests the batch job sends an LLM actor in one Ray call: as many as the backend answers side by
+        side (a call returns when its last request is answered): ``decoding`` for llama.cpp (1 by default: a
+        call per request), ``max_concurrency`` for a server or vLLM, 64 for the zero-cost ``gold`` model."""
+        if self.backend == "gold":
+            return 64
+        return self.decoding if self.backend == "local" else self.max_concurrency
+
     @field_validator("cache", mode="before")
     @classmethod
     def _empty_is_none(cls, value: object) -> object:

@@ -105,18 +105,19 @@ class ActorLLM(LLM):
     sharing a prompt prefix (:attr:`ChatRequest.prefix_key`), to the actor that prefix belongs to.
 
     The requests made in one turn of the event loop (a task's questions that reached a model step together)
-    travel to each actor in one call: a Ray call costs its caller and the actor about a millisecond of CPU
-    each. No request waits for another."""
+    travel to each actor up to ``per_call`` in one call (:attr:`LLMSettings.requests_per_call`): a Ray call
+    costs its caller and the actor about a millisecond of CPU each."""
 
-    def __init__(self, actors: list[ActorHandle], identity: str) -> None:
+    def __init__(self, actors: list[ActorHandle], identity: str, *, per_call: int = 1) -> None:
         self.identity = identity
+        self.per_call = per_call
         self._pool = LeastLoaded(actors)
         # A shard task runs its questions on a loop of its own, and a worker keeps this object for the next task.
         self._waiting: PerLoop[list[tuple[ChatRequest, asyncio.Future[Completion]]]] = PerLoop(list)
         self._calls: set[asyncio.Task[None]] = set()
 
-    def __reduce__(self) -> tuple[type[ActorLLM], tuple[list[ActorHandle], str]]:
-        return ActorLLM, (self._pool.members, self.identity)
+    def __reduce__(self) -> tuple[Callable[..., ActorLLM], tuple[list[ActorHandle], str, int]]:
+        return _actor_llm, (self._pool.members, self.identity, self.per_call)
 
     async def agenerate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
         loop = asyncio.get_running_loop()
@@ -135,7 +136,7 @@ class ActorLLM(LLM):
             raise
 
     def _send(self) -> None:
-        """Sends the waiting requests, one call per actor."""
+        """Sends the waiting requests, up to :attr:`per_call` a call to each actor."""
         waiting = self._waiting.pop() or []
         by_actor: dict[int, tuple[ActorHandle, ExitStack, list[tuple[ChatRequest, asyncio.Future[Completion]]]]] = {}
         for request, future in waiting:
@@ -143,13 +144,21 @@ class ActorLLM(LLM):
                 continue  # its caller gave up
             pick = ExitStack()
             actor = pick.enter_context(self._pool.pick(request.prefix_key))  # busy until the call ends
-            _, picks, batch = by_actor.setdefault(id(actor), (actor, ExitStack(), []))
+            _, picks, batch = by_actor.get(id(actor)) or (actor, ExitStack(), [])
+            if len(batch) == self.per_call:
+                self._start(actor, batch, picks)
+                picks, batch = ExitStack(), []
+            by_actor[id(actor)] = (actor, picks, batch)
             picks.enter_context(pick)
             batch.append((request, future))
         for actor, picks, batch in by_actor.values():
-            task = asyncio.get_running_loop().create_task(self._call(actor, batch, picks))
-            self._calls.add(task)
-            task.add_done_callback(self._calls.discard)
+            self._start(actor, batch, picks)
+
+    def _start(self, actor: ActorHandle, batch: list[tuple[ChatRequest, asyncio.Future[Completion]]],
+               picks: ExitStack) -> None:
+        task = asyncio.get_running_loop().create_task(self._call(actor, batch, picks))
+        self._calls.add(task)
+        task.add_done_callback(self._calls.discard)
 
     async def _call(self, actor: ActorHandle, batch: list[tuple[ChatRequest, asyncio.Future[Completion]]],
                     picks: ExitStack) -> None:
@@ -171,6 +180,10 @@ class ActorLLM(LLM):
         for future, completion in zip(futures, completions, strict=True):
             if not future.done():
                 future.set_result(completion)
+
+
+def _actor_llm(actors: list[ActorHandle], identity: str, per_call: int) -> ActorLLM:
+    return ActorLLM(actors, identity, per_call=per_call)
 
 
 def start_llm_pool(settings: Settings, open_llm: LLMFactory) -> list[ActorHandle]:

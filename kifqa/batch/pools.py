@@ -111,7 +111,8 @@ def actor_pools(settings: Settings, *, open_kb: KBFactory | None = None,
             ray.get(opened)
         except RayTaskError as err:  # a model or KB that cannot be opened: say why in one line
             raise err.cause if isinstance(err.cause, KifqaError) else err from None
-        yield Pools(settings=settings, llm=ActorLLM(llm_actors, identities[0]),
+        llm = ActorLLM(llm_actors, identities[0], per_call=settings.llm.requests_per_call)
+        yield Pools(settings=settings, llm=llm,
                     kb=None if in_tasks else ActorKB(kb_actors, settings.kb.spec), open_kb=open_kb,
                     llm_actors=llm_actors, kb_actors=kb_actors, startup_s=time.perf_counter() - start)
     finally:
