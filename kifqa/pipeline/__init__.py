@@ -297,7 +297,14 @@ class Pipeline:
             if not ranked:
                 raise StepError(f"no statements about {', '.join(trace.entities)}", kind=ErrorKind.NO_STATEMENTS)
             trace.options = [r for o in ranked for r in o.relations()]
-            chosen = relations.obvious(ranked, lead=s.sure_lead)
+            chosen = relations.overruled(ranked)
+            if chosen is not None:
+                first = ranked[0]
+                trace.notes.append(f"the draft names {first.property.label!r} ({first.direction}), asked for by "
+                                   f"{first.votes:.0%} of similar questions; taken instead: "
+                                   f"{chosen.property.label!r} ({chosen.direction}), asked for by {chosen.votes:.0%}")
+            else:
+                chosen = relations.obvious(ranked, lead=s.sure_lead)
             if chosen is None:
                 shown = ranked[: s.max_options]
                 out = await rec.generate(self.llm, relations.request(question.text, main, shown, abstain=s.abstain))

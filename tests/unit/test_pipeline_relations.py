@@ -60,6 +60,31 @@ def test_near_matches_prefer_the_better_named_entity() -> None:
     assert relations.obvious(ranked).entities == (sky,)
 
 
+def test_precedent_votes_overrule_an_exactly_named_property_few_similar_questions_ask_for() -> None:
+    player = Candidate(id="Q19204627", label="American football player")
+    sport = Candidate(id="P641", label="sport")
+    occupation = Candidate(id="P106", label="occupation", aliases=("profession",))
+    by_entity = {player.id: [PropertyUse(property=sport, direction="backward"),
+                             PropertyUse(property=occupation, direction="backward")]}
+    pattern = Pattern("?x", "sport", "american football player")
+
+    def ranked(sport_votes: float, occupation_votes: float) -> list[relations.Option]:
+        votes = {("sport", "backward"): sport_votes, ("occupation", "backward"): occupation_votes}
+        return relations.options(pattern, _linking(player), by_entity, precedent=votes)
+
+    contradicted = ranked(0.075, 0.45)
+    assert contradicted[0].property.id == "P641" and relations.obvious(contradicted) is contradicted[0]
+    assert relations.overruled(contradicted) is contradicted[1]
+    assert (contradicted[1].property.id, contradicted[1].direction, contradicted[1].votes) == ("P106", "backward", 0.45)
+    # Enough votes for the named property, or too few for any other: the name stands.
+    assert relations.overruled(ranked(relations.OVERRULED_BELOW, 0.45)) is None
+    assert relations.overruled(ranked(0.0, relations.OVERRULING - 0.01)) is None
+    # A property the draft does not name exactly is never overruled (the votes already weigh in its score).
+    unnamed = relations.options(Pattern("?x", "plays", "american football player"), _linking(player), by_entity,
+                                precedent={("occupation", "backward"): 0.45})
+    assert unnamed[0].match < relations.ALIAS_MATCH and relations.overruled(unnamed) is None
+
+
 def test_typos_still_rank_the_intended_property_first() -> None:
     p40 = Candidate(id="P40", label="child", aliases=("has child",))
     p50 = Candidate(id="P50", label="author", aliases=("writer",))
