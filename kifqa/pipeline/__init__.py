@@ -219,11 +219,13 @@ class Pipeline:
         """A second draft whose known entity is one of the question's runs that name an item exactly and
         are not part of the first draft's (:attr:`PipelineSettings.redraft_each`: one draft for each of the
         first such runs): the one whose best option scores highest is taken (patterns, linking, options)
-        when it scores higher than the first draft's, else ``None`` and the trace as the first draft left it."""
+        when it scores higher than the first draft's (and, where the first found no statement, when it is not unsure
+        itself: its best option scores at least :attr:`PipelineSettings.redraft_below`), else ``None`` and the trace
+        as the first draft left it."""
         runs = draft.elsewhere(await draft.grounded(kb, question) or [], main.known, exact=linking.exact)
         if not runs:
             return None
-        each = self.settings.redraft_each
+        each, below = self.settings.redraft_each, self.settings.redraft_below
         knowns = [[r] for r in sorted(outermost(runs), key=len, reverse=True)[:each]] if each > 1 else [runs]
         trace = rec.trace
         first_draft = _DraftState.of(trace)
@@ -242,7 +244,8 @@ class Pipeline:
             found = await self._linked(kb, patterns[0], trace)
             second = await self._ranked(kb, question, patterns[0], found, compared=True) if found.kept else []
             score = second[0].score if second else float("-inf")
-            if score > first and (best is None or score > best[0]):
+            sure = bool(ranked) or below is None or score >= below
+            if sure and score > first and (best is None or score > best[0]):
                 best = (score, patterns, found, second, _DraftState.of(trace))
             outcomes.append(f"{patterns[0]} (best option {score:.3f})")
         if best is not None:

@@ -134,6 +134,27 @@ def test_an_unsure_draft_is_drafted_again_over_the_other_exact_names(local_kb, b
     assert any("second draft over exact names taken" in n for n in result.trace.notes)
 
 
+@pytest.mark.parametrize(("second", "taken"), [("(?x | country of origin | hong kong)", True),
+                                               ("(?x | spoken language | hong kong)", False)])
+def test_a_second_draft_replaces_one_that_found_no_statement_only_if_it_is_sure(local_kb, second: str,
+                                                                                taken: bool) -> None:
+    """"Fist of Legend" names an item the base holds no statement about. A second draft over another of the
+    question's names replaces it where its best option fits (a name of the option's property), not where it
+    is unsure itself (under ``redraft_below``): then the question answers nothing rather than another question."""
+    llm = _GroundedScript("(fist of legend | original language | ?x)", second)
+    settings = PipelineSettings(redraft_below=0.3, redraft_each=1)
+    result = asyncio.run(Pipeline(kb=local_kb, llm=llm, settings=settings).answer(
+        Question("n", "what language is the hong kong film fist of legend in?")))
+    assert len(llm.grammars) == 2
+    if taken:
+        assert result.trace.error is None, result.trace.error
+        assert result.trace.draft[0].known == "hong kong" and result.answers
+        assert any(n.startswith("second draft over exact names taken") for n in result.trace.notes)
+    else:
+        assert result.answers == [] and result.trace.error_kind is ErrorKind.NO_STATEMENTS
+        assert result.trace.entities == ["Q1001759"] and "not taken" in result.trace.notes[-1]
+
+
 class _DraftPerName(ScriptedLLM):
     """Drafts ``first`` first; then, for a grammar that admits one of ``by_name``'s names alone, that name's
     draft, and for one that admits several, ``by_name[chosen]`` (the model's choice among them)."""
