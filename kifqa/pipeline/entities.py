@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from itertools import combinations
 
-from kifqa.data.text import name_key
+from kifqa.data.text import name_key, question_key
 from kifqa.kb.base import KnowledgeBase
 from kifqa.pipeline.text import SPELLING_MATCH, relaxed, similarity
 from kifqa.types import Candidate
@@ -33,14 +35,19 @@ def names(candidate: Candidate) -> list[str]:
 
 async def link(kb: KnowledgeBase, label: str, *, limit: int = 50, max_kept: int = 10,
                max_near: int = 5) -> Linking:
-    """Searches ``label`` (then its relaxed forms if it finds nothing) and keeps the candidates."""
+    """Searches ``label`` (then its relaxed forms, then the name it writes without spaces, if it finds nothing)
+    and keeps the candidates."""
     query, candidates = label, await kb.search_entities(label, limit=limit)
     for form in relaxed(label) if not candidates else ():
         query, candidates = form, await kb.search_entities(form, limit=limit)
         if candidates:
             break
+    key: Callable[[str], str] = name_key
     wanted = name_key(label)
-    exact = [c for c in candidates if any(name_key(n) == wanted for n in names(c))]
+    if not candidates and (spaced := await unjoined(kb, label)):  # named exactly, punctuation folded
+        query, candidates = spaced, await kb.search_entities(spaced, limit=limit)
+        key, wanted = question_key, question_key(spaced)
+    exact = [c for c in candidates if any(key(n) == wanted for n in names(c))]
     if exact:
         return Linking(query, candidates, exact[:max_kept], True)
     return Linking(query, candidates, typos_first(label, candidates)[:max_near], False)
@@ -53,3 +60,29 @@ def typos_first(label: str, candidates: list[Candidate]) -> list[Candidate]:
         return similarity(label, c.label, c.aliases, floor=SPELLING_MATCH) < SPELLING_MATCH
 
     return sorted(candidates, key=far)
+
+
+#: The longest word :func:`unjoined` cuts in three (a word's cuts in three grow with the square of its length).
+_MAX_CUT3 = 20
+
+
+async def unjoined(kb: KnowledgeBase, label: str) -> str | None:
+    """``label`` with one of its words cut in two (else in three) so that it is exactly an item's name, case,
+    accents and punctuation folded: a name the question wrote without its spaces ("thezutons", "gridlockd" for
+    "Gridlock'd", "jimmarcus"). Fewer cuts first, then the word's order; ``None`` when no cut names an item, or
+    when the base cannot tell."""
+    words = label.split()
+    for parts in (2, 3):
+        forms = [" ".join([*words[:i], *cut, *words[i + 1:]]) for i, word in enumerate(words)
+                 if len(word) >= 5 and (parts == 2 or len(word) <= _MAX_CUT3) for cut in _cuts(word, parts)]
+        found = await kb.named(forms) if forms else None
+        if found:
+            return found[0]
+    return None
+
+
+def _cuts(word: str, parts: int) -> Iterator[list[str]]:
+    """``word`` cut into ``parts`` non-empty pieces, every way, in order."""
+    for at in combinations(range(1, len(word)), parts - 1):
+        bounds = (0, *at, len(word))
+        yield [word[a:b] for a, b in zip(bounds, bounds[1:])]

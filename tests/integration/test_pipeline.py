@@ -250,6 +250,19 @@ def test_entities_fall_back_to_near_matches(local_kb) -> None:
     assert not linking.exact and "Q2568216" in {c.id for c in linking.kept}  # "Wiebke Carolsfeld"
 
 
+@pytest.mark.parametrize(("label", "spaced", "item"), [("thezutons", "the zutons", "Q1142296"),
+                                                      ("gridlockd", "gridlock d", "Q951966"),  # "Gridlock'd"
+                                                      ("zorblaxquuxington", None, None)])
+def test_a_name_written_without_its_spaces_is_found(local_kb, label: str, spaced: str | None,
+                                                    item: str | None) -> None:
+    """A drafted word that finds nothing is cut where the cut pieces name an item exactly."""
+    linking = asyncio.run(entities.link(local_kb, label))
+    if spaced is None:  # no such item in the base: nothing is made up
+        assert linking.kept == [] and linking.query == label
+        return
+    assert linking.query == spaced and linking.exact and [c.id for c in linking.kept] == [item]
+
+
 def test_near_matches_spelled_as_a_typo_of_the_label_come_first(local_kb) -> None:
     linking = asyncio.run(entities.link(local_kb, "phillip pullman"))
     assert [c.id for c in linking.candidates[:3]] == ["Q543563", "Q16967910", "Q190220"]  # the search's order
