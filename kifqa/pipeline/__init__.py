@@ -219,9 +219,9 @@ class Pipeline:
         """A second draft whose known entity is one of the question's runs that name an item exactly and
         are not part of the first draft's (:attr:`PipelineSettings.redraft_each`: one draft for each of the
         first such runs): the one whose best option scores highest is taken (patterns, linking, options)
-        when it scores higher than the first draft's (and, where the first found no statement, when it is not unsure
-        itself: its best option scores at least :attr:`PipelineSettings.redraft_below`), else ``None`` and the trace
-        as the first draft left it."""
+        when it scores higher than the first draft's (and, where the first found no entity or no statement, when it
+        is not unsure itself: its best option scores at least :attr:`PipelineSettings.redraft_below`), else ``None``
+        and the trace as the first draft left it."""
         runs = draft.elsewhere(await draft.grounded(kb, question) or [], main.known, exact=linking.exact)
         if not runs:
             return None
@@ -286,17 +286,23 @@ class Pipeline:
 
         with rec.step("entities"):
             linking = await self._linked(kb, main, trace)
+            second = None
             if not linking.kept:
-                raise StepError(f"no entity found for {main.known!r}", kind=ErrorKind.NO_ENTITY)
+                if text is None and self._unsure(linking, []):
+                    with rec.step("redraft"):
+                        second = await self._redrafted(kb, question.text, rec, main, linking, [])
+                if second is None:
+                    raise StepError(f"no entity found for {main.known!r}", kind=ErrorKind.NO_ENTITY)
 
         with rec.step("relations"):
-            ranked = await self._ranked(kb, question.text, main, linking)
-            if text is None and self._unsure(linking, ranked):
-                with rec.step("redraft"):
-                    better = await self._redrafted(kb, question.text, rec, main, linking, ranked)
-                if better is not None:
-                    patterns, linking, ranked = better
-                    main = patterns[0]
+            if second is None:
+                ranked = await self._ranked(kb, question.text, main, linking)
+                if text is None and self._unsure(linking, ranked):
+                    with rec.step("redraft"):
+                        second = await self._redrafted(kb, question.text, rec, main, linking, ranked)
+            if second is not None:
+                patterns, linking, ranked = second
+                main = patterns[0]
             if not ranked:
                 raise StepError(f"no statements about {', '.join(trace.entities)}", kind=ErrorKind.NO_STATEMENTS)
             trace.options = [r for o in ranked for r in o.relations()]

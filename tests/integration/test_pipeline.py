@@ -155,6 +155,29 @@ def test_a_second_draft_replaces_one_that_found_no_statement_only_if_it_is_sure(
         assert result.trace.entities == ["Q1001759"] and "not taken" in result.trace.notes[-1]
 
 
+@pytest.mark.parametrize(("second", "taken"), [("(?x | place of birth | hollywood)", True),
+                                               ("(?x | record label | hollywood)", False)])
+def test_a_second_draft_replaces_one_whose_entity_is_found_nowhere_only_if_it_is_sure(local_kb, second: str,
+                                                                                    taken: bool) -> None:
+    """The first draft's entity, "signer", finds no item. A second draft over another of the question's exact
+    names replaces it where its best option fits, not where it is unsure itself: then the question answers
+    nothing, its trace saying which second draft was tried."""
+    llm = _GroundedScript("(?x | actress | signer)", second)
+    settings = PipelineSettings(redraft_below=0.3, redraft_each=1)
+    result = asyncio.run(Pipeline(kb=local_kb, llm=llm, settings=settings).answer(
+        Question("s", "which actress and signer was born in hollywood?")))
+    assert len(llm.grammars) == 2
+    if taken:
+        assert result.trace.error is None, result.trace.error
+        assert result.trace.draft[0].known == "hollywood" and result.answers
+        assert {(r.property, r.direction) for r in result.trace.relations} == {("P19", "backward")}
+        assert any(n.startswith("second draft over exact names taken") for n in result.trace.notes)
+    else:
+        assert result.answers == [] and result.trace.error_kind is ErrorKind.NO_ENTITY
+        assert result.trace.error_step == "entities" and result.trace.entities == []
+        assert "not taken" in result.trace.notes[-1]
+
+
 class _DraftPerName(ScriptedLLM):
     """Drafts ``first`` first; then, for a grammar that admits one of ``by_name``'s names alone, that name's
     draft, and for one that admits several, ``by_name[chosen]`` (the model's choice among them)."""
