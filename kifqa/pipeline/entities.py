@@ -8,7 +8,7 @@ from itertools import combinations
 
 from kifqa.data.text import name_key, question_key
 from kifqa.kb.base import KnowledgeBase
-from kifqa.pipeline.text import SPELLING_MATCH, relaxed, similarity
+from kifqa.pipeline.text import SPELLING_MATCH, relaxed, similarity, singular
 from kifqa.types import Candidate
 
 
@@ -35,8 +35,8 @@ def names(candidate: Candidate) -> list[str]:
 
 async def link(kb: KnowledgeBase, label: str, *, limit: int = 50, max_kept: int = 10,
                max_near: int = 5) -> Linking:
-    """Searches ``label`` (then its relaxed forms, then the name it writes without spaces, if it finds nothing)
-    and keeps the candidates."""
+    """Searches ``label`` (then its relaxed forms, then the name it writes without spaces, if it finds nothing;
+    then its :func:`~kifqa.pipeline.text.singular`, if nothing is named exactly) and keeps the candidates."""
     query, candidates = label, await kb.search_entities(label, limit=limit)
     for form in relaxed(label) if not candidates else ():
         query, candidates = form, await kb.search_entities(form, limit=limit)
@@ -48,6 +48,11 @@ async def link(kb: KnowledgeBase, label: str, *, limit: int = 50, max_kept: int 
         query, candidates = spaced, await kb.search_entities(spaced, limit=limit)
         key, wanted = question_key, question_key(spaced)
     exact = [c for c in candidates if any(key(n) == wanted for n in names(c))]
+    if not exact and (one := singular(label)):  # "dramas", "ray krocs": a plural, or a possessive's bare s
+        found = await kb.search_entities(one, limit=limit)
+        exact = [c for c in found if any(name_key(n) == name_key(one) for n in names(c))]
+        if exact or not candidates:
+            query, candidates = one, found
     if exact:
         return Linking(query, candidates, exact[:max_kept], True)
     return Linking(query, candidates, typos_first(label, candidates)[:max_near], False)

@@ -84,6 +84,16 @@ def relaxed(text: str) -> list[str]:
     return [f for f in dict.fromkeys((normalize(bare), name_key(bare))) if f and f != text]
 
 
+def singular(text: str) -> str | None:
+    """``text`` without the s that ends its last word, a plural or a possessive written without its apostrophe
+    ("dramas", "ray krocs" for Ray Kroc's), when that word has four letters or more and ends in one s;
+    ``None`` otherwise."""
+    head, _, last = text.strip().rpartition(" ")
+    if len(last) < 4 or not last.isalpha() or last[-1] not in "sS" or last[-2] in "sS":
+        return None
+    return f"{head} {last[:-1]}".lstrip()
+
+
 def _stem(word: str) -> str:
     for suffix in ("ing", "ed", "es", "s"):
         if len(word) > len(suffix) + 2 and word.endswith(suffix):

@@ -286,6 +286,18 @@ def test_a_name_written_without_its_spaces_is_found(local_kb, label: str, spaced
     assert linking.query == spaced and linking.exact and [c.id for c in linking.kept] == [item]
 
 
+@pytest.mark.parametrize(("label", "query", "items"), [("esqueritas", "esquerita", {"Q3058617"}),
+                                                      ("ray krocs", "ray kroc", {"Q319648"}),  # Ray Kroc's
+                                                      ("midfielders", "midfielder", {"Q193592"}),
+                                                      ("the beatles", "the beatles", {"Q1299", "Q3112872"})])
+def test_a_plural_or_a_bare_possessive_s_is_dropped_where_that_names_an_item_exactly(local_kb, label: str, query: str,
+                                                                                    items: set[str]) -> None:
+    """A drafted name that names nothing exactly is searched again without the s that ends it; a name that is
+    exact as drafted ("The Beatles") stays as it is."""
+    linking = asyncio.run(entities.link(local_kb, label))
+    assert linking.query == query and linking.exact and {c.id for c in linking.kept} == items
+
+
 def test_near_matches_spelled_as_a_typo_of_the_label_come_first(local_kb) -> None:
     linking = asyncio.run(entities.link(local_kb, "phillip pullman"))
     assert [c.id for c in linking.candidates[:3]] == ["Q543563", "Q16967910", "Q190220"]  # the search's order
