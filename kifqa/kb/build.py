@@ -115,18 +115,23 @@ def _complete(kind: type[B], final: Path, digest: str) -> bool:
     return kind.read(swap.current(final), digest) is not None
 
 
+def local_digest(data_dir: Path) -> str:
+    """The hash of the local base's inputs: the Wikidata inputs, the builder's and the label index's versions."""
+    return paths.inputs_digest(data_dir, f"{VERSION}/index-{index.VERSION}")
+
+
 def hard_digest(data_dir: Path) -> str:
-    """The hash of the hard base's inputs: the Wikidata inputs, the ontology, the builder's and the
+    """The hash of the hard base's inputs: the Wikidata inputs, the ontology, the builder's, the index's and the
     generator's versions and the seed."""
-    return paths.inputs_digest(data_dir, f"{VERSION}/hard-{hard_base.VERSION}/seed-{hard_base.SEED}",
-                               (*paths.WIKIDATA_INPUTS, paths.ONTOLOGY))
+    versions = f"{VERSION}/index-{index.VERSION}/hard-{hard_base.VERSION}/seed-{hard_base.SEED}"
+    return paths.inputs_digest(data_dir, versions, (*paths.WIKIDATA_INPUTS, paths.ONTOLOGY))
 
 
 def _digest_and_final(settings: Settings, hard: bool) -> tuple[str, Path]:
     if hard:
         digest = hard_digest(settings.data_dir)
         return digest, kb_dir(settings) / f"hard-{digest}"
-    digest = paths.inputs_digest(settings.data_dir, VERSION)
+    digest = local_digest(settings.data_dir)
     return digest, kb_dir(settings) / digest
 
 

@@ -78,8 +78,8 @@ def resource_name(label: str) -> str:
 
 
 def inputs_digest(data_dir: Path) -> str:
-    """A hash of the converter's version, the Wikidata inputs and the DBpedia inputs."""
-    return paths.inputs_digest(data_dir, paths.inputs_digest(data_dir, VERSION), INPUTS)
+    """A hash of the converter's and the label index's versions, the Wikidata inputs and the DBpedia inputs."""
+    return paths.inputs_digest(data_dir, paths.inputs_digest(data_dir, f"{VERSION}/index-{index.VERSION}"), INPUTS)
 
 
 def locate(settings: Settings) -> DBpediaBuild:

@@ -28,6 +28,10 @@ from kifqa.sqlite import select_in
 
 Kind = Literal["item", "property"]
 
+#: The index's version, part of the hash of every build that holds one: its keys are :func:`~kifqa.data.text.fold`'s
+#: (2: strokes dropped, "Łódź" as "lodz").
+VERSION = "2"
+
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE entity (

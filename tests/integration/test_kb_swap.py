@@ -14,8 +14,7 @@ import httpx
 import pytest
 
 from kifqa.config import Settings
-from kifqa.data import paths
-from kifqa.kb.build import VERSION, kb_dir
+from kifqa.kb.build import kb_dir, local_digest
 
 Maker = Callable[..., Settings]
 REPO = Path(__file__).resolve().parents[2]
@@ -68,7 +67,7 @@ def _triples(url: str) -> int:
 
 
 def _current(settings: Settings) -> Path:
-    return (kb_dir(settings) / paths.inputs_digest(settings.data_dir, VERSION)).resolve()
+    return (kb_dir(settings) / local_digest(settings.data_dir)).resolve()
 
 
 def _builds(settings: Settings) -> set[Path]:
@@ -94,7 +93,7 @@ def test_concurrent_forced_builds_under_a_running_server_keep_its_build_then_swe
 def test_a_build_of_the_older_layout_in_use_is_never_moved(tiny_settings: Maker) -> None:
     settings = tiny_settings()
     _done(_kb(settings, "build"))
-    final = kb_dir(settings) / paths.inputs_digest(settings.data_dir, VERSION)
+    final = kb_dir(settings) / local_digest(settings.data_dir)
     folder = final.resolve()
     final.unlink()
     folder.rename(final)  # <hash>/ as a folder, as builds used to be written
