@@ -205,14 +205,15 @@ class PipelineSettings(Section):
     #: 200-399 (local base), for 7 % more model calls (docs/architecture.md).
     redraft: bool = False
     #: Where the first draft's best relation option scores below this, or it has none (its known entity finds no
-    #: item, or the items have no statement), draft again with the
-    #: known entity one of the question's runs that name an item exactly and are not part of the first
-    #: draft's (a description drafted as the entity: "english professional footballer" in "which retired
-    #: english professional footballer was born in birmingham?"), and keep the draft whose best option
-    #: scores higher (``None``: never). On valid 0-199 0.3 fixed 2 questions on each base and broke none,
-    #: for 3-5 % more model calls (docs/architecture.md). Where the first draft found no entity or statement, the second
-    #: replaces it only if its own best option scores at least this: a draft over a common word ("music") does not
-    #: answer the question (SimpleDBpediaQA valid 0-199: subject linking 0.500 -> 0.610).
+    #: item, or the items have no statement), or its known entity is an answer the question offers ("male" in "is
+    #: X male or female?"), draft again with the known entity one of the question's runs that name an item
+    #: exactly and are not part of the first draft's (a description drafted as the entity: "english professional
+    #: footballer" in "which retired english professional footballer was born in birmingham?"), and keep the draft
+    #: whose best option scores higher (``None``: never). On valid 0-199 0.3 fixed 2 questions on each base and
+    #: broke none, for 3-5 % more model calls (docs/architecture.md). Where the first draft found no entity or
+    #: statement, or drafted an offered answer, the second replaces it only if its own best option scores at least
+    #: this: a draft over a common word ("music") does not answer the question (SimpleDBpediaQA valid 0-199:
+    #: subject linking 0.500 -> 0.610).
     redraft_below: float | None = 0.3
     #: How many second drafts: 1, one whose grammar admits every such run (the model chooses the name); more,
     #: one for each of the first this many of them (the outermost, longest first), the best option deciding

@@ -213,16 +213,24 @@ class Pipeline:
         low = s.redraft_below is not None and (not ranked or ranked[0].score < s.redraft_below)
         return low or (s.redraft and not linking.exact)
 
+    def _offered(self, question: str, main: Pattern) -> bool:
+        """Whether the draft's known entity is an answer the question offers ("male" in "is X male or female?"):
+        then a second draft is tried as where the first found nothing (:meth:`_redrafted`)."""
+        s = self.settings
+        return s.constrain_draft and s.redraft_below is not None and draft.offered(question, main.known)
+
     async def _redrafted(self, kb: KnowledgeBase, question: str, rec: Recorder, main: Pattern,
                          linking: entities.Linking, ranked: list[relations.Option]
                          ) -> tuple[list[Pattern], entities.Linking, list[relations.Option]] | None:
         """A second draft whose known entity is one of the question's runs that name an item exactly and
         are not part of the first draft's (:attr:`PipelineSettings.redraft_each`: one draft for each of the
         first such runs): the one whose best option scores highest is taken (patterns, linking, options)
-        when it scores higher than the first draft's (and, where the first found no entity or no statement, when it
-        is not unsure itself: its best option scores at least :attr:`PipelineSettings.redraft_below`), else ``None``
-        and the trace as the first draft left it."""
-        runs = draft.elsewhere(await draft.grounded(kb, question) or [], main.known, exact=linking.exact)
+        when it scores higher than the first draft's (and, where the first found no entity or no statement or drafted
+        an answer the question offers, when it is not unsure itself: its best option scores at least
+        :attr:`PipelineSettings.redraft_below`), else ``None`` and the trace as the first draft left it. A run that
+        the question offers as an answer ("male or female") is never drafted as the known entity."""
+        runs = [r for r in draft.elsewhere(await draft.grounded(kb, question) or [], main.known, exact=linking.exact)
+                if not draft.offered(question, r)]
         if not runs:
             return None
         each, below = self.settings.redraft_each, self.settings.redraft_below
@@ -297,9 +305,11 @@ class Pipeline:
         with rec.step("relations"):
             if second is None:
                 ranked = await self._ranked(kb, question.text, main, linking)
-                if text is None and self._unsure(linking, ranked):
+                offered = self._offered(question.text, main)
+                if text is None and (offered or self._unsure(linking, ranked)):
                     with rec.step("redraft"):
-                        second = await self._redrafted(kb, question.text, rec, main, linking, ranked)
+                        second = await self._redrafted(kb, question.text, rec, main, linking,
+                                                       [] if offered else ranked)
             if second is not None:
                 patterns, linking, ranked = second
                 main = patterns[0]

@@ -67,6 +67,13 @@ async def grounded(kb: KnowledgeBase, question: str, *, longest: bool = False) -
     return outermost(found) if longest else found
 
 
+def offered(question: str, name: str) -> bool:
+    """Whether ``name`` is one of the answers ``question`` offers to choose from, next to one of its "or"s ("male"
+    in "is ferruccio furlanetto male or female?"), or that "or": an answer, not the entity the question asks about."""
+    key, whole = question_key(name), f" {question_key(question)} "
+    return key == "or" or bool(key) and (f" {key} or " in whole or f" or {key} " in whole)
+
+
 def elsewhere(runs: list[str], known: str, *, exact: bool) -> list[str]:
     """The ``runs`` that are not part of ``known``'s words (``known`` respelled stays, unless it named an item
     ``exact``-ly as drafted); when every run is, those shorter than ``known``."""

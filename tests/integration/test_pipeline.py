@@ -134,48 +134,53 @@ def test_an_unsure_draft_is_drafted_again_over_the_other_exact_names(local_kb, b
     assert any("second draft over exact names taken" in n for n in result.trace.notes)
 
 
-@pytest.mark.parametrize(("second", "taken"), [("(?x | country of origin | hong kong)", True),
-                                               ("(?x | spoken language | hong kong)", False)])
-def test_a_second_draft_replaces_one_that_found_no_statement_only_if_it_is_sure(local_kb, second: str,
-                                                                                taken: bool) -> None:
-    """"Fist of Legend" names an item the base holds no statement about. A second draft over another of the
-    question's names replaces it where its best option fits (a name of the option's property), not where it
-    is unsure itself (under ``redraft_below``): then the question answers nothing rather than another question."""
-    llm = _GroundedScript("(fist of legend | original language | ?x)", second)
-    settings = PipelineSettings(redraft_below=0.3, redraft_each=1)
-    result = asyncio.run(Pipeline(kb=local_kb, llm=llm, settings=settings).answer(
-        Question("n", "what language is the hong kong film fist of legend in?")))
-    assert len(llm.grammars) == 2
-    if taken:
-        assert result.trace.error is None, result.trace.error
-        assert result.trace.draft[0].known == "hong kong" and result.answers
-        assert any(n.startswith("second draft over exact names taken") for n in result.trace.notes)
-    else:
-        assert result.answers == [] and result.trace.error_kind is ErrorKind.NO_STATEMENTS
-        assert result.trace.entities == ["Q1001759"] and "not taken" in result.trace.notes[-1]
+_NO_STATEMENT = ("what language is the hong kong film fist of legend in?", "(fist of legend | original language | ?x)",
+                 ErrorKind.NO_STATEMENTS, ["Q1001759"])
+_NO_ENTITY = ("which actress and signer was born in hollywood?", "(?x | actress | signer)", ErrorKind.NO_ENTITY, [])
 
 
-@pytest.mark.parametrize(("second", "taken"), [("(?x | place of birth | hollywood)", True),
-                                               ("(?x | record label | hollywood)", False)])
-def test_a_second_draft_replaces_one_whose_entity_is_found_nowhere_only_if_it_is_sure(local_kb, second: str,
-                                                                                    taken: bool) -> None:
-    """The first draft's entity, "signer", finds no item. A second draft over another of the question's exact
-    names replaces it where its best option fits, not where it is unsure itself: then the question answers
-    nothing, its trace saying which second draft was tried."""
-    llm = _GroundedScript("(?x | actress | signer)", second)
+@pytest.mark.parametrize(("found", "second", "fits"), [
+    (_NO_STATEMENT, "(?x | country of origin | hong kong)", ("hong kong", "P495", "backward")),
+    (_NO_STATEMENT, "(?x | spoken language | hong kong)", None),
+    (_NO_ENTITY, "(?x | place of birth | hollywood)", ("hollywood", "P19", "backward")),
+    (_NO_ENTITY, "(?x | record label | hollywood)", None)])
+def test_a_second_draft_replaces_one_that_found_nothing_only_if_it_is_sure(local_kb, found: tuple, second: str,
+                                                                         fits: tuple | None) -> None:
+    """"Fist of Legend" names an item the base holds no statement about; "signer" names no item. A second draft
+    over another of the question's names replaces such a draft where its best option fits (a name of the option's
+    property), not where it is unsure itself (under ``redraft_below``): then the question answers nothing rather
+    than another question, and its trace says which second draft was tried."""
+    question, first, error_kind, entities = found
+    llm = _GroundedScript(first, second)
     settings = PipelineSettings(redraft_below=0.3, redraft_each=1)
-    result = asyncio.run(Pipeline(kb=local_kb, llm=llm, settings=settings).answer(
-        Question("s", "which actress and signer was born in hollywood?")))
+    result = asyncio.run(Pipeline(kb=local_kb, llm=llm, settings=settings).answer(Question("n", question)))
     assert len(llm.grammars) == 2
-    if taken:
+    if fits is not None:
         assert result.trace.error is None, result.trace.error
-        assert result.trace.draft[0].known == "hollywood" and result.answers
-        assert {(r.property, r.direction) for r in result.trace.relations} == {("P19", "backward")}
+        known, *relation = fits
+        assert result.trace.draft[0].known == known and result.answers
+        assert {(r.property, r.direction) for r in result.trace.relations} == {tuple(relation)}
         assert any(n.startswith("second draft over exact names taken") for n in result.trace.notes)
     else:
-        assert result.answers == [] and result.trace.error_kind is ErrorKind.NO_ENTITY
-        assert result.trace.error_step == "entities" and result.trace.entities == []
-        assert "not taken" in result.trace.notes[-1]
+        assert result.answers == [] and result.trace.error_kind is error_kind
+        assert result.trace.entities == entities and "not taken" in result.trace.notes[-1]
+
+
+@pytest.mark.parametrize(("question", "redrafted"), [("is alexander mackenzie male or female", True),
+                                                      ("who is a male named alexander mackenzie", False)])
+def test_a_draft_over_an_answer_the_question_offers_is_drafted_again(local_kb, question: str,
+                                                                     redrafted: bool) -> None:
+    """"male" in "is X male or female" is an answer to choose, not the entity asked about: a second draft over
+    the question's other names replaces it. Where "male" is not one of two offered answers, nothing is redrafted."""
+    llm = _GroundedScript("(?x | sex or gender | male)", "(alexander mackenzie | sex or gender | ?x)")
+    result = asyncio.run(Pipeline(kb=local_kb, llm=llm, settings=PipelineSettings()).answer(Question("m", question)))
+    assert result.trace.error is None, result.trace.error
+    if redrafted:
+        assert len(llm.grammars) == 2 and "male" not in llm.grammars[1].split("known ::=")[1]
+        assert [(r.entity, r.property, r.direction) for r in result.trace.relations] == [("Q128708", "P21", "forward")]
+        assert [a.answer for a in result.answers] == ["Q6581097"]
+    else:
+        assert len(llm.grammars) == 1 and len(result.answers) > 100
 
 
 class _DraftPerName(ScriptedLLM):
