@@ -213,11 +213,12 @@ class Pipeline:
         low = s.redraft_below is not None and (not ranked or ranked[0].score < s.redraft_below)
         return low or (s.redraft and not linking.exact)
 
-    def _offered(self, question: str, main: Pattern) -> bool:
+    def _offered(self, question: str, main: Pattern, linking: entities.Linking) -> bool:
         """Whether the draft's known entity is an answer the question offers ("male" in "is X male or female?"):
         then a second draft is tried as where the first found nothing (:meth:`_redrafted`)."""
         s = self.settings
-        return s.constrain_draft and s.redraft_below is not None and draft.offered(question, main.known)
+        return (s.constrain_draft and s.redraft_below is not None
+                and draft.offered(question, main.known, exact=linking.exact))
 
     async def _redrafted(self, kb: KnowledgeBase, question: str, rec: Recorder, main: Pattern,
                          linking: entities.Linking, ranked: list[relations.Option]
@@ -305,7 +306,7 @@ class Pipeline:
         with rec.step("relations"):
             if second is None:
                 ranked = await self._ranked(kb, question.text, main, linking)
-                offered = self._offered(question.text, main)
+                offered = self._offered(question.text, main, linking)
                 if text is None and (offered or self._unsure(linking, ranked)):
                     with rec.step("redraft"):
                         second = await self._redrafted(kb, question.text, rec, main, linking,

@@ -67,10 +67,13 @@ async def grounded(kb: KnowledgeBase, question: str, *, longest: bool = False) -
     return outermost(found) if longest else found
 
 
-def offered(question: str, name: str) -> bool:
+def offered(question: str, name: str, *, exact: bool = True) -> bool:
     """Whether ``name`` is one of the answers ``question`` offers to choose from, next to one of its "or"s ("male"
-    in "is ferruccio furlanetto male or female?"), or that "or": an answer, not the entity the question asks about."""
+    in "is ferruccio furlanetto male or female?"), or that "or", or (where it names no item ``exact``-ly) two of them
+    with the "or" between ("denmark or sweden"): answers, not the entity the question asks about."""
     key, whole = question_key(name), f" {question_key(question)} "
+    if not exact and " or " in f" {key} ":
+        return True
     return key == "or" or bool(key) and (f" {key} or " in whole or f" or {key} " in whole)
 
 
