@@ -74,7 +74,7 @@ def offered(question: str, name: str, *, exact: bool = True) -> bool:
     key, whole = question_key(name), f" {question_key(question)} "
     if not exact and " or " in f" {key} ":
         return True
-    return key == "or" or bool(key) and (f" {key} or " in whole or f" or {key} " in whole)
+    return key == "or" or (bool(key) and (f" {key} or " in whole or f" or {key} " in whole))
 
 
 def elsewhere(runs: list[str], known: str, *, exact: bool) -> list[str]:

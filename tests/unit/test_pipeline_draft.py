@@ -83,3 +83,18 @@ def test_a_second_draft_names_what_the_first_did_not() -> None:
     # every exact name is inside the first draft's: the shorter ones
     assert draft.elsewhere(["swedish", "örnsköldsvik", "swedish player in örnsköldsvik"],
                            "swedish player in örnsköldsvik", exact=True) == ["swedish", "örnsköldsvik"]
+
+
+@pytest.mark.parametrize(("question", "name", "exact", "is_offered"), [
+    ("is john felske male or female", "male", True, True),
+    ("is john felske male or female", "female", True, True),
+    ("is john felske male or female", "or", True, True),
+    ("is john felske male or female", "john felske", True, False),
+    ("was he born in london or in paris", "paris", True, False),  # "in" stands between: not next to the "or"
+    ("who is a male singer", "male", True, False),
+    ("is it from denmark or sweden", "denmark or sweden", False, True),
+    ("what type of film is march or die", "march or die", True, False),  # a title that holds an "or"
+])
+def test_an_answer_the_question_offers_is_told_from_its_entity(question: str, name: str, exact: bool,
+                                                               is_offered: bool) -> None:
+    assert draft.offered(question, name, exact=exact) is is_offered

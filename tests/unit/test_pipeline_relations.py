@@ -6,7 +6,7 @@ from kifqa.data.text import name_key, normalize
 from kifqa.kb.base import PropertyUse
 from kifqa.pipeline import relations
 from kifqa.pipeline.entities import Linking
-from kifqa.pipeline.text import SPELLING_MATCH, masked, ngrams, relaxed, similarity
+from kifqa.pipeline.text import SPELLING_MATCH, masked, ngrams, relaxed, similarity, singular
 from kifqa.types import Candidate, Pattern, Relation, RelationChoice
 
 BROWN_1 = Candidate(id="Q5950", label="James Brown", aliases=("Mr. Dynamite",), description="American musician", score=10.0)
@@ -24,6 +24,13 @@ def test_text_helpers() -> None:
     assert similarity("place of birth", "place of birth", ["born in"]) == 1.0
     assert similarity("born in", "place of birth", ["born in"]) == 0.9
     assert 0 < similarity("birth place", "place of birth") < 0.9
+
+
+@pytest.mark.parametrize(("text", "one"), [("dramas", "drama"), ("ray krocs", "ray kroc"), ("super bowlS", "super bowl"),
+                                          ("peter odemwingies", "peter odemwingie"), ("class", None), ("bus", None),
+                                          ("x-rays", None), ("", None)])
+def test_a_name_loses_the_s_of_a_plural_or_a_bare_possessive(text: str, one: str | None) -> None:
+    assert singular(text) == one
 
 
 def _linking(*kept: Candidate, exact: bool = True) -> Linking:
