@@ -1,7 +1,7 @@
 """``kifqa kb build``: the data folder as an on-disk Oxigraph store plus a label index, built once per input hash.
 
 A build lives in ``<cache_dir>/kb/<hash>/`` (``kb.nt``, ``oxigraph/``, ``labels.sqlite``, ``manifest.json``),
-where the hash covers the input files and :data:`VERSION`: a link to the folder of the current build,
+where the hash covers the input files, :data:`VERSION` and the label index's: a link to the folder of the current build,
 which is written beside the others and switched to atomically when complete (:mod:`kifqa.kb.swap`), so a
 half-written build never counts as done and a build in use is never removed.
 """
@@ -26,6 +26,8 @@ from kifqa.kb import index, rdf, swap
 
 #: The builder's version: part of the build hash, so bumping it rebuilds every base.
 VERSION = "3"
+#: The versions every Wikidata-encoded build's hash covers: the builder's and its label index's.
+_VERSIONS = f"{VERSION}/index-{index.VERSION}"
 
 MANIFEST = "manifest.json"
 
@@ -117,14 +119,14 @@ def _complete(kind: type[B], final: Path, digest: str) -> bool:
 
 def local_digest(data_dir: Path) -> str:
     """The hash of the local base's inputs: the Wikidata inputs, the builder's and the label index's versions."""
-    return paths.inputs_digest(data_dir, f"{VERSION}/index-{index.VERSION}")
+    return paths.inputs_digest(data_dir, _VERSIONS)
 
 
 def hard_digest(data_dir: Path) -> str:
     """The hash of the hard base's inputs: the Wikidata inputs, the ontology, the builder's, the index's and the
     generator's versions and the seed."""
-    versions = f"{VERSION}/index-{index.VERSION}/hard-{hard_base.VERSION}/seed-{hard_base.SEED}"
-    return paths.inputs_digest(data_dir, versions, (*paths.WIKIDATA_INPUTS, paths.ONTOLOGY))
+    return paths.inputs_digest(data_dir, f"{_VERSIONS}/hard-{hard_base.VERSION}/seed-{hard_base.SEED}",
+                               (*paths.WIKIDATA_INPUTS, paths.ONTOLOGY))
 
 
 def _digest_and_final(settings: Settings, hard: bool) -> tuple[str, Path]:

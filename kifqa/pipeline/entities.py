@@ -42,20 +42,26 @@ async def link(kb: KnowledgeBase, label: str, *, limit: int = 50, max_kept: int 
         query, candidates = form, await kb.search_entities(form, limit=limit)
         if candidates:
             break
-    key: Callable[[str], str] = name_key
-    wanted = name_key(label)
+    named, key = label, name_key
     if not candidates and (spaced := await unjoined(kb, label)):  # named exactly, punctuation folded
         query, candidates = spaced, await kb.search_entities(spaced, limit=limit)
-        key, wanted = question_key, question_key(spaced)
-    exact = [c for c in candidates if any(key(n) == wanted for n in names(c))]
+        named, key = spaced, question_key
+    exact = named_exactly(candidates, named, key=key)
     if not exact and (one := singular(label)):  # "dramas", "ray krocs": a plural, or a possessive's bare s
         found = await kb.search_entities(one, limit=limit)
-        exact = [c for c in found if any(name_key(n) == name_key(one) for n in names(c))]
+        exact = named_exactly(found, one)
         if exact or not candidates:
             query, candidates = one, found
     if exact:
         return Linking(query, candidates, exact[:max_kept], True)
     return Linking(query, candidates, typos_first(label, candidates)[:max_near], False)
+
+
+def named_exactly(candidates: list[Candidate], name: str, *,
+                  key: Callable[[str], str] = name_key) -> list[Candidate]:
+    """The ``candidates`` whose label or an alias is ``name``, as ``key`` compares names."""
+    wanted = key(name)
+    return [c for c in candidates if any(key(n) == wanted for n in names(c))]
 
 
 def typos_first(label: str, candidates: list[Candidate]) -> list[Candidate]:
