@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -58,10 +59,43 @@ def stop_process(process: subprocess.Popen[bytes], *, timeout_s: float) -> None:
         process.wait()
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """The CPU time process ``pid`` has used so far (user and system), where ``/proc`` tells (Linux)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_until(ready: Callable[[], bool], process: subprocess.Popen[bytes], *, timeout_s: float,
+               failed: Callable[[str], Exception], poll_s: float = 0.1) -> None:
+    """Waits until ``ready()`` while ``process`` works towards it. ``timeout_s`` is counted in the process's own
+    CPU seconds where ``/proc`` tells, so a machine busy with other work stretches the wait but does not end it;
+    it also ends once the process has used no CPU for ``timeout_s`` of wall time (it is stuck), and elsewhere
+    after ``timeout_s`` of wall time. Raises ``failed(reason)`` when the wait ends or ``process`` exits first."""
+    start = cpu_seconds(process.pid)
+    used = 0.0
+    progressed = time.monotonic()
+    while not ready():
+        if process.poll() is not None:
+            raise failed(f"it exited with status {process.returncode}")
+        now = cpu_seconds(process.pid) if start is not None else None
+        if now is not None and start is not None and now - start > used:
+            used, progressed = now - start, time.monotonic()
+        if used > timeout_s:
+            raise failed(f"it used {used:.0f} s of CPU without getting there (limit {timeout_s:g} s)")
+        if time.monotonic() - progressed > timeout_s:
+            raise failed(f"{timeout_s:g} s passed with no work done" if start is not None
+                         else f"{timeout_s:g} s passed")
+        time.sleep(poll_s)
+
+
 class OxigraphServer:
     """An ``oxigraph serve-read-only`` process over ``store_dir`` on ``host:port`` (a free port by default).
 
-    Use as a context manager, or call :meth:`start` and :meth:`stop`.
+    Use as a context manager, or call :meth:`start` and :meth:`stop`. The start may take ``startup_timeout_s``
+    of the server's CPU time (:func:`wait_until`).
     """
 
     def __init__(self, store_dir: Path, *, port: int | None = None, host: str = "127.0.0.1",
@@ -88,20 +122,20 @@ class OxigraphServer:
             [oxigraph_binary(), "serve-read-only", "--location", str(self.store_dir),
              "--bind", f"{self.host}:{self.port}"],
             stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + self.startup_timeout_s
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                status, self._process = self._process.returncode, None
-                raise KBError(f"oxigraph server exited with status {status}: {self._output()}")
-            try:
-                if httpx.get(self.url, params={"query": "ASK {}"}, timeout=1.0).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)
-        self.stop()
-        raise KBError(f"oxigraph server did not answer on {self.url} within {self.startup_timeout_s:g} s: "
-                      f"{self._output()}")
+        try:
+            wait_until(self._answers, self._process, timeout_s=self.startup_timeout_s, poll_s=0.05,
+                       failed=lambda why: KBError(f"oxigraph server did not answer on {self.url}: {why}: "
+                                                  f"{self._output()}"))
+        except KBError:
+            self.stop()
+            raise
+        return self
+
+    def _answers(self) -> bool:
+        try:
+            return httpx.get(self.url, params={"query": "ASK {}"}, timeout=1.0).status_code == 200
+        except httpx.TransportError:
+            return False
 
     def stop(self) -> None:
         """Stops the server (politely, then by force)."""
