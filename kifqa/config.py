@@ -169,8 +169,9 @@ class PipelineSettings(Section):
     max_entities: int = 10
     #: Near-match entities carried on when nothing is named exactly.
     max_near_entities: int = 5
-    #: Options shown to the model in the relation step (on valid 0-199 over the hard base, 6 and 20 each lost a
-    #: question against 12: docs/architecture.md).
+    #: Options shown to the model in the relation step at most (on valid 0-199 over the hard base, 6 and 20 each
+    #: lost a question against 12: docs/architecture.md); of those, only the ones the first leads by less than
+    #: ``sure_lead`` (:func:`~kifqa.pipeline.relations.contenders`).
     max_options: int = 12
     #: How the relation step ranks the options the draft does not name exactly: ``meaning``, by the closeness
     #: of each property's label and description to the question and the predicate (the question encoder,
@@ -182,7 +183,8 @@ class PipelineSettings(Section):
     precedent: int = 20
     #: The relation step takes its first option without asking the model when the option's score leads the
     #: second's by this much (``None``: only an exactly named or lone option). On valid 0-199 (both bases)
-    #: the 1.5B model's picks above a 0.1 lead were never better than the first option, and 3 times worse.
+    #: the 1.5B model's picks above a 0.1 lead were never better than the first option, and 3 times worse. Where
+    #: the model is asked, it is shown only the options within this lead of the first.
     sure_lead: float | None = 0.1
     #: Let the relation step's model answer "none of these" and leave the question unanswered
     #: (:attr:`~kifqa.types.ErrorKind.ABSTAINED`) rather than take the least bad option. Off by default:

@@ -326,7 +326,7 @@ class Pipeline:
             else:
                 chosen = relations.obvious(ranked, lead=s.sure_lead)
             if chosen is None:
-                shown = ranked[: s.max_options]
+                shown = relations.contenders(ranked, lead=s.sure_lead, most=s.max_options)
                 out = await rec.generate(self.llm, relations.request(question.text, main, shown, abstain=s.abstain))
                 if out.error:
                     raise StepError(f"model call failed: {out.error}", kind=ErrorKind.MODEL)

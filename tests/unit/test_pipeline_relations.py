@@ -112,6 +112,20 @@ def test_vague_predicate_goes_to_the_model_with_numbered_options() -> None:
     assert relations.parse("2", ranked) is ranked[1]
 
 
+def test_the_model_is_shown_only_the_options_the_ranking_cannot_tell_apart() -> None:
+    p27 = Candidate(id="P27", label="country of citizenship", aliases=(), description="")
+    by_entity = {BROWN_1.id: [PropertyUse(property=p, direction="forward") for p in (P19, P20, p27, P175)]}
+    ranked = relations.options(Pattern("james brown", "hometown", "?x"), _linking(BROWN_1), by_entity,
+                               precedent={("place of birth", "forward"): 0.45, ("place of death", "forward"): 0.45,
+                                          ("country of citizenship", "forward"): 0.1})
+    assert [o.property.id for o in ranked[:2]] == ["P19", "P20"] and ranked[0].score - ranked[2].score >= 0.1
+    assert relations.obvious(ranked, lead=0.1) is None
+    shown = relations.contenders(ranked, lead=0.1, most=12)
+    assert [o.property.id for o in shown] == ["P19", "P20"]  # the other two trail the first by 0.1 or more
+    assert relations.contenders(ranked, lead=None, most=3) == ranked[:3]
+    assert relations.contenders(ranked, lead=1.0, most=1) == ranked[:1]
+
+
 def test_direction_follows_the_real_statements() -> None:
     # drafted the wrong way round: the entity is really the value of P175
     by_entity = {BROWN_1.id: [PropertyUse(property=P175, direction="backward")]}
