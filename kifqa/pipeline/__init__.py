@@ -177,12 +177,10 @@ class Pipeline:
         trace.entities = [c.id for c in linking.kept]
         return linking
 
-    async def _ranked(self, kb: KnowledgeBase, question: str, main: Pattern, linking: entities.Linking, *,
-                      compared: bool = False) -> list[relations.Option]:
-        """Step 3's options for ``main``'s kept entities, best first. What similar questions ask for
-        (:attr:`PipelineSettings.precedent`) weighs in where it can change what happens: the order of
-        several options, a lone option's score where it may call for a second draft, and any draft
-        ``compared`` with another."""
+    async def _ranked(self, kb: KnowledgeBase, question: str, main: Pattern,
+                      linking: entities.Linking) -> list[relations.Option]:
+        """Step 3's options for ``main``'s kept entities, best first, what similar questions ask for
+        (:attr:`PipelineSettings.precedent`) weighing in."""
         s = self.settings
         by_entity = await relations.uses(kb, linking.kept)
         closeness = None
@@ -190,13 +188,10 @@ class Pipeline:
             properties = list({u.property.id: u.property for us in by_entity.values() for u in us}.values())
             closeness = await asyncio.to_thread(ranking.closeness, question, main.predicate, properties,
                                                saved=self.vectors)
-        ranked = relations.options(main, linking, by_entity, question=question, closeness=closeness)
         precedents = self.precedents() if s.precedent else None
-        if precedents is not None and (compared or len(ranked) > 1 or self._unsure(linking, ranked)):
-            precedent = await precedents.of(question, main.known, s.precedent)
-            ranked = relations.options(main, linking, by_entity, question=question, closeness=closeness,
-                                       precedent=precedent)
-        return ranked
+        precedent = await precedents.of(question, main.known, s.precedent) if precedents is not None else None
+        return relations.options(main, linking, by_entity, question=question, closeness=closeness,
+                                 precedent=precedent)
 
     def precedents(self) -> ranking.Precedents | None:
         """What similar pool questions ask for (none without an embedded pool), embedded on first use."""
@@ -213,6 +208,14 @@ class Pipeline:
         low = s.redraft_below is not None and (not ranked or ranked[0].score < s.redraft_below)
         return low or (s.redraft and not linking.exact)
 
+    def _unasked(self, ranked: list[relations.Option]) -> bool:
+        """Whether similar questions ask for none of the first draft's options (:func:`relations.unasked`,
+        :attr:`PipelineSettings.redraft_unasked`): then a second draft is tried, and taken only if they ask for
+        its best option (:meth:`_redrafted`)."""
+        s = self.settings
+        return (s.redraft_unasked and s.constrain_draft and s.redraft_below is not None
+                and self.precedents() is not None and relations.unasked(ranked))
+
     def _offered(self, question: str, main: Pattern, linking: entities.Linking) -> bool:
         """Whether the draft's known entity is an answer the question offers ("male" in "is X male or female?"):
         then a second draft is tried as where the first found nothing (:meth:`_redrafted`)."""
@@ -221,15 +224,16 @@ class Pipeline:
                 and draft.offered(question, main.known, exact=linking.exact))
 
     async def _redrafted(self, kb: KnowledgeBase, question: str, rec: Recorder, main: Pattern,
-                         linking: entities.Linking, ranked: list[relations.Option]
+                         linking: entities.Linking, ranked: list[relations.Option], *, asked: bool = False
                          ) -> tuple[list[Pattern], entities.Linking, list[relations.Option]] | None:
         """A second draft whose known entity is one of the question's runs that name an item exactly and
         are not part of the first draft's (:attr:`PipelineSettings.redraft_each`: one draft for each of the
         first such runs): the one whose best option scores highest is taken (patterns, linking, options)
         when it scores higher than the first draft's (and, where the first found no entity or no statement or drafted
         an answer the question offers, when it is not unsure itself: its best option scores at least
-        :attr:`PipelineSettings.redraft_below`), else ``None`` and the trace as the first draft left it. A run that
-        the question offers as an answer ("male or female") is never drafted as the known entity."""
+        :attr:`PipelineSettings.redraft_below`; with ``asked``, also when similar questions ask for its best option,
+        :data:`relations.OVERRULING` of the votes or more), else ``None`` and the trace as the first draft left it. A
+        run that the question offers as an answer ("male or female") is never drafted as the known entity."""
         runs = [r for r in draft.elsewhere(await draft.grounded(kb, question) or [], main.known, exact=linking.exact)
                 if not draft.offered(question, r)]
         if not runs:
@@ -251,9 +255,11 @@ class Pipeline:
             if patterns[0] == main:
                 continue
             found = await self._linked(kb, patterns[0], trace)
-            second = await self._ranked(kb, question, patterns[0], found, compared=True) if found.kept else []
+            second = await self._ranked(kb, question, patterns[0], found) if found.kept else []
             score = second[0].score if second else float("-inf")
             sure = bool(ranked) or below is None or score >= below
+            if asked:
+                sure = sure and score > float("-inf") and second[0].votes >= relations.OVERRULING
             if sure and score > first and (best is None or score > best[0]):
                 best = (score, patterns, found, second, _DraftState.of(trace))
             outcomes.append(f"{patterns[0]} (best option {score:.3f})")
@@ -307,10 +313,12 @@ class Pipeline:
             if second is None:
                 ranked = await self._ranked(kb, question.text, main, linking)
                 offered = self._offered(question.text, main, linking)
-                if text is None and (offered or self._unsure(linking, ranked)):
+                unsure = not offered and self._unsure(linking, ranked)
+                unasked = not (offered or unsure) and self._unasked(ranked)
+                if text is None and (offered or unsure or unasked):
                     with rec.step("redraft"):
                         second = await self._redrafted(kb, question.text, rec, main, linking,
-                                                       [] if offered else ranked)
+                                                       ranked if unsure else [], asked=unasked)
             if second is not None:
                 patterns, linking, ranked = second
                 main = patterns[0]

@@ -163,6 +163,14 @@ def overruled(ranked: list[Option]) -> Option | None:
     return best if best is not None and best.votes >= OVERRULING else None
 
 
+def unasked(ranked: list[Option]) -> bool:
+    """Whether the precedent votes ask for none of the options: the first has fewer than :data:`OVERRULED_BELOW`
+    of them and none :data:`OVERRULING` or more. The votes then ask for a relation the draft's entity does not
+    have: "whats the name of a baseball pitcher" drafted over ``baseball`` (85 % of the votes for ``position
+    played on team``, backward, which ``pitcher`` has)."""
+    return bool(ranked) and ranked[0].votes < OVERRULED_BELOW and all(o.votes < OVERRULING for o in ranked)
+
+
 def obvious(ranked: list[Option], *, lead: float | None = None) -> Option | None:
     """The option to take without asking the model: the only one; the best of those whose
     property the draft's predicate names exactly, when it is strictly best (a label beats an

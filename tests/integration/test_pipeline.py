@@ -7,8 +7,10 @@ import asyncio
 import pytest
 
 from kifqa.config import PipelineSettings
+from kifqa.data.pool import sqwd_pool
 from kifqa.llm.base import Completion, Usage
 from kifqa.pipeline import Pipeline, answers, draft, entities, relations
+from kifqa.pipeline.examples import RetrievedExamples
 from kifqa.types import ConstraintResult, ErrorKind, Pattern, Question
 from tests.cassette import cassette_llm
 from tests.fakes import ScriptedLLM
@@ -181,6 +183,28 @@ def test_a_draft_over_an_answer_the_question_offers_is_drafted_again(local_kb, q
         assert [a.answer for a in result.answers] == ["Q6581097"]
     else:
         assert len(llm.grammars) == 1 and len(result.answers) > 100
+
+
+@pytest.mark.parametrize("redraft_unasked", [True, False])
+def test_a_draft_whose_options_similar_questions_do_not_ask_for_is_drafted_again(local_kb, data_dir, settings,
+                                                                                redraft_unasked: bool) -> None:
+    """The first draft takes the question's type ("cartoonist") where the dataset asks about its other name ("indie
+    rock", backward ``genre``). The pool questions nearest to it ask for none of the first draft's options, so a
+    second draft over the question's other exact names is tried, and taken since they ask for its best option."""
+    pool = sqwd_pool(data_dir, limit=2000)
+    examples = RetrievedExamples(pool, k=3, cache_dir=settings.cache_dir / "examples")
+    llm = _GroundedScript("(?x | occupation | cartoonist)", "(?x | occupation | indie rock)")
+    pipeline = Pipeline(kb=local_kb, llm=llm, examples=examples,
+                        settings=PipelineSettings(redraft_unasked=redraft_unasked, redraft_each=1))
+    result = asyncio.run(pipeline.answer(Question("c", "which american cartoonist is also an indie rock singer?")))
+    assert result.trace.error is None, result.trace.error
+    relations_taken = {(r.entity, r.property, r.direction) for r in result.trace.relations}
+    if redraft_unasked:
+        assert len(llm.grammars) == 2 and result.trace.draft[0].known == "indie rock"
+        assert relations_taken == {("Q183504", "P136", "backward")}
+        assert any(n.startswith("second draft over exact names taken") for n in result.trace.notes)
+    else:
+        assert len(llm.grammars) == 1 and {p for _, p, _ in relations_taken} == {"P106"}
 
 
 class _DraftPerName(ScriptedLLM):

@@ -126,6 +126,16 @@ def test_the_model_is_shown_only_the_options_the_ranking_cannot_tell_apart() -> 
     assert relations.contenders(ranked, lead=1.0, most=1) == ranked[:1]
 
 
+def test_options_similar_questions_do_not_ask_for() -> None:
+    def option(pid: str, votes: float) -> relations.Option:
+        return relations.Option((BROWN_1,), Candidate(id=pid, label=pid), "forward", 1.0, 1.0, votes)
+
+    assert relations.unasked([option("P19", 0.05), option("P20", 0.3)])
+    assert not relations.unasked([option("P19", relations.OVERRULED_BELOW), option("P20", 0.0)])
+    assert not relations.unasked([option("P19", 0.0), option("P20", relations.OVERRULING)])
+    assert not relations.unasked([])
+
+
 def test_direction_follows_the_real_statements() -> None:
     # drafted the wrong way round: the entity is really the value of P175
     by_entity = {BROWN_1.id: [PropertyUse(property=P175, direction="backward")]}
