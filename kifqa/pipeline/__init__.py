@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from kifqa.config import PipelineSettings, Settings
 from kifqa.data.pool import sqwd_pool
-from kifqa.data.text import words
+from kifqa.data.text import name_key, words
 from kifqa.errors import KBError
 from kifqa.kb.base import KnowledgeBase
 from kifqa.llm.base import LLM
@@ -208,13 +208,23 @@ class Pipeline:
         low = s.redraft_below is not None and (not ranked or ranked[0].score < s.redraft_below)
         return low or (s.redraft and not linking.exact)
 
-    def _unasked(self, ranked: list[relations.Option]) -> bool:
+    async def _unasked(self, kb: KnowledgeBase, question: str, main: Pattern, ranked: list[relations.Option]) -> bool:
         """Whether similar questions ask for none of the first draft's options (:func:`relations.unasked`,
-        :attr:`PipelineSettings.redraft_unasked`): then a second draft is tried, and taken only if they ask for
-        its best option (:meth:`_redrafted`)."""
+        :attr:`PipelineSettings.redraft_unasked`) but for a property the base has, by the name they give it, with
+        :data:`relations.OVERRULING` of the votes or more: then a second draft is tried, and taken only if they ask
+        for its best option (:meth:`_redrafted`). A base that names its properties otherwise (DBpedia's "birth
+        place") gets no such second drafts: the votes, in the example pool's names, ask for none of its options."""
         s = self.settings
-        return (s.redraft_unasked and s.constrain_draft and s.redraft_below is not None
-                and self.precedents() is not None and relations.unasked(ranked))
+        precedents = self.precedents() if s.precedent else None
+        if not (s.redraft_unasked and s.constrain_draft and s.redraft_below is not None and precedents is not None
+                and relations.unasked(ranked)):
+            return False
+        votes = await precedents.of(question, main.known, s.precedent)
+        top = max(votes.items(), key=lambda vote: vote[1], default=None)
+        if top is None or top[1] < relations.OVERRULING:
+            return False
+        (name, _), _ = top
+        return any(name_key(p.label) == name for p in await kb.search_properties(name, limit=5))
 
     def _offered(self, question: str, main: Pattern, linking: entities.Linking) -> bool:
         """Whether the draft's known entity is an answer the question offers ("male" in "is X male or female?"):
@@ -314,7 +324,7 @@ class Pipeline:
                 ranked = await self._ranked(kb, question.text, main, linking)
                 offered = self._offered(question.text, main, linking)
                 unsure = not offered and self._unsure(linking, ranked)
-                unasked = not (offered or unsure) and self._unasked(ranked)
+                unasked = not (offered or unsure) and await self._unasked(kb, question.text, main, ranked)
                 if text is None and (offered or unsure or unasked):
                     with rec.step("redraft"):
                         second = await self._redrafted(kb, question.text, rec, main, linking,
