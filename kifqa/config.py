@@ -223,9 +223,10 @@ class PipelineSettings(Section):
     #: broke none, for 3 % more model calls; on valid 200-699 it changed no answer (docs/architecture.md).
     redraft_each: int = Field(default=3, ge=1)
     #: Where similar questions ask for none of the first draft's options (under 10 % of the ``precedent`` votes for
-    #: the first, none with 35 % or more: :func:`~kifqa.pipeline.relations.unasked`), draft again as where it found
-    #: nothing, and take the second draft only if they ask for its best option (35 % or more): "whats the name of a
-    #: baseball pitcher" drafted over ``baseball``, then over ``pitcher``. On the tuning sets (valid 0-199 and
+    #: the first, none with 35 % or more: :func:`~kifqa.pipeline.relations.unasked`) but, with 35 % or more, for a
+    #: property the base has by that name, draft again as where it found nothing, and take the second draft only if
+    #: they ask for its best option (35 % or more): "whats the name of a baseball pitcher" drafted over
+    #: ``baseball``, then over ``pitcher``. On the tuning sets (valid 0-199 and
     #: 1,300 training questions, drafts replayed) 7 better and none worse on the local base, 6 better and 1 worse
     #: on the hard base, for 0.00-0.03 more model calls per question (docs/architecture.md).
     redraft_unasked: bool = True
