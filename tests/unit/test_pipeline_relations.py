@@ -92,6 +92,23 @@ def test_precedent_votes_overrule_an_exactly_named_property_few_similar_question
     assert unnamed[0].match < relations.ALIAS_MATCH and relations.overruled(unnamed) is None
 
 
+def test_votes_that_lead_the_named_property_by_far_overrule_it() -> None:
+    p27 = Candidate(id="P27", label="country of citizenship")
+    by_entity = {BROWN_1.id: [PropertyUse(property=P19, direction="forward"), PropertyUse(property=p27, direction="forward")]}
+    pattern = Pattern("james brown", "place of birth", "?x")
+
+    def ranked(birth_votes: float, citizenship_votes: float) -> list[relations.Option]:
+        votes = {("place of birth", "forward"): birth_votes, ("country of citizenship", "forward"): citizenship_votes}
+        return relations.options(pattern, _linking(BROWN_1), by_entity, precedent=votes)
+
+    led = ranked(0.15, 0.15 + relations.OVERRULING_LEAD)
+    assert led[0].property.id == "P19" and relations.obvious(led) is led[0]
+    assert relations.overruled(led) is led[1] and led[1].property.id == "P27"
+    # A lead short of OVERRULING_LEAD leaves the named property, however many votes the other has.
+    assert relations.overruled(ranked(0.15, 0.14 + relations.OVERRULING_LEAD)) is None
+    assert relations.overruled(ranked(0.5, 0.5)) is None
+
+
 def test_typos_still_rank_the_intended_property_first() -> None:
     p40 = Candidate(id="P40", label="child", aliases=("has child",))
     p50 = Candidate(id="P50", label="author", aliases=("writer",))
