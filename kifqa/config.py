@@ -186,6 +186,11 @@ class PipelineSettings(Section):
     #: the 1.5B model's picks above a 0.1 lead were never better than the first option, and 3 times worse. Where
     #: the model is asked, it is shown only the options within this lead of the first.
     sure_lead: float | None = 0.1
+    #: Where the ranking is not sure, the relation step takes the option most of the ``precedent`` votes ask for
+    #: without asking the model when its share leads every other option's by this much (``None``: the model
+    #: decides; :func:`~kifqa.pipeline.relations.voted`). On the tuning sets the 1.5B model chose worse than the
+    #: votes (30 and 37 gold of 66); a stronger model may earn ``None``.
+    votes_lead: float | None = 0.2
     #: Let the relation step's model answer "none of these" and leave the question unanswered
     #: (:attr:`~kifqa.types.ErrorKind.ABSTAINED`) rather than take the least bad option. Off by default:
     #: on valid 0-199 over the hard base the 1.5B model's three "none" answers were all wrong

@@ -208,6 +208,25 @@ class Pipeline:
         low = s.redraft_below is not None and (not ranked or ranked[0].score < s.redraft_below)
         return low or (s.redraft and not linking.exact)
 
+    def _settled(self, ranked: list[relations.Option], trace: Trace) -> relations.Option | None:
+        """The option taken without the model, if any: the one the precedent votes take over the draft's named
+        one (:func:`relations.overruled`), else the ranking's obvious one, else the one the votes settle."""
+        s = self.settings
+        chosen = relations.overruled(ranked)
+        if chosen is not None:
+            first = ranked[0]
+            trace.notes.append(f"the draft names {first.property.label!r} ({first.direction}), asked for by "
+                               f"{first.votes:.0%} of similar questions; taken instead: "
+                               f"{chosen.property.label!r} ({chosen.direction}), asked for by {chosen.votes:.0%}")
+            return chosen
+        chosen = relations.obvious(ranked, lead=s.sure_lead)
+        if chosen is None:
+            chosen = relations.voted(ranked, lead=s.votes_lead)
+            if chosen is not None:
+                trace.notes.append(f"taken by the votes of similar questions: {chosen.property.label!r} "
+                                   f"({chosen.direction}), asked for by {chosen.votes:.0%}")
+        return chosen
+
     async def _unasked(self, kb: KnowledgeBase, question: str, main: Pattern, ranked: list[relations.Option]) -> bool:
         """Whether similar questions ask for none of the first draft's options (:func:`relations.unasked`,
         :attr:`PipelineSettings.redraft_unasked`) but for a property the base has, by the name they give it, with
@@ -335,14 +354,7 @@ class Pipeline:
             if not ranked:
                 raise StepError(f"no statements about {', '.join(trace.entities)}", kind=ErrorKind.NO_STATEMENTS)
             trace.options = [r for o in ranked for r in o.relations()]
-            chosen = relations.overruled(ranked)
-            if chosen is not None:
-                first = ranked[0]
-                trace.notes.append(f"the draft names {first.property.label!r} ({first.direction}), asked for by "
-                                   f"{first.votes:.0%} of similar questions; taken instead: "
-                                   f"{chosen.property.label!r} ({chosen.direction}), asked for by {chosen.votes:.0%}")
-            else:
-                chosen = relations.obvious(ranked, lead=s.sure_lead)
+            chosen = self._settled(ranked, trace)
             if chosen is None:
                 shown = relations.contenders(ranked, lead=s.sure_lead, most=s.max_options)
                 out = await rec.generate(self.llm, relations.request(question.text, main, shown, abstain=s.abstain))

@@ -195,6 +195,20 @@ def obvious(ranked: list[Option], *, lead: float | None = None) -> Option | None
     return None
 
 
+def voted(ranked: list[Option], *, lead: float | None) -> Option | None:
+    """The option the precedent votes settle where :func:`obvious` found none: the one with the most votes, when
+    its share leads every other property and direction's by ``lead`` or more (``None``: never). On the tuning
+    sets (valid 0-199 and 1,300 training questions, both bases) the 1.5B model was asked 66 times and chose the
+    gold option 30 times, the votes' best 37; with a lead of 0.2 the votes settled 27 of the 66: 19 as the model
+    had, 8 otherwise, 6 of those gold where the model's was not and none the other way."""
+    if lead is None or not ranked:
+        return None
+    best = max(ranked, key=lambda o: o.votes)
+    rest = max((o.votes for o in ranked if (o.property.id, o.direction) != (best.property.id, best.direction)),
+               default=0.0)
+    return best if best.votes - rest >= lead else None
+
+
 def contenders(ranked: list[Option], *, lead: float | None, most: int) -> list[Option]:
     """The options the model chooses among where :func:`obvious` found none: the first ``most``, of those only
     the ones the first does not lead by ``lead`` or more (all of them with ``lead`` ``None``): the model decides

@@ -153,6 +153,21 @@ def test_options_similar_questions_do_not_ask_for() -> None:
     assert not relations.unasked([])
 
 
+def test_votes_that_lead_every_other_option_settle_what_the_ranking_cannot() -> None:
+    def option(pid: str, direction: str, votes: float, entity: Candidate = BROWN_1) -> relations.Option:
+        return relations.Option((entity,), Candidate(id=pid, label=pid), direction, 0.5, 0.5, votes)
+
+    child, birth = option("P40", "forward", 0.0), option("P19", "forward", 0.78)
+    assert relations.voted([child, birth], lead=0.2) is birth
+    assert relations.voted([child, birth], lead=None) is None
+    # The same property the other way round is another option; a lead under 0.2 leaves the choice to the model.
+    assert relations.voted([option("P175", "forward", 0.23), option("P175", "backward", 0.42)], lead=0.2) is None
+    # Namesakes' options for one property and direction share its votes: the first of them is taken.
+    namesake = option("P19", "forward", 0.78, entity=BROWN_2)
+    assert relations.voted([namesake, child, birth], lead=0.2) is namesake
+    assert relations.voted([], lead=0.2) is None
+
+
 def test_direction_follows_the_real_statements() -> None:
     # drafted the wrong way round: the entity is really the value of P175
     by_entity = {BROWN_1.id: [PropertyUse(property=P175, direction="backward")]}
