@@ -8,9 +8,12 @@ questions are typed without them far more often than two entities differ only by
 
 - :func:`normalize` (entity linking, relation matching, evaluation): the folded words (punctuation
   between words becomes a space; ``'``, ``.``, ``&`` and ``-`` inside a word stay); :func:`name_key`
-  also drops a leading article.
+  also drops a leading article and the apostrophes (``"mark ohara"`` names Mark O'Hara: questions are
+  typed without them as often as without accents).
 - :func:`index_key` (the label index and the search tiers of remote searches): the folded text with
-  whitespace collapsed, punctuation kept. :func:`question_key` is its plain words.
+  whitespace collapsed, punctuation kept. :func:`question_key` is its plain words (where a question's runs
+  of words lie); :func:`typed_key` joins the words apostrophes part, the label index's key of names as
+  questions type them.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import unicodedata
 _WORD = re.compile(r"\w+(?:['’.&-]\w+)*")
 _PLAIN_WORD = re.compile(r"\w+")
 _ARTICLES = ("the ", "a ", "an ")
+_NO_APOSTROPHES = str.maketrans("", "", "'’")
 
 
 #: Latin letters that NFKD leaves whole, a stroke or a dotless i being no combining accent: "Łódź" folds as "lodz".
@@ -50,8 +54,8 @@ def words(text: str) -> list[str]:
 
 
 def name_key(text: str) -> str:
-    """What makes two names the same name: :func:`normalize` without a leading article."""
-    norm = normalize(text)
+    """What makes two names the same name: :func:`normalize` without a leading article and apostrophes."""
+    norm = normalize(text).translate(_NO_APOSTROPHES)
     for article in _ARTICLES:
         if norm.startswith(article):
             return norm[len(article):]
@@ -67,6 +71,12 @@ def question_key(text: str) -> str:
     """What makes two questions of two datasets the same question: their words, ignoring case, accents and
     punctuation."""
     return " ".join(_PLAIN_WORD.findall(index_key(text)))
+
+
+def typed_key(text: str) -> str:
+    """A name as a question may type it: :func:`question_key` with apostrophes dropped, not parting words
+    (``"Gridlock'd"`` as ``gridlockd``, ``"Mark O'Hara"`` as ``mark ohara``)."""
+    return question_key(text.translate(_NO_APOSTROPHES))
 
 
 #: Words a title leaves in lower case (but for its first word): ``The Silence of the Lambs``, ``Antoine de Févin``.

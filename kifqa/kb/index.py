@@ -1,6 +1,7 @@
 """The label index: an SQLite file with every item's and property's names, for search and labelling.
 
-Ranking tiers (``score`` is the tier plus a bonus below 1): exact label, ignoring case and accents (3);
+Ranking tiers (``score`` is the tier plus a bonus below 1): exact label, ignoring case, accents and
+punctuation (3: ``carranger zenkai`` and ``mark ohara`` name "Carranger: Zenkai!" and "Mark O'Hara");
 exact alias (2); every query token in a label/alias, the last one as a prefix (1); properties only:
 every token in the description (0.5); any whole token that is not common (0). Inside a tier, BM25
 relevance and popularity (how many statements the entity is in) order the hits. Exact matches are
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import quote
 
-from kifqa.data.text import index_key, question_key
+from kifqa.data.text import index_key, typed_key
 from kifqa.data.wikidata import Dataset
 from kifqa.errors import KBError
 from kifqa.sqlite import select_in
@@ -29,8 +30,8 @@ from kifqa.sqlite import select_in
 Kind = Literal["item", "property"]
 
 #: The index's version, part of the hash of every build that holds one: its keys are :func:`~kifqa.data.text.fold`'s
-#: (2: strokes dropped, "Łódź" as "lodz").
-VERSION = "2"
+#: (2: strokes dropped, "Łódź" as "lodz"; 3: names' words as :func:`~kifqa.data.text.typed_key` types them).
+VERSION = "3"
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -40,7 +41,6 @@ CREATE TABLE entity (
 CREATE TABLE name (
   rowid INTEGER PRIMARY KEY, entity INTEGER NOT NULL, kind TEXT NOT NULL, text TEXT NOT NULL,
   norm TEXT NOT NULL, words TEXT NOT NULL, is_label INTEGER NOT NULL);
-CREATE INDEX name_norm ON name (kind, norm);
 CREATE INDEX name_words ON name (kind, words);
 CREATE INDEX name_entity ON name (entity);
 CREATE VIRTUAL TABLE item_fts USING fts5 (norm, content='', tokenize='unicode61 remove_diacritics 2');
@@ -100,7 +100,7 @@ def build(path: Path, data: Dataset) -> dict[str, int]:
         for rowid, (id, kind, label, aliases, description, datatype, deg) in enumerate(rows, 1):
             con.execute("INSERT INTO entity VALUES (?, ?, ?, ?, ?, ?, ?)",
                         (rowid, id, kind, label, description, datatype, deg))
-            names += [(rowid, kind, text, index_key(text), question_key(text), i == 0)
+            names += [(rowid, kind, text, index_key(text), typed_key(text), i == 0)
                       for i, text in enumerate((label, *aliases)) if text]
         con.executemany("INSERT INTO name (entity, kind, text, norm, words, is_label) VALUES (?, ?, ?, ?, ?, ?)",
                         names)
@@ -180,8 +180,8 @@ class LabelIndex:
 
     def named(self, texts: Iterable[str]) -> list[str]:
         """Those of ``texts`` that are exactly some item's label or alias, case, accents and punctuation
-        folded (:func:`~kifqa.data.text.question_key`), in the order given."""
-        keys = {text: question_key(text) for text in texts}
+        folded (:func:`~kifqa.data.text.typed_key`), in the order given."""
+        keys = {text: typed_key(text) for text in texts}
         with self._lock:
             found = {row[0] for row in select_in(
                 self._con, "SELECT DISTINCT words FROM name WHERE kind = 'item' AND words IN ({marks})",
@@ -192,9 +192,9 @@ class LabelIndex:
         """Entities of ``kind`` matching ``text``: all exact matches, then up to ``limit`` in all."""
         key = index_key(text)
         with self._lock:
-            exact = self._con.execute(
+            exact = self._con.execute(  # the typed words: the same ``norm`` has the same words
                 "SELECT e.id, max(n.is_label) FROM name n JOIN entity e ON e.rowid = n.entity "
-                "WHERE n.kind = ? AND n.norm = ? GROUP BY e.id", (kind, key)).fetchall()
+                "WHERE n.kind = ? AND n.words = ? GROUP BY e.id", (kind, typed_key(text))).fetchall()
             found: dict[str, tuple[float, float, str]] = {
                 id: (3.0 if is_label else 2.0, 0.0, "label" if is_label else "alias") for id, is_label in exact}
             tokens = _TOKEN.findall(key)[:_MAX_TOKENS]

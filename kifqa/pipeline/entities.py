@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import combinations
 
-from kifqa.data.text import name_key, question_key
+from kifqa.data.text import name_key, typed_key
 from kifqa.kb.base import KnowledgeBase
 from kifqa.pipeline.text import SPELLING_MATCH, relaxed, similarity, singular
 from kifqa.types import Candidate
@@ -45,7 +45,7 @@ async def link(kb: KnowledgeBase, label: str, *, limit: int = 50, max_kept: int 
     named, key = label, name_key
     if not candidates and (spaced := await unjoined(kb, label)):  # named exactly, punctuation folded
         query, candidates = spaced, await kb.search_entities(spaced, limit=limit)
-        named, key = spaced, question_key
+        named, key = spaced, typed_key
     exact = named_exactly(candidates, named, key=key)
     if not exact and (one := singular(label)):  # "dramas", "ray krocs": a plural, or a possessive's bare s
         found = await kb.search_entities(one, limit=limit)
@@ -79,9 +79,8 @@ _MAX_CUT3 = 20
 
 async def unjoined(kb: KnowledgeBase, label: str) -> str | None:
     """``label`` with one of its words cut in two (else in three) so that it is exactly an item's name, case,
-    accents and punctuation folded: a name the question wrote without its spaces ("thezutons", "gridlockd" for
-    "Gridlock'd", "jimmarcus"). Fewer cuts first, then the word's order; ``None`` when no cut names an item, or
-    when the base cannot tell."""
+    accents and punctuation folded: a name the question wrote without its spaces ("thezutons", "jimmarcus").
+    Fewer cuts first, then the word's order; ``None`` when no cut names an item, or when the base cannot tell."""
     words = label.split()
     for parts in (2, 3):
         forms = [" ".join([*words[:i], *cut, *words[i + 1:]]) for i, word in enumerate(words)

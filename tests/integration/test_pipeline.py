@@ -303,7 +303,7 @@ def test_entities_fall_back_to_near_matches(local_kb) -> None:
 
 
 @pytest.mark.parametrize(("label", "spaced", "item"), [("thezutons", "the zutons", "Q1142296"),
-                                                      ("gridlockd", "gridlock d", "Q951966"),  # "Gridlock'd"
+                                                      ("jimmarcus", "jim marcus", "Q6196624"),
                                                       ("zorblaxquuxington", None, None)])
 def test_a_name_written_without_its_spaces_is_found(local_kb, label: str, spaced: str | None,
                                                     item: str | None) -> None:
@@ -313,6 +313,14 @@ def test_a_name_written_without_its_spaces_is_found(local_kb, label: str, spaced
         assert linking.kept == [] and linking.query == label
         return
     assert linking.query == spaced and linking.exact and [c.id for c in linking.kept] == [item]
+
+
+@pytest.mark.parametrize(("label", "item"), [("gridlockd", "Q951966"), ("mark ohara", "Q6769074"),
+                                           ("st wenefredes church, bickley", "Q7595625")])
+def test_a_name_written_without_its_apostrophes_is_named_exactly(local_kb, label: str, item: str) -> None:
+    """"gridlockd" names Gridlock'd exactly, as "vujacic" names Vujačić: no cut, no near match."""
+    linking = asyncio.run(entities.link(local_kb, label))
+    assert linking.query == label and linking.exact and [c.id for c in linking.kept] == [item]
 
 
 @pytest.mark.parametrize(("label", "query", "items"), [("esqueritas", "esquerita", {"Q3058617"}),

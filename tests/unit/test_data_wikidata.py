@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from kifqa.data import paths, wikidata
-from kifqa.data.text import index_key, spellings
+from kifqa.data.text import index_key, name_key, question_key, spellings, typed_key
 from kifqa.errors import DataError
 from kifqa.kb import rdf
 
@@ -78,6 +78,13 @@ def test_names_drop_placeholders_and_duplicates(tiny_data_dir: DirMaker, tiny_da
 
 def test_normalize_ignores_case_accents_and_spacing() -> None:
     assert index_key("  Beyoncé  KNOWLES ") == index_key("beyonce knowles") == "beyonce knowles"
+
+
+def test_names_and_questions_compare_without_apostrophes() -> None:
+    assert name_key("Mark O’Hara") == name_key("mark ohara") == "mark ohara"
+    assert typed_key("The Devil's Daughter") == typed_key("the devils daughter") == "the devils daughter"
+    assert question_key("Mickey Finn's T-Rex") == "mickey finn s t rex"  # where the question's runs of words lie
+    assert name_key("Gridlock'd") != name_key("Gridlock")
 
 
 @pytest.mark.parametrize(("text", "label"), [
