@@ -30,7 +30,7 @@ from kifqa.data.dbpedia_map import DBpediaLinks
 from kifqa.data.ids import canonical_id, iri_name
 from kifqa.data.sdbqa import read_sdbqa
 from kifqa.data.sqwd import read_sqwd
-from kifqa.data.text import normalize, question_key
+from kifqa.data.text import normalize, question_key, typed_key
 from kifqa.data.wikidata import NO_LABEL, read_item_names, read_property_entries, read_statements
 from kifqa.errors import ConfigError, DataError
 from kifqa.runs.corpus import has_ids, read_rows, row_id
@@ -411,6 +411,16 @@ class GoldExtender:
         except DataError:
             return []
         return [n for n in names if normalize(n) != NO_LABEL]
+
+    def names_topic(self, q: GoldQuestion) -> bool | None:
+        """Whether ``q``'s text names its gold topic: one of the topic's :meth:`names` is a run of the question's
+        words (case, accents and punctuation folded, apostrophes parting words or not); ``None`` when the topic
+        has no name here. A question that does not ("what is a romantic film" for *romance film*) can be answered
+        only by a name the base does not know."""
+        names = self.names(q.topic) if q.topic else []
+        if not names:
+            return None
+        return any(f" {key(n)} " in f" {key(q.text)} " for key in (question_key, typed_key) for n in names if key(n))
 
     def property_label(self, prop: str) -> str:
         """A property's label (Wikidata ids from the data folder, IRIs by their local name)."""

@@ -32,6 +32,8 @@ EXAMPLES = 3
 
 #: Slices by how many (property, direction) pairs the gold topic has in the base: 0, 1, several.
 SLICES = ("no_relation_in_base", "one_relation", "several_relations")
+#: Slices by whether the question names its gold topic (:meth:`GoldExtender.names_topic`).
+NAMED_SLICES = {True: "topic_named", False: "topic_not_named"}
 
 
 def _stats(values: list[float]) -> dict[str, float]:
@@ -149,16 +151,29 @@ class Evaluation:
         except (OSError, KifqaError):  # a data folder without the base's statements: no slices
             return None
 
+    def names_topic(self, s: Scored) -> bool | None:
+        """Whether the question names its gold topic (:meth:`GoldExtender.names_topic`)."""
+        if self.extender is None:
+            return None
+        try:
+            return self.extender.names_topic(s.gold)
+        except (OSError, KifqaError):  # a data folder without the names: no slices
+            return None
+
     def slices(self) -> dict[str, dict[str, Any]]:
         """The metrics on questions whose topic entity has one (property, direction) in the base, on
-        those with several, and on those whose topic has none there (each only when not empty)."""
+        those with several, on those whose topic has none there, and on those that name their topic and
+        those that do not (each only when not empty)."""
         groups: dict[str, list[Scored]] = defaultdict(list)
         for s in self.scored:
             n = self.topic_relations(s)
             if n is not None:
                 groups[SLICES[min(n, 2)]].append(s)
+            named = self.names_topic(s)
+            if named is not None:
+                groups[NAMED_SLICES[named]].append(s)
         out = {}
-        for name in (SLICES[1], SLICES[2], SLICES[0]):
+        for name in (SLICES[1], SLICES[2], SLICES[0], *NAMED_SLICES.values()):
             if groups[name]:
                 m = Evaluation(groups[name], 0.0, extender=self.extender).core_metrics()
                 out[name] = m
@@ -242,7 +257,8 @@ class Evaluation:
         out.mkdir(parents=True, exist_ok=True)
         metrics = self.metrics()
         (out / "metrics.json").write_text(json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
-        rows = [{**s.row(), "topic_relations": self.topic_relations(s)} for s in self.scored]
+        rows = [{**s.row(), "topic_relations": self.topic_relations(s), "names_topic": self.names_topic(s)}
+                for s in self.scored]
         with (out / "questions.jsonl").open("w") as f:
             for row in rows:
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")

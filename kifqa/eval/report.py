@@ -324,7 +324,8 @@ def render(m: dict[str, Any]) -> str:
 
 
 _SLICE_NAMES = {"one_relation": "topic with one (property, direction)",
-                "several_relations": "topic with several", "no_relation_in_base": "topic with none in the base"}
+                "several_relations": "topic with several", "no_relation_in_base": "topic with none in the base",
+                "topic_named": "question names its topic", "topic_not_named": "question names no name of its topic"}
 
 
 def _slices_section(slices: dict[str, Any]) -> list[str]:
@@ -332,7 +333,8 @@ def _slices_section(slices: dict[str, Any]) -> list[str]:
         return []
     lines = ["## Slices", "",
              "The same metrics on the questions whose gold topic entity has one (property, direction) in the base "
-             "(the relation step has nothing to choose) and on those with several.", "",
+             "(the relation step has nothing to choose) and on those with several; then on those whose words "
+             "hold a name of their topic (label or alias) and on those whose words hold none.", "",
              "| slice | questions | scored | macro P | macro R | macro F1 | entity | relation | failures |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for key, m in slices.items():

@@ -20,6 +20,7 @@ from kifqa.eval.failures import LARGE_ANSWER_SET
 COLUMNS = (
     ("run", "{}"), ("base", "{}"), ("n", "{}"), ("macro F1", "{:.3f}"), ("micro F1", "{:.3f}"),
     ("macro F1, oracle drafts", "{:.3f}"), ("F1, one (p, d)", "{:.3f}"), ("F1, several", "{:.3f}"),
+    ("topic not named", "{}"), ("F1, topic named", "{:.3f}"),
     ("abstained", "{:.1%}"), ("precision when answered", "{:.3f}"), (f"> {LARGE_ANSWER_SET} answers", "{}"),
     ("LLM calls / q", "{:.2f}"), ("s / q", "{:.2f}"),
 )
@@ -41,6 +42,9 @@ def row(folder: Path) -> dict[str, Any]:
         "macro F1, oracle drafts": oracle.get("macro_f1_oracle_drafts"),
         "F1, one (p, d)": slices.get("one_relation", {}).get("all", {}).get("macro_f1"),
         "F1, several": slices.get("several_relations", {}).get("all", {}).get("macro_f1"),
+        "topic not named": sum(r["names_topic"] is False for r in rows) if any("names_topic" in r for r in rows)
+        else None,
+        "F1, topic named": slices.get("topic_named", {}).get("all", {}).get("macro_f1"),
         "abstained": sum(r.get("error_kind") == "abstained" for r in rows) / n,
         "precision when answered": statistics.fmean(answered) if answered else None,
         f"> {LARGE_ANSWER_SET} answers": sum(len(r.get("predicted") or ()) > LARGE_ANSWER_SET and r["f1"] < 1

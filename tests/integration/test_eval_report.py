@@ -97,7 +97,7 @@ def test_scores_and_failure_classes(evaluation: Evaluation) -> None:
 def test_slices_by_the_topics_relations_in_the_base(evaluation: Evaluation) -> None:
     """Only sqwd-valid-7's topic (Fritz Leiber) has several (property, direction) pairs in the base."""
     slices = evaluation.metrics()["slices"]
-    assert list(slices) == ["one_relation", "several_relations"]
+    assert list(slices) == ["one_relation", "several_relations", "topic_named", "topic_not_named"]
     several, one = slices["several_relations"], slices["one_relation"]
     assert several["questions"] == 1 and several["failure_counts"]["relation"] == 1
     assert several["linking"]["relation"]["accuracy"] == 0.0 and several["all"]["macro_f1"] == 0.0
@@ -105,6 +105,21 @@ def test_slices_by_the_topics_relations_in_the_base(evaluation: Evaluation) -> N
     assert one["failure_counts"]["relation"] == 0 and one["failure_counts"]["entity"] == 1
     assert one["failure_counts"]["large"] == 1
     assert "calibration" not in one and "failure_examples" not in one
+
+
+def test_slices_by_whether_the_question_names_its_topic(evaluation: Evaluation, written: Path) -> None:
+    """sqwd-valid-1 writes "wiebke von carolsfeld" for Wiebke Carolsfeld (found as a near match) and sqwd-valid-11
+    "spyglass entertainment" for Spyglass Media Group (lost); the other twelve name their topic."""
+    slices = evaluation.metrics()["slices"]
+    named, not_named = slices["topic_named"], slices["topic_not_named"]
+    assert not_named["questions"] == 2 and not_named["correct"] == 1 and not_named["failure_counts"]["draft"] == 1
+    assert named["questions"] == N - 2 and named["correct"] == N - len(EXPECTED) - 1
+    rows = {r["id"]: r for r in map(json.loads, (written / "questions.jsonl").read_text().splitlines())}
+    assert [i for i, r in rows.items() if r["names_topic"] is False] == ["sqwd-valid-1", "sqwd-valid-11"]
+    table = CliRunner().invoke(cli, ["eval", "--table", str(written)]).output.splitlines()
+    header, cells = [c.strip() for c in table[0].split("|")], [c.strip() for c in table[2].split("|")]
+    assert cells[header.index("topic not named")] == "2"
+    assert cells[header.index("F1, topic named")] == f"{(N - len(EXPECTED) - 1) / (N - 2):.3f}"
 
 
 def test_calibration_of_the_confidence(evaluation: Evaluation) -> None:
