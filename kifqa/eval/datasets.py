@@ -420,7 +420,8 @@ class GoldExtender:
         names = self.names(q.topic) if q.topic else []
         if not names:
             return None
-        return any(f" {key(n)} " in f" {key(q.text)} " for key in (question_key, typed_key) for n in names if key(n))
+        asked = {key: f" {key(q.text)} " for key in (question_key, typed_key)}
+        return any(f" {key(n)} " in text for key, text in asked.items() for n in names if key(n))
 
     def property_label(self, prop: str) -> str:
         """A property's label (Wikidata ids from the data folder, IRIs by their local name)."""
