@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 import statistics
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kifqa.errors import KifqaError
 from kifqa.eval.calibration import calibrate
@@ -23,6 +23,8 @@ from kifqa.eval.scoring import Scored, confidence_of, score_prediction
 from kifqa.eval.traces import STEPS, costs_per_question, step_timings
 from kifqa.runs.results import Prediction
 from kifqa.types import ErrorKind, Result, Trace
+
+T = TypeVar("T")
 
 #: Properties shown in the per-property table and plot.
 TOP_PROPERTIES = 15
@@ -144,20 +146,20 @@ class Evaluation:
 
     def topic_relations(self, s: Scored) -> int | None:
         """How many (property, direction) pairs the question's gold topic has in the base."""
-        if self.extender is None:
-            return None
-        try:
-            return self.extender.topic_relations(s.gold.topic)
-        except (OSError, KifqaError):  # a data folder without the base's statements: no slices
-            return None
+        return self._from_data(lambda extender: extender.topic_relations(s.gold.topic))
 
     def names_topic(self, s: Scored) -> bool | None:
         """Whether the question names its gold topic (:meth:`GoldExtender.names_topic`)."""
+        return self._from_data(lambda extender: extender.names_topic(s.gold))
+
+    def _from_data(self, get: Callable[[GoldExtender], T]) -> T | None:
+        """What ``get`` reads from the data folder through :attr:`extender`; ``None`` without one, or where the
+        folder lacks the base's statements or names (then there are no slices)."""
         if self.extender is None:
             return None
         try:
-            return self.extender.names_topic(s.gold)
-        except (OSError, KifqaError):  # a data folder without the names: no slices
+            return get(self.extender)
+        except (OSError, KifqaError):
             return None
 
     def slices(self) -> dict[str, dict[str, Any]]:
