@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 from kifqa.data.text import name_key, normalize
 from kifqa.kb.base import KnowledgeBase, PropertyUse
 from kifqa.llm.base import ChatRequest, Message
-from kifqa.pipeline.entities import Linking
-from kifqa.pipeline.text import ALIAS_MATCH, SPELLING_MATCH, similarity, tokens
+from kifqa.pipeline.entities import Linking, names
+from kifqa.pipeline.text import ALIAS_MATCH, SPELLING_MATCH, article_before, article_split, similarity, tokens
 from kifqa.types import UNKNOWN, Candidate, ChoiceOption, Direction, Pattern, Relation, RelationChoice
 
 if TYPE_CHECKING:
@@ -112,7 +112,8 @@ def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[Proper
     their descriptions' words.
 
     Entities that share a name share one option per (property, direction): all the kept ones when
-    they are named exactly, each near-match name's namesakes otherwise, where the search's order
+    they are named exactly (of those, the ones whose name takes the article the question writes, where only
+    some do: :func:`agreeing`), each near-match name's namesakes otherwise, where the search's order
     among the names weighs more than the draft's direction (:data:`NEAR_RANK_STEP`). Properties whose values are not
     what ``question`` asks for (:func:`wanted_types`: an identifier, a date or a width for "who" or
     "where") are left out unless the draft names them, or unless nothing else is left."""
@@ -127,6 +128,8 @@ def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[Proper
     out: list[Option] = []
     passed_over: list[Option] = []
     for members, use in groups.values():
+        if linking.exact and question:
+            members = agreeing(members, question, pattern.known)
         match = _match(pattern.predicate, use.property, closeness)
         score = match + (0.05 if use.direction == pattern.direction else 0.0)
         score -= 0.0 if linking.exact else NEAR_RANK_STEP * rank[members[0].id]
@@ -138,6 +141,20 @@ def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[Proper
     out = out or passed_over
     out.sort(key=lambda o: -o.score)
     return out
+
+
+def agreeing(members: list[Candidate], question: str, known: str) -> list[Candidate]:
+    """Of ``members``, items named ``known`` up to a leading article, those with a name that takes the article
+    ``question`` writes before ``known``'s words, or none as it writes none: "The Suicide Club" for "which film
+    genre is the suicide club under", "Infidel" rather than "The Infidel" for "which author wrote infidel". All
+    of them where none or all do. Of the 15 training questions whose topic shares its name and its relation with
+    an item whose name differs by "the" alone, the question's article tells the topic for 14."""
+    said = article_before(question, known)
+    if said is None:
+        return members
+    _, rest = article_split(known)
+    agree = [c for c in members if any(article_split(n) == (said, rest) for n in names(c))]
+    return agree if 0 < len(agree) < len(members) else members
 
 
 def _match(predicate: str, prop: Candidate, closeness: Mapping[str, float] | None) -> float:

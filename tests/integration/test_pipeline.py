@@ -351,6 +351,23 @@ def test_relations_know_the_real_direction(local_kb) -> None:
     assert chosen is not None and (chosen.property.id, chosen.direction) == ("P57", "backward")
 
 
+@pytest.mark.parametrize(("question", "item"), [
+    ("who composed the music for the cool world", "Q7727567"),  # The Cool World
+    ("who composed the music for cool world", "Q26265"),  # Cool World
+])
+def test_namesakes_that_differ_by_an_article_are_told_apart_by_the_question_s(local_kb, question: str,
+                                                                              item: str) -> None:
+    """Both films are named "cool world" exactly and both have a composer: the article the question writes
+    before the name (or its lack) keeps the one whose label takes it."""
+    linking = asyncio.run(entities.link(local_kb, "cool world"))
+    assert linking.exact and {c.id for c in linking.kept} == {"Q7727567", "Q26265"}
+    by_entity = asyncio.run(relations.uses(local_kb, linking.kept))
+    ranked = relations.options(Pattern("cool world", "composer", "?x"), linking, by_entity, question=question)
+    assert [e.id for e in ranked[0].entities] == [item] and ranked[0].property.id == "P86"
+    unsaid = relations.options(Pattern("cool world", "composer", "?x"), linking, by_entity)
+    assert {e.id for e in unsaid[0].entities} == {"Q7727567", "Q26265"}, "without the question, both"
+
+
 def test_constraint_narrows_but_never_empties(local_kb) -> None:
     found, runs = asyncio.run(answers.run_filters(local_kb, [
         relations.Relation("Q1112288", "P20", "forward")]))  # Columbano Bordalo Pinheiro, place of death

@@ -6,7 +6,16 @@ from kifqa.data.text import name_key, normalize
 from kifqa.kb.base import PropertyUse
 from kifqa.pipeline import relations
 from kifqa.pipeline.entities import Linking
-from kifqa.pipeline.text import SPELLING_MATCH, masked, ngrams, relaxed, similarity, singular
+from kifqa.pipeline.text import (
+    SPELLING_MATCH,
+    article_before,
+    article_split,
+    masked,
+    ngrams,
+    relaxed,
+    similarity,
+    singular,
+)
 from kifqa.types import Candidate, Pattern, Relation, RelationChoice
 
 BROWN_1 = Candidate(id="Q5950", label="James Brown", aliases=("Mr. Dynamite",), description="American musician", score=10.0)
@@ -24,6 +33,48 @@ def test_text_helpers() -> None:
     assert similarity("place of birth", "place of birth", ["born in"]) == 1.0
     assert similarity("born in", "place of birth", ["born in"]) == 0.9
     assert 0 < similarity("birth place", "place of birth") < 0.9
+
+
+@pytest.mark.parametrize(("question", "name", "said"), [
+    ("which film genre is the suicide club under", "suicide club", "the"),
+    ("which film genre is the suicide club under", "The Suicide Club", "the"),  # the name's own article aside
+    ("which author wrote infidel", "infidel", ""),
+    ("what country is the show salamander from", "salamander", ""),  # "the" does not stand before the name
+    ("who is an opera singer", "opera singer", "an"),
+    ("who played mark o'hara", "mark ohara", ""),  # apostrophes dropped on both sides
+    ("what is x", "y", None),
+])
+def test_the_article_a_question_writes_before_a_name(question: str, name: str, said: str | None) -> None:
+    assert article_before(question, name) == said
+
+
+def test_a_name_splits_into_its_article_and_the_rest() -> None:
+    assert article_split("The Suicide Club") == ("the", "suicide club")
+    assert article_split("An Affair") == ("an", "affair")
+    assert article_split("Suicide Club") == ("", "suicide club")
+    assert article_split("The") == ("", "the")
+
+
+def test_exact_namesakes_keep_those_whose_article_the_question_writes() -> None:
+    club, the_club = Candidate(id="Q1", label="Suicide Club"), Candidate(id="Q2", label="The Suicide Club")
+    aka = Candidate(id="Q3", label="Jisatsu Circle", aliases=("The Suicide Club",))
+    genre = Candidate(id="P136", label="genre")
+    kept = [club, the_club, aka]
+    linking = Linking("suicide club", kept, kept, True)
+    by_entity = {c.id: [PropertyUse(property=genre, direction="forward")] for c in kept}
+    pattern = Pattern("suicide club", "genre", "?x")
+
+    def entities(question: str) -> list[str]:
+        [option] = relations.options(pattern, linking, by_entity, question=question)
+        return [e.id for e in option.entities]
+
+    assert entities("which film genre is the suicide club under") == ["Q2", "Q3"]  # an alias counts
+    assert entities("which film genre is suicide club under") == ["Q1"]
+    assert entities("what genre is a suicide club") == ["Q1", "Q2", "Q3"], "none takes 'a': all stay"
+    assert entities("what genre is it") == ["Q1", "Q2", "Q3"], "the name is not in the question: all stay"
+    near = Linking("suicide club", kept, kept, False)
+    options = relations.options(pattern, near, by_entity, question="which film genre is the suicide club under")
+    assert [[e.id for e in o.entities] for o in options] == [["Q1", "Q2"], ["Q3"]], "near matches: as before"
 
 
 @pytest.mark.parametrize(("text", "one"), [("dramas", "drama"), ("ray krocs", "ray kroc"), ("super bowlS", "super bowl"),
