@@ -5,9 +5,10 @@ from __future__ import annotations
 import difflib
 import functools
 import re
+import unicodedata
 from collections.abc import Iterable
 
-from kifqa.data.text import fold, name_key, normalize, question_key, typed_key, words
+from kifqa.data.text import fold, name_key, normalize, question_key, typed_key
 
 _POSSESSIVE = re.compile(r"['’]s$")
 _WORD_SPAN = re.compile(r"\w+(?:['’.&-]\w+)*")
@@ -19,11 +20,16 @@ MAX_RUN = 10
 
 
 def ngrams(text: str, *, max_len: int = MAX_RUN) -> list[str]:
-    """Every run of up to ``max_len`` consecutive words of ``text`` (possessive ``'s`` also dropped)."""
-    ws = words(text)
+    """Every run of up to ``max_len`` consecutive words of ``text`` (possessive ``'s`` also dropped), but those
+    wholly inside a parenthesis (:func:`aside`)."""
+    text = unicodedata.normalize("NFKC", text)  # as :func:`~kifqa.data.text.words` cuts words
+    found = list(_WORD_SPAN.finditer(text))
+    ws, within_aside = [m.group() for m in found], aside(text, found)
     out: dict[str, None] = {}
     for i in range(len(ws)):
         for j in range(i + 1, min(i + max_len, len(ws)) + 1):
+            if all(within_aside[i:j]):
+                continue
             gram = " ".join(ws[i:j])
             out[gram] = None
             bare = _POSSESSIVE.sub("", gram)
@@ -34,19 +40,34 @@ def ngrams(text: str, *, max_len: int = MAX_RUN) -> list[str]:
 
 def spans(text: str, *, max_len: int = MAX_RUN) -> list[str]:
     """Every run of up to ``max_len`` consecutive words of ``text`` as the text writes it, with the
-    punctuation between its words (``carranger: zenkai! racer``); possessive ``'s`` also dropped."""
-    found = [(m.start(), m.end()) for m in _WORD_SPAN.finditer(text)]
+    punctuation between its words (``carranger: zenkai! racer``); possessive ``'s`` also dropped. None is wholly
+    inside a parenthesis (:func:`aside`)."""
+    found = list(_WORD_SPAN.finditer(text))
+    within_aside = aside(text, found)
     out: dict[str, None] = {}
     for i in range(len(found)):
         for j in range(i, min(i + max_len, len(found))):
-            run = " ".join(text[found[i][0]:found[j][1]].split())
+            run = " ".join(text[found[i].start():found[j].end()].split())
             if _PATTERN_SYNTAX.search(run):  # a pattern could not hold it
                 break
+            if all(within_aside[i:j + 1]):
+                continue
             out[run] = None
             bare = _POSSESSIVE.sub("", run)
             if bare and bare != run:
                 out[bare] = None
     return list(out)
+
+
+_ASIDE = re.compile(r"\([^()]*\)")
+
+
+def aside(text: str, found: list[re.Match[str]]) -> list[bool]:
+    """For each word ``found`` in ``text``, whether it is inside a parenthesis: a disambiguation as Wikipedia writes
+    it ("starlight (warriors)", "heartbreaker (dionne warwick album)"), not what the question asks about. Of the 311
+    training questions with one, 1 names its topic only inside it, 234 only outside."""
+    asides = [m.span() for m in _ASIDE.finditer(text)]
+    return [any(a < w.start() and w.end() < b for a, b in asides) for w in found]
 
 
 #: What :func:`masked` writes for a name ("X" and "something" found the gold relation a little less often,

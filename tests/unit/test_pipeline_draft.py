@@ -55,6 +55,22 @@ def test_grammar_admits_only_the_questions_words() -> None:
     assert draft._any_case("profession") in known and '"?"' not in known
 
 
+def test_no_known_entity_lies_wholly_inside_a_parenthesis() -> None:
+    """"(warriors)" says which Starlight: the draft may name "starlight", not "warriors" alone; a name that the
+    parenthesis is part of ("(9129) 1998 hu144") stays whole."""
+    from kifqa.pipeline.text import ngrams, spans
+    known = draft.grammar("What is next in the series after starlight (warriors)").split("known ::= ")[1]
+    alternatives = known.split(" | ")
+    assert draft._any_case("starlight") in alternatives and draft._any_case("warriors") not in alternatives
+    assert draft._any_case("starlight warriors") in alternatives  # a run that crosses the parenthesis stays
+    assert "warriors" not in spans("What is next in the series after starlight (warriors)")
+    assert "heartbreaker" in spans("Who produced heartbreaker (dionne warwick album)")
+    assert not {"dionne warwick", "dionne warwick album"} & set(spans("Who produced heartbreaker (dionne warwick album)"))
+    assert "9129 1998 hu144" in ngrams("where is (9129) 1998 hu144 located") and "9129" not in ngrams(
+        "where is (9129) 1998 hu144 located")
+    assert "warriors" in ngrams("who are the warriors (no parenthesis closes"), "an unclosed one is no aside"
+
+
 def test_request_puts_the_fixed_prompt_first() -> None:
     shots = FixedExamples().select("where was sasha vujačić born")
     a = draft.request("where was sasha vujačić born", shots)
