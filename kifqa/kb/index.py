@@ -54,8 +54,10 @@ _MAX_TOKENS = 16
 #: Tokens in more names than this are left out of the any-token tier (``the``, ``of``...): they match
 #: too much to help and make the query slow.
 _MAX_ANY_NAMES = 500
-#: The any-token tier's base score of a name that holds every word of the text (less in proportion):
-#: a name that holds more of the words ranks first, whatever the names' popularity.
+#: The any-token tier's base score of a name that holds every word of the text (less in proportion to the words it
+#: holds, each weighed by how rare it is among names): a name that holds more of the words, or the rarer of them,
+#: ranks first, whatever the names' popularity ("michael dertouzos": every "Michalis Dertouzos" before the most
+#: popular "Michael").
 _ANY_WORDS = 0.9
 
 
@@ -198,16 +200,17 @@ class LabelIndex:
             found: dict[str, tuple[float, float, str]] = {
                 id: (3.0 if is_label else 2.0, 0.0, "label" if is_label else "alias") for id, is_label in exact}
             tokens = _TOKEN.findall(key)[:_MAX_TOKENS]
-            wanted = set(tokens)
             for base, match, sql, query in self._token_queries(kind, tokens):
                 if len(found) >= max(limit, len(exact)):
                     break
                 rows = self._con.execute(sql, (query, 4 * limit + len(found))).fetchall()
+                weights = {t: self._rarity(kind, t) for t in tokens} if match == "any" else {}
                 for id, rank, norm in rows:
                     if id in found:
                         continue
-                    if match == "any":  # ranked first by the share of the text's words the name holds
-                        base = _ANY_WORDS * len(wanted.intersection(_TOKEN.findall(norm))) / len(wanted)
+                    if match == "any":  # ranked first by the share of the text's words the name holds, by rarity
+                        held = weights.keys() & set(_TOKEN.findall(norm))
+                        base = _ANY_WORDS * sum(map(weights.__getitem__, held)) / (sum(weights.values()) or 1.0)
                     found[id] = (base, -rank / (1 - rank), match)
         entries = self.entries(found)
         top = self._max_degree(kind)
@@ -239,6 +242,11 @@ class LabelIndex:
             row = self._con.execute(f"SELECT doc FROM {kind}_vocab WHERE term = ?", (token,)).fetchone()
             self._names[key] = int(row[0]) if row else 0
         return self._names[key]
+
+    def _rarity(self, kind: Kind, token: str) -> float:
+        """How much ``token`` says of a name of ``kind``: the log of how many names there are to each that holds
+        it (its inverse document frequency)."""
+        return math.log((int(self._meta["names"]) + 1) / (self._names_with(kind, token) + 1))
 
     def _max_degree(self, kind: Kind) -> int:
         return int(self._meta[f"max_degree_{kind}"])

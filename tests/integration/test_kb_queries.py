@@ -172,6 +172,15 @@ def test_search_finds_every_exact_match_first(kb: KifKnowledgeBase, dataset: wik
     assert by_name["james brown"] == {"Q5950", "Q6130343"}
 
 
+@pytest.mark.parametrize(("text", "first"), [("michael dertouzos", "Q92994"),  # Michalis Dertouzos
+                                             ("tigris river", "Q35591")])  # Tigris
+def test_a_name_holding_the_rarer_word_comes_first(local_kb: KifKnowledgeBase, text: str, first: str) -> None:
+    """Where no name holds every word, one that holds the rarest ("dertouzos", "tigris") comes before the most popular
+    ones that hold a common word ("Michael Balcon", "Mississippi River")."""
+    found = asyncio.run(local_kb.search_entities(text, limit=50))
+    assert found[0].id == first, [c.label for c in found[:3]]
+
+
 def test_born_in_is_p19(kb: KifKnowledgeBase) -> None:
     assert asyncio.run(kb.search_properties("born in"))[0].id == "P19"
 

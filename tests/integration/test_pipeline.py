@@ -350,9 +350,9 @@ def test_a_plural_or_a_bare_possessive_s_is_dropped_where_that_names_an_item_exa
 
 def test_near_matches_spelled_as_a_typo_of_the_label_come_first(local_kb) -> None:
     linking = asyncio.run(entities.link(local_kb, "phillip pullman"))
-    assert [c.id for c in linking.candidates[:3]] == ["Q543563", "Q16967910", "Q190220"]  # the search's order
+    assert [c.id for c in linking.candidates[:3]] == ["Q16967910", "Q190220", "Q543563"]  # the search's order
     assert not linking.exact and linking.kept[0].id == "Q190220"  # "Philip Pullman"
-    assert [c.id for c in linking.kept[1:3]] == ["Q543563", "Q16967910"]  # the others in the search's order
+    assert [c.id for c in linking.kept[1:3]] == ["Q16967910", "Q543563"]  # the others in the search's order
 
 
 def test_relations_know_the_real_direction(local_kb) -> None:
