@@ -262,10 +262,9 @@ class Pipeline:
         an answer the question offers, when it is not unsure itself: its best option scores at least
         :attr:`PipelineSettings.redraft_below`; with ``asked``, also when similar questions ask for its best option,
         :data:`relations.OVERRULING` of the votes or more), else ``None`` and the trace as the first draft left it. A
-        run that the question offers as an answer ("male or female"), or that names the kind of answer it asks for
-        ("which actor", :func:`draft.answer_kind`), is never drafted as the known entity."""
+        run that the question offers as an answer ("male or female") is never drafted as the known entity."""
         runs = [r for r in draft.elsewhere(await draft.grounded(kb, question) or [], main.known, exact=linking.exact)
-                if not (draft.offered(question, r) or draft.answer_kind(question, r))]
+                if not draft.offered(question, r)]
         if not runs:
             return None
         each, below = self.settings.redraft_each, self.settings.redraft_below

@@ -77,18 +77,6 @@ def offered(question: str, name: str, *, exact: bool = True) -> bool:
     return key == "or" or (bool(key) and (f" {key} or " in whole or f" or {key} " in whole))
 
 
-#: The question words after which a name says what kind of thing the answer is ("which actor", "what film").
-_ASKING = frozenset({"which", "what"})
-
-
-def answer_kind(question: str, name: str) -> bool:
-    """Whether ``name``'s words follow the ``question``'s opening "which" or "what": the kind of thing it asks for
-    ("actor" in "which actor was born in atlanta"), seldom what it asks about: of the 3,015 training questions that
-    open so with a name and name an item further on too, 29 ask about an item named only there."""
-    said, wanted = question_key(question).split(), question_key(name).split()
-    return len(said) > len(wanted) and said[0] in _ASKING and said[1:1 + len(wanted)] == wanted
-
-
 def elsewhere(runs: list[str], known: str, *, exact: bool) -> list[str]:
     """The ``runs`` that are not part of ``known``'s words (``known`` respelled stays, unless it named an item
     ``exact``-ly as drafted); when every run is, those shorter than ``known``."""

@@ -185,19 +185,6 @@ def test_a_draft_over_an_answer_the_question_offers_is_drafted_again(local_kb, q
         assert len(llm.grammars) == 1 and len(result.answers) > 100
 
 
-def test_the_kind_of_answer_a_question_asks_for_is_never_drafted_again_as_its_entity(local_kb) -> None:
-    """"film" in "what film did X produce" names the kind of answer, not what the question is about: where the first
-    draft finds nothing, the second drafts are over the question's other exact names only."""
-    llm = _DraftPerName("(?x | producer | zzqx)", {
-        "film": "(?x | screenwriter | film)", "adoor gopalakrishnan": "(?x | screenwriter | adoor gopalakrishnan)"},
-        chosen="film")
-    result = asyncio.run(Pipeline(kb=local_kb, llm=llm, settings=PipelineSettings()).answer(
-        Question("f", "What film did adoor gopalakrishnan produce?")))
-    assert result.trace.error is None, result.trace.error
-    assert llm.drafts == 2 and result.trace.draft[0].known == "adoor gopalakrishnan"
-    assert {(r.property, r.direction) for r in result.trace.relations} == {("P58", "backward")}
-
-
 @pytest.mark.parametrize("redraft_unasked", [True, False])
 def test_a_draft_whose_options_similar_questions_do_not_ask_for_is_drafted_again(local_kb, data_dir, settings,
                                                                                 redraft_unasked: bool) -> None:

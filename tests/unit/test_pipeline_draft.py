@@ -114,16 +114,3 @@ def test_a_second_draft_names_what_the_first_did_not() -> None:
 def test_an_answer_the_question_offers_is_told_from_its_entity(question: str, name: str, exact: bool,
                                                                is_offered: bool) -> None:
     assert draft.offered(question, name, exact=exact) is is_offered
-
-
-@pytest.mark.parametrize(("question", "name", "kind"), [
-    ("which actor was born in atlanta", "actor", True),
-    ("What film did adoor gopalakrishnan produce?", "film", True),
-    ("which indie rock artist originated in germany?", "indie rock", True),
-    ("which indie rock artist originated in germany?", "germany", False),
-    ("what is the film kidnapped about", "film", False),  # not right after the question word
-    ("name a film by adoor gopalakrishnan", "film", False),  # no opening "which" or "what"
-    ("which actor", "which actor", False),  # the question word itself is no name of a kind
-])
-def test_a_name_right_after_which_or_what_is_the_kind_of_answer(question: str, name: str, kind: bool) -> None:
-    assert draft.answer_kind(question, name) is kind
