@@ -24,7 +24,8 @@ import unicodedata
 
 _WORD = re.compile(r"\w+(?:['’.&-]\w+)*")
 _PLAIN_WORD = re.compile(r"\w+")
-_ARTICLES = ("the ", "a ", "an ")
+#: The articles a name may start with, which two names that are the same name may differ by.
+ARTICLES = frozenset({"the", "a", "an"})
 _NO_APOSTROPHES = str.maketrans("", "", "'’")
 
 
@@ -56,10 +57,8 @@ def words(text: str) -> list[str]:
 def name_key(text: str) -> str:
     """What makes two names the same name: :func:`normalize` without a leading article and apostrophes."""
     norm = normalize(text).translate(_NO_APOSTROPHES)
-    for article in _ARTICLES:
-        if norm.startswith(article):
-            return norm[len(article):]
-    return norm
+    first, _, rest = norm.partition(" ")
+    return rest if rest and first in ARTICLES else norm
 
 
 def index_key(text: str) -> str:
@@ -77,6 +76,13 @@ def typed_key(text: str) -> str:
     """A name as a question may type it: :func:`question_key` with apostrophes dropped, not parting words
     (``"Gridlock'd"`` as ``gridlockd``, ``"Mark O'Hara"`` as ``mark ohara``)."""
     return question_key(text.translate(_NO_APOSTROPHES))
+
+
+def article_split(name: str) -> tuple[str, str]:
+    """The article ``name`` starts with (``""``: none) and the rest of its words as :func:`typed_key` types them:
+    ``("the", "suicide club")`` for "The Suicide Club"."""
+    first, _, rest = typed_key(name).partition(" ")
+    return (first, rest) if rest and first in ARTICLES else ("", typed_key(name))
 
 
 #: Words a title leaves in lower case (but for its first word): ``The Silence of the Lambs``, ``Antoine de Févin``.

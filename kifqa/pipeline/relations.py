@@ -9,11 +9,11 @@ from dataclasses import dataclass, replace
 from importlib import resources
 from typing import TYPE_CHECKING
 
-from kifqa.data.text import name_key, normalize
+from kifqa.data.text import article_split, name_key, normalize
 from kifqa.kb.base import KnowledgeBase, PropertyUse
 from kifqa.llm.base import ChatRequest, Message
 from kifqa.pipeline.entities import Linking, names
-from kifqa.pipeline.text import ALIAS_MATCH, SPELLING_MATCH, article_before, article_split, similarity, tokens
+from kifqa.pipeline.text import ALIAS_MATCH, SPELLING_MATCH, article_before, similarity, tokens
 from kifqa.types import UNKNOWN, Candidate, ChoiceOption, Direction, Pattern, Relation, RelationChoice
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
-from kifqa.data.text import fold, name_key, normalize, question_key, typed_key
+from kifqa.data.text import ARTICLES, article_split, fold, name_key, normalize, question_key, typed_key
 
 _POSSESSIVE = re.compile(r"['’]s$")
 _WORD_SPAN = re.compile(r"\w+(?:['’.&-]\w+)*")
@@ -102,16 +102,6 @@ def outermost(runs: list[str]) -> list[str]:
     return [r for r, k in zip(runs, keys) if not any(len(o) > len(k) and within(k, o) for o in keys)]
 
 
-_ARTICLES = frozenset({"the", "a", "an"})
-
-
-def article_split(name: str) -> tuple[str, str]:
-    """The article ``name`` starts with (``""``: none) and the rest of its words, apostrophes dropped
-    (:func:`~kifqa.data.text.typed_key`): ``("the", "suicide club")`` for "The Suicide Club"."""
-    first, _, rest = typed_key(name).partition(" ")
-    return (first, rest) if rest and first in _ARTICLES else ("", typed_key(name))
-
-
 def article_before(question: str, name: str) -> str | None:
     """The article ``question`` writes right before the first run of ``name``'s words (``name``'s own article
     aside): "the" in "what genre is the suicide club", ``""`` in "which author wrote infidel"; ``None`` where the
@@ -119,7 +109,7 @@ def article_before(question: str, name: str) -> str | None:
     said, wanted = typed_key(question).split(), article_split(name)[1].split()
     for i in range(len(said) - len(wanted) + 1):
         if wanted and said[i:i + len(wanted)] == wanted:
-            return said[i - 1] if i and said[i - 1] in _ARTICLES else ""
+            return said[i - 1] if i and said[i - 1] in ARTICLES else ""
     return None
 
 

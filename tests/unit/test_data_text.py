@@ -7,7 +7,7 @@ import unicodedata
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kifqa.data.text import _WHOLE_LETTERS, fold
+from kifqa.data.text import _WHOLE_LETTERS, article_split, fold
 
 
 def _rule(text: str) -> str:
@@ -25,3 +25,10 @@ def test_names_fold_to_their_plain_lower_case_words() -> None:
 @given(st.text(alphabet=st.characters(max_codepoint=127)) | st.text())
 def test_ascii_and_other_texts_fold_by_the_same_rule(text: str) -> None:
     assert fold(text) == _rule(text)
+
+
+def test_a_name_splits_into_its_article_and_the_rest() -> None:
+    assert article_split("The Suicide Club") == ("the", "suicide club")
+    assert article_split("An Affair") == ("an", "affair")
+    assert article_split("Suicide Club") == ("", "suicide club")
+    assert article_split("The") == ("", "the")

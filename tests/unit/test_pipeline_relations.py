@@ -9,7 +9,6 @@ from kifqa.pipeline.entities import Linking
 from kifqa.pipeline.text import (
     SPELLING_MATCH,
     article_before,
-    article_split,
     masked,
     ngrams,
     relaxed,
@@ -46,13 +45,6 @@ def test_text_helpers() -> None:
 ])
 def test_the_article_a_question_writes_before_a_name(question: str, name: str, said: str | None) -> None:
     assert article_before(question, name) == said
-
-
-def test_a_name_splits_into_its_article_and_the_rest() -> None:
-    assert article_split("The Suicide Club") == ("the", "suicide club")
-    assert article_split("An Affair") == ("an", "affair")
-    assert article_split("Suicide Club") == ("", "suicide club")
-    assert article_split("The") == ("", "the")
 
 
 def test_exact_namesakes_keep_those_whose_article_the_question_writes() -> None:
