@@ -56,9 +56,7 @@ def words(text: str) -> list[str]:
 
 def name_key(text: str) -> str:
     """What makes two names the same name: :func:`normalize` without a leading article and apostrophes."""
-    norm = normalize(text).translate(_NO_APOSTROPHES)
-    first, _, rest = norm.partition(" ")
-    return rest if rest and first in ARTICLES else norm
+    return _split_article(normalize(text).translate(_NO_APOSTROPHES))[1]
 
 
 def index_key(text: str) -> str:
@@ -81,8 +79,13 @@ def typed_key(text: str) -> str:
 def article_split(name: str) -> tuple[str, str]:
     """The article ``name`` starts with (``""``: none) and the rest of its words as :func:`typed_key` types them:
     ``("the", "suicide club")`` for "The Suicide Club"."""
-    first, _, rest = typed_key(name).partition(" ")
-    return (first, rest) if rest and first in ARTICLES else ("", typed_key(name))
+    return _split_article(typed_key(name))
+
+
+def _split_article(key: str) -> tuple[str, str]:
+    """The article the words of ``key`` start with (``""``: none) and the rest of them."""
+    first, _, rest = key.partition(" ")
+    return (first, rest) if rest and first in ARTICLES else ("", key)
 
 
 #: Words a title leaves in lower case (but for its first word): ``The Silence of the Lambs``, ``Antoine de Févin``.
