@@ -22,8 +22,10 @@ import functools
 import re
 import unicodedata
 
-_WORD = re.compile(r"\w+(?:['’.&-]\w+)*")
-_PLAIN_WORD = re.compile(r"\w+")
+#: A word as names and questions are cut into words (``'``, ``.``, ``&`` and ``-`` inside a word stay).
+WORD = re.compile(r"\w+(?:['’.&-]\w+)*")
+#: A word as question keys cut it (every punctuation mark parts words).
+PLAIN_WORD = re.compile(r"\w+")
 #: The articles a name may start with, which two names that are the same name may differ by.
 ARTICLES = frozenset({"the", "a", "an"})
 _NO_APOSTROPHES = str.maketrans("", "", "'’")
@@ -46,12 +48,12 @@ def fold(text: str) -> str:
 
 def normalize(text: str) -> str:
     """The words of :func:`fold`'s ``text``: punctuation between words to spaces, spaces collapsed."""
-    return " ".join(_WORD.findall(fold(text)))
+    return " ".join(WORD.findall(fold(text)))
 
 
 def words(text: str) -> list[str]:
     """The words of ``text`` as written (case kept), as :func:`normalize` cuts them."""
-    return _WORD.findall(unicodedata.normalize("NFKC", text))
+    return WORD.findall(unicodedata.normalize("NFKC", text))
 
 
 def name_key(text: str) -> str:
@@ -67,7 +69,7 @@ def index_key(text: str) -> str:
 def question_key(text: str) -> str:
     """What makes two questions of two datasets the same question: their words, ignoring case, accents and
     punctuation."""
-    return " ".join(_PLAIN_WORD.findall(index_key(text)))
+    return " ".join(PLAIN_WORD.findall(index_key(text)))
 
 
 def typed_key(text: str) -> str:

@@ -8,12 +8,20 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
-from kifqa.data.text import ARTICLES, article_split, fold, name_key, normalize, question_key, typed_key
+from kifqa.data.text import (
+    ARTICLES,
+    PLAIN_WORD,
+    WORD,
+    article_split,
+    fold,
+    name_key,
+    normalize,
+    question_key,
+    typed_key,
+)
 
 _POSSESSIVE = re.compile(r"['’]s$")
-_WORD_SPAN = re.compile(r"\w+(?:['’.&-]\w+)*")
 _PATTERN_SYNTAX = re.compile(r"[|()?\n]")
-_PLAIN_WORD = re.compile(r"\w+")
 #: The most words of a run a name may take: 14 of the 19,481 training questions name their topic in 9 or 10 words
 #: ("the lord of the rings: the fellowship of the ring"), none in more.
 MAX_RUN = 10
@@ -23,7 +31,7 @@ def ngrams(text: str, *, max_len: int = MAX_RUN) -> list[str]:
     """Every run of up to ``max_len`` consecutive words of ``text`` (possessive ``'s`` also dropped), but those
     wholly inside a parenthesis (:func:`aside`)."""
     text = unicodedata.normalize("NFKC", text)  # as :func:`~kifqa.data.text.words` cuts words
-    found = list(_WORD_SPAN.finditer(text))
+    found = list(WORD.finditer(text))
     ws, within_aside = [m.group() for m in found], aside(text, found)
     out: dict[str, None] = {}
     for i in range(len(ws)):
@@ -42,7 +50,7 @@ def spans(text: str, *, max_len: int = MAX_RUN) -> list[str]:
     """Every run of up to ``max_len`` consecutive words of ``text`` as the text writes it, with the
     punctuation between its words (``carranger: zenkai! racer``); possessive ``'s`` also dropped. None is wholly
     inside a parenthesis (:func:`aside`)."""
-    found = list(_WORD_SPAN.finditer(text))
+    found = list(WORD.finditer(text))
     within_aside = aside(text, found)
     out: dict[str, None] = {}
     for i in range(len(found)):
@@ -79,10 +87,10 @@ def masked(question: str, name: str) -> str | None:
     """``question`` with its first run of ``name``'s words (case, accents and punctuation folded) written
     :data:`STAND_IN`: what it asks, whoever it asks it about (``who is it parent?``). ``None`` when it has no
     such run."""
-    wanted = [fold(w) for w in _PLAIN_WORD.findall(name)]
+    wanted = [fold(w) for w in PLAIN_WORD.findall(name)]
     if not wanted:
         return None
-    found = list(_PLAIN_WORD.finditer(question))
+    found = list(PLAIN_WORD.finditer(question))
     folded = [fold(m.group()) for m in found]
     for i in range(len(found) - len(wanted) + 1):
         if folded[i:i + len(wanted)] == wanted:
