@@ -127,9 +127,9 @@ def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[Proper
     wanted = wanted_types(question) if question else None
     out: list[Option] = []
     passed_over: list[Option] = []
+    said = article_before(question, pattern.known) if linking.exact and question else None
     for members, use in groups.values():
-        if linking.exact and question:
-            members = agreeing(members, question, pattern.known)
+        members = agreeing(members, pattern.known, said)
         match = _match(pattern.predicate, use.property, closeness)
         score = match + (0.05 if use.direction == pattern.direction else 0.0)
         score -= 0.0 if linking.exact else NEAR_RANK_STEP * rank[members[0].id]
@@ -143,13 +143,13 @@ def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[Proper
     return out
 
 
-def agreeing(members: list[Candidate], question: str, known: str) -> list[Candidate]:
-    """Of ``members``, items named ``known`` up to a leading article, those with a name that takes the article
-    ``question`` writes before ``known``'s words, or none as it writes none: "The Suicide Club" for "which film
-    genre is the suicide club under", "Infidel" rather than "The Infidel" for "which author wrote infidel". All
-    of them where none or all do. Of the 15 training questions whose topic shares its name and its relation with
-    an item whose name differs by "the" alone, the question's article tells the topic for 14."""
-    said = article_before(question, known)
+def agreeing(members: list[Candidate], known: str, said: str | None) -> list[Candidate]:
+    """Of ``members``, items named ``known`` up to a leading article, those with a name that takes the article the
+    question writes before ``known``'s words (``said``, :func:`~kifqa.pipeline.text.article_before`; ``""``: none),
+    or none as it writes none: "The Suicide Club" for "which film genre is the suicide club under", "Infidel"
+    rather than "The Infidel" for "which author wrote infidel". All of them where none or all do, or where ``said``
+    is ``None``. Of the 15 training questions whose topic shares its name and its relation with an item whose name
+    differs by "the" alone, the question's article tells the topic for 14."""
     if said is None:
         return members
     _, rest = article_split(known)
