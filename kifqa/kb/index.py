@@ -205,12 +205,13 @@ class LabelIndex:
                     break
                 rows = self._con.execute(sql, (query, 4 * limit + len(found))).fetchall()
                 weights = {t: self._rarity(kind, t) for t in tokens} if match == "any" else {}
+                total = sum(weights.values()) or 1.0
                 for id, rank, norm in rows:
                     if id in found:
                         continue
                     if match == "any":  # ranked first by the share of the text's words the name holds, by rarity
                         held = weights.keys() & set(_TOKEN.findall(norm))
-                        base = _ANY_WORDS * sum(map(weights.__getitem__, held)) / (sum(weights.values()) or 1.0)
+                        base = _ANY_WORDS * sum(map(weights.__getitem__, held)) / total
                     found[id] = (base, -rank / (1 - rank), match)
         entries = self.entries(found)
         top = self._max_degree(kind)
