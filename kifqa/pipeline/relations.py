@@ -13,7 +13,7 @@ from kifqa.data.text import article_split, name_key, normalize
 from kifqa.kb.base import KnowledgeBase, PropertyUse
 from kifqa.llm.base import ChatRequest, Message
 from kifqa.pipeline.entities import Linking, names
-from kifqa.pipeline.text import ALIAS_MATCH, SPELLING_MATCH, article_before, similarity, tokens
+from kifqa.pipeline.text import ALIAS_MATCH, SPELLING_MATCH, article_before, masked, names_tokens, similarity, tokens
 from kifqa.types import UNKNOWN, Candidate, ChoiceOption, Direction, Pattern, Relation, RelationChoice
 
 if TYPE_CHECKING:
@@ -59,6 +59,11 @@ OVERRULING = 0.35
 #: questions, both bases) the draft's named option trailed the votes' best by 0.4 or more for 9 questions: the
 #: votes' option was gold for 8, the named one for 1; by 0.2 to 0.4, 3 and 3.
 OVERRULING_LEAD = 0.4
+#: ... and another option of the same first entity, when it leads by :data:`UNSAID_LEAD` or more and the question
+#: writes no word of the named property's label or aliases (:attr:`Option.said`): the draft's name is then the
+#: model's paraphrase, as ``place of birth`` for "where is brian butterworth from", which similar questions ask as
+#: ``country of citizenship``.
+UNSAID_LEAD = 0.2
 
 
 def wanted_types(question: str) -> frozenset[str]:
@@ -81,6 +86,8 @@ class Option:
     score: float
     #: The share of the precedent votes that ask for its property in its direction (0 without votes).
     votes: float = 0.0
+    #: Whether the question, its known entity aside, writes a word of the property's label or aliases.
+    said: bool = True
 
     def relations(self) -> list[Relation]:
         return [Relation(e.id, self.property.id, self.direction) for e in self.entities]
@@ -128,6 +135,7 @@ def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[Proper
     out: list[Option] = []
     passed_over: list[Option] = []
     said = article_before(question, pattern.known) if linking.exact and question else None
+    asked = tokens(masked(question, pattern.known) or question) if question else None
     for members, use in groups.values():
         members = agreeing(members, pattern.known, said)
         match = _match(pattern.predicate, use.property, closeness)
@@ -135,7 +143,8 @@ def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[Proper
         score -= 0.0 if linking.exact else NEAR_RANK_STEP * rank[members[0].id]
         votes = precedent.get((name_key(use.property.label), use.direction), 0.0) if precedent else 0.0
         score += PRECEDENT_WEIGHT * votes
-        option = Option(tuple(members), use.property, use.direction, match, score, votes)
+        written = asked is None or bool(asked & names_tokens(use.property.label, use.property.aliases))
+        option = Option(tuple(members), use.property, use.direction, match, score, votes, written)
         fits = wanted is None or use.direction == "backward" or use.value_type in wanted or match >= ALIAS_MATCH
         (out if fits else passed_over).append(option)
     out = out or passed_over
@@ -186,9 +195,12 @@ def overruled(ranked: list[Option]) -> Option | None:
     best = max(others, key=lambda o: o.votes, default=None)
     if best is None:
         return None
-    if first.votes < OVERRULED_BELOW and best.votes >= OVERRULING:
+    if first.votes < OVERRULED_BELOW and best.votes >= OVERRULING or best.votes - first.votes >= OVERRULING_LEAD:
         return best
-    return best if best.votes - first.votes >= OVERRULING_LEAD else None
+    if first.said:
+        return None
+    kin = max((o for o in others if o.entities[0] == first.entities[0]), key=lambda o: o.votes, default=None)
+    return kin if kin is not None and kin.votes - first.votes >= UNSAID_LEAD else None
 
 
 def unasked(ranked: list[Option]) -> bool:

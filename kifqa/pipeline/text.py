@@ -152,6 +152,16 @@ def tokens(text: str) -> frozenset[str]:
     return _content(normalize(text))
 
 
+def names_tokens(label: str, aliases: Iterable[str] = ()) -> frozenset[str]:
+    """Content-word stems of a thing's ``label`` and ``aliases``."""
+    return _names_tokens(label, tuple(aliases))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _names_tokens(label: str, aliases: tuple[str, ...]) -> frozenset[str]:
+    return frozenset().union(*(toks for _, toks, _ in _names(label, aliases)))
+
+
 def _content(norm: str) -> frozenset[str]:
     """Content-word stems of the :func:`normalize`-d text ``norm``."""
     return frozenset(_stem(w) for w in norm.split() if w not in _STOP)

@@ -152,6 +152,34 @@ def test_votes_that_lead_the_named_property_by_far_overrule_it() -> None:
     assert relations.overruled(ranked(0.5, 0.5)) is None
 
 
+def test_votes_overrule_a_named_property_the_question_does_not_write_by_a_smaller_lead() -> None:
+    p27 = Candidate(id="P27", label="country of citizenship", aliases=("nationality",))
+    by_entity = {BROWN_1.id: [PropertyUse(property=P19, direction="forward"), PropertyUse(property=p27, direction="forward")]}
+    votes = {("place of birth", "forward"): 0.3, ("country of citizenship", "forward"): 0.3 + relations.UNSAID_LEAD}
+
+    def ranked(question: str, linking: Linking, uses: dict[str, list[PropertyUse]]) -> list[relations.Option]:
+        return relations.options(Pattern("james brown", "place of birth", "?x"), linking, uses, question=question,
+                                 precedent=votes)
+
+    # "from" is no word of "place of birth" or its aliases: the draft's name is a paraphrase, the votes decide.
+    paraphrased = ranked("where is james brown from", _linking(BROWN_1), by_entity)
+    assert paraphrased[0].property.id == "P19" and not paraphrased[0].said
+    assert relations.overruled(paraphrased) is paraphrased[1] and paraphrased[1].property.id == "P27"
+    # "born" is one of its aliases' words (the entity's own words aside): the name stands.
+    written = ranked("where was james brown born", _linking(BROWN_1), by_entity)
+    assert written[0].said and relations.overruled(written) is None
+    # The known entity's own words are not the question's: "born free" writes no "born".
+    film = relations.options(Pattern("born free", "place of birth", "?x"), Linking("born free", [BROWN_1], [BROWN_1], True),
+                             by_entity, question="where is born free from", precedent=votes)
+    assert film[0].property.id == "P19" and not film[0].said
+    # Only an option of the same first entity overrules an unsaid name by the smaller lead.
+    uses = {BROWN_1.id: [PropertyUse(property=P19, direction="forward")],
+            BROWN_2.id: [PropertyUse(property=p27, direction="forward")]}
+    near = ranked("where is james brown from", Linking("james brown", [BROWN_1, BROWN_2], [BROWN_1, BROWN_2], False), uses)
+    assert near[0].entities == (BROWN_1,) and near[1].entities == (BROWN_2,)
+    assert relations.overruled(near) is None
+
+
 def test_typos_still_rank_the_intended_property_first() -> None:
     p40 = Candidate(id="P40", label="child", aliases=("has child",))
     p50 = Candidate(id="P50", label="author", aliases=("writer",))
