@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import statistics
 from collections import Counter, defaultdict
@@ -144,13 +145,16 @@ class Evaluation:
                         "accuracy": round(sum(checks) / len(checks), 4) if checks else None}
         return out
 
-    def topic_relations(self, s: Scored) -> int | None:
-        """How many (property, direction) pairs the question's gold topic has in the base."""
-        return self._from_data(lambda extender: extender.topic_relations(s.gold.topic))
+    @functools.cached_property
+    def topics(self) -> list[tuple[int | None, bool | None]]:
+        """For each scored question (in order), how many (property, direction) pairs its gold topic has in the base
+        and whether it names that topic (:meth:`GoldExtender.names_topic`); read once, for the slices and the rows."""
+        return [self._topic(s.gold) for s in self.scored]
 
-    def names_topic(self, s: Scored) -> bool | None:
-        """Whether the question names its gold topic (:meth:`GoldExtender.names_topic`)."""
-        return self._from_data(lambda extender: extender.names_topic(s.gold))
+    def _topic(self, gold: GoldQuestion) -> tuple[int | None, bool | None]:
+        """:attr:`topics` of one question."""
+        return (self._from_data(lambda extender: extender.topic_relations(gold.topic)),
+                self._from_data(lambda extender: extender.names_topic(gold)))
 
     def _from_data(self, get: Callable[[GoldExtender], T]) -> T | None:
         """What ``get`` reads from the data folder through :attr:`extender`; ``None`` without one, or where the
@@ -167,11 +171,9 @@ class Evaluation:
         those with several, on those whose topic has none there, and on those that name their topic and
         those that do not (each only when not empty)."""
         groups: dict[str, list[Scored]] = defaultdict(list)
-        for s in self.scored:
-            n = self.topic_relations(s)
+        for s, (n, named) in zip(self.scored, self.topics):
             if n is not None:
                 groups[SLICES[min(n, 2)]].append(s)
-            named = self.names_topic(s)
             if named is not None:
                 groups[NAMED_SLICES[named]].append(s)
         out = {}
@@ -259,8 +261,8 @@ class Evaluation:
         out.mkdir(parents=True, exist_ok=True)
         metrics = self.metrics()
         (out / "metrics.json").write_text(json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
-        rows = [{**s.row(), "topic_relations": self.topic_relations(s), "names_topic": self.names_topic(s)}
-                for s in self.scored]
+        rows = [{**s.row(), "topic_relations": n, "names_topic": named}
+                for s, (n, named) in zip(self.scored, self.topics)]
         with (out / "questions.jsonl").open("w") as f:
             for row in rows:
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
