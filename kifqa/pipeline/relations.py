@@ -134,17 +134,17 @@ def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[Proper
     wanted = wanted_types(question) if question else None
     out: list[Option] = []
     passed_over: list[Option] = []
-    said = article_before(question, pattern.known) if linking.exact and question else None
-    asked = tokens(masked(question, pattern.known) or question) if question else None
+    article = article_before(question, pattern.known) if linking.exact and question else None
+    written = tokens(masked(question, pattern.known) or question) if question else None
     for members, use in groups.values():
-        members = agreeing(members, pattern.known, said)
+        members = agreeing(members, pattern.known, article)
         match = _match(pattern.predicate, use.property, closeness)
         score = match + (0.05 if use.direction == pattern.direction else 0.0)
         score -= 0.0 if linking.exact else NEAR_RANK_STEP * rank[members[0].id]
         votes = precedent.get((name_key(use.property.label), use.direction), 0.0) if precedent else 0.0
         score += PRECEDENT_WEIGHT * votes
-        written = asked is None or bool(asked & names_tokens(use.property.label, use.property.aliases))
-        option = Option(tuple(members), use.property, use.direction, match, score, votes, written)
+        said = written is None or bool(written & names_tokens(use.property.label, use.property.aliases))
+        option = Option(tuple(members), use.property, use.direction, match, score, votes, said)
         fits = wanted is None or use.direction == "backward" or use.value_type in wanted or match >= ALIAS_MATCH
         (out if fits else passed_over).append(option)
     out = out or passed_over
@@ -187,7 +187,9 @@ def overruled(ranked: list[Option]) -> Option | None:
     the other property and direction with the most votes, when it has :data:`OVERRULING` or more and the first
     fewer than :data:`OVERRULED_BELOW` ("which actor was born in atlanta" drafted with ``actor``: none of the
     votes for ``performer``, 62 % for ``place of birth``, backward), or when it leads the first by
-    :data:`OVERRULING_LEAD` or more."""
+    :data:`OVERRULING_LEAD` or more; else, where the question writes no word of the first's names
+    (:attr:`Option.said`), the same first entity's option with the most votes, when it leads by :data:`UNSAID_LEAD`
+    or more."""
     first = ranked[0] if ranked else None
     if first is None or first.match < ALIAS_MATCH:
         return None
