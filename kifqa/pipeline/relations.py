@@ -135,9 +135,10 @@ def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[Proper
     out: list[Option] = []
     passed_over: list[Option] = []
     article = article_before(question, pattern.known) if linking.exact and question else None
+    takers = taking(linking.kept, pattern.known, article)
     written = tokens(masked(question, pattern.known) or question) if question else None
     for members, use in groups.values():
-        members = agreeing(members, pattern.known, article)
+        members = agreeing(members, takers)
         match = _match(pattern.predicate, use.property, closeness)
         score = match + (0.05 if use.direction == pattern.direction else 0.0)
         score -= 0.0 if linking.exact else NEAR_RANK_STEP * rank[members[0].id]
@@ -152,17 +153,26 @@ def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[Proper
     return out
 
 
-def agreeing(members: list[Candidate], known: str, said: str | None) -> list[Candidate]:
-    """Of ``members``, items named ``known`` up to a leading article, those with a name that takes the article the
-    question writes before ``known``'s words (``said``, :func:`~kifqa.pipeline.text.article_before`; ``""``: none),
-    or none as it writes none: "The Suicide Club" for "which film genre is the suicide club under", "Infidel"
-    rather than "The Infidel" for "which author wrote infidel". All of them where none or all do, or where ``said``
-    is ``None``. Of the 15 training questions whose topic shares its name and its relation with an item whose name
-    differs by "the" alone, the question's article tells the topic for 14."""
+def taking(candidates: list[Candidate], known: str, said: str | None) -> frozenset[str] | None:
+    """The ids of those ``candidates`` (items named ``known`` up to a leading article) with a name that takes the
+    article the question writes before ``known``'s words (``said``, :func:`~kifqa.pipeline.text.article_before`;
+    ``""``: none), or none as it writes none; ``None`` where ``said`` is ``None``. Read once per question, for
+    :func:`agreeing`."""
     if said is None:
-        return members
+        return None
     _, rest = article_split(known)
-    agree = [c for c in members if any(article_split(n) == (said, rest) for n in names(c))]
+    return frozenset(c.id for c in candidates if any(article_split(n) == (said, rest) for n in names(c)))
+
+
+def agreeing(members: list[Candidate], takers: frozenset[str] | None) -> list[Candidate]:
+    """Of ``members``, those whose name takes the question's article (``takers``, :func:`taking`): "The Suicide Club"
+    for "which film genre is the suicide club under", "Infidel" rather than "The Infidel" for "which author wrote
+    infidel". All of them where none or all do, or where ``takers`` is ``None``. Of the 15 training questions whose
+    topic shares its name and its relation with an item whose name differs by "the" alone, the question's article
+    tells the topic for 14."""
+    if takers is None:
+        return members
+    agree = [c for c in members if c.id in takers]
     return agree if 0 < len(agree) < len(members) else members
 
 
