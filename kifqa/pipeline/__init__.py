@@ -25,7 +25,19 @@ from kifqa.pipeline.examples import ExampleSource, FixedExamples, RetrievedExamp
 from kifqa.pipeline.recorder import CountingKB, Recorder
 from kifqa.pipeline.text import outermost
 from kifqa.pipeline.vectors import SavedVectors, memo
-from kifqa.types import Candidate, ErrorKind, Pattern, Question, Result, Trace
+from kifqa.types import (
+    Answer,
+    Candidate,
+    ConstraintOutcome,
+    ConstraintResult,
+    ErrorKind,
+    FilterRun,
+    Pattern,
+    Question,
+    Relation,
+    Result,
+    Trace,
+)
 
 
 def open_examples(settings: Settings) -> ExampleSource:
@@ -42,21 +54,29 @@ def open_examples(settings: Settings) -> ExampleSource:
 
 @dataclass(frozen=True)
 class _DraftState:
-    """What a draft leaves in a trace, kept so that a second draft can be tried and undone."""
+    """What a draft and the steps after it leave in a trace, kept so that a second draft can be tried and
+    undone."""
 
     draft_output: str
     draft: list[Pattern]
     candidates: list[Candidate]
     entities: list[str]
+    options: list[Relation]
+    relations: list[Relation]
+    filters: list[FilterRun]
+    constraints: list[ConstraintOutcome]
     notes: list[str]
 
     @classmethod
     def of(cls, trace: Trace) -> _DraftState:
-        return cls(trace.draft_output, trace.draft, trace.candidates, trace.entities, list(trace.notes))
+        return cls(trace.draft_output, trace.draft, trace.candidates, trace.entities, trace.options,
+                   trace.relations, trace.filters, trace.constraints, list(trace.notes))
 
     def restore(self, trace: Trace) -> None:
         trace.draft_output, trace.draft, trace.candidates, trace.entities = (
             self.draft_output, self.draft, self.candidates, self.entities)
+        trace.options, trace.relations, trace.filters, trace.constraints = (
+            self.options, self.relations, self.filters, self.constraints)
         trace.notes = list(self.notes)
 
 
@@ -165,6 +185,9 @@ class Pipeline:
             trace.notes.append(f"known entity widened to a longer name in the question: "
                                f"{patterns[0].known!r} -> {wider!r}")
             patterns[0] = patterns[0].with_known(wider)
+        elif self.settings.comma_known and (head := await draft.qualified(kb, question, patterns[0].known)):
+            trace.notes.append(f"known entity is what it qualifies after a comma: {patterns[0].known!r} -> {head!r}")
+            patterns[0] = patterns[0].with_known(head)
         trace.draft = patterns
         return patterns
 
@@ -354,16 +377,7 @@ class Pipeline:
             if not ranked:
                 raise StepError(f"no statements about {', '.join(trace.entities)}", kind=ErrorKind.NO_STATEMENTS)
             trace.options = [r for o in ranked for r in o.relations()]
-            chosen = self._settled(ranked, trace)
-            if chosen is None:
-                shown = relations.contenders(ranked, lead=s.sure_lead, most=s.max_options)
-                out = await rec.generate(self.llm, relations.request(question.text, main, shown, abstain=s.abstain))
-                if out.error:
-                    raise StepError(f"model call failed: {out.error}", kind=ErrorKind.MODEL)
-                chosen = relations.parse(out.text, shown, abstain=s.abstain)
-                if chosen is None:
-                    raise StepError(f"none of the {len(shown)} relation options answers the question",
-                                    kind=ErrorKind.ABSTAINED)
+            chosen = await self._chosen(question.text, main, ranked, rec)
             trace.relations = chosen.relations()
 
         with rec.step("answers"):
@@ -371,4 +385,69 @@ class Pipeline:
             for constraint in patterns[1:]:
                 found, outcome = await answers.constrain(kb, found, constraint)
                 trace.constraints.append(outcome)
+        if (text is None and second is None and s.redraft_over is not None and len(found) > s.redraft_over
+                and len(patterns) == 1 and main.direction == "backward"):
+            with rec.step("redraft"):
+                found = await self._kind_redrafted(kb, question.text, rec, main, linking, chosen, found)
         return found
+
+    async def _chosen(self, question: str, main: Pattern, ranked: list[relations.Option],
+                      rec: Recorder) -> relations.Option:
+        """Step 3's choice among ``ranked``: settled without the model where it can be (:meth:`_settled`), else
+        the model's."""
+        s = self.settings
+        chosen = self._settled(ranked, rec.trace)
+        if chosen is None:
+            shown = relations.contenders(ranked, lead=s.sure_lead, most=s.max_options)
+            out = await rec.generate(self.llm, relations.request(question, main, shown, abstain=s.abstain))
+            if out.error:
+                raise StepError(f"model call failed: {out.error}", kind=ErrorKind.MODEL)
+            chosen = relations.parse(out.text, shown, abstain=s.abstain)
+            if chosen is None:
+                raise StepError(f"none of the {len(shown)} relation options answers the question",
+                                kind=ErrorKind.ABSTAINED)
+        return chosen
+
+    async def _kind_redrafted(self, kb: KnowledgeBase, question: str, rec: Recorder, main: Pattern,
+                              linking: entities.Linking, chosen: relations.Option,
+                              found: list[Answer]) -> list[Answer]:
+        """The answers of a second draft over the question's other exact names (:meth:`_redrafted`), the first
+        draft ``main`` kept as its constraint, where the first answered with more than
+        :attr:`PipelineSettings.redraft_over` (a kind drafted as the known entity: "Who's an actor from
+        pittsburgh" as ``(?x | occupation | actor)``), and the second's option may replace the first's ``chosen``
+        (:func:`relations.narrows`; where the first is what the question asks for, "a japanese football player that
+        plays defender", the votes say so) and answers with fewer, but some: the relation is the main pattern and
+        the kind the constraint. Else ``found``, and the trace as the first draft left it."""
+        trace = rec.trace
+        first = _DraftState.of(trace)
+        second = await self._redrafted(kb, question, rec, main, linking, [])
+        if second is None:
+            return found
+        patterns, _, ranked = second
+        try:
+            trace.options = [r for o in ranked for r in o.relations()]
+            choice = await self._chosen(question, patterns[0], ranked, rec)
+        except (StepError, relations.ChoiceError) as err:
+            first.restore(trace)
+            trace.notes.append(f"second draft for the kind's {len(found)} answers failed: {err}")
+            return found
+        trace.relations = choice.relations()
+        tried = (f"{patterns[0]}: {choice.property.label!r} ({choice.direction}), asked for by {choice.votes:.0%} of "
+                 f"similar questions against {chosen.votes:.0%} for {chosen.property.label!r} ({chosen.direction})")
+        narrower: list[Answer] = []
+        if relations.narrows(chosen, choice):
+            narrower, trace.filters = await answers.run_filters(kb, trace.relations)
+            tried += f", answers with {len(narrower)}"
+        if not 0 < len(narrower) < len(found):
+            first.restore(trace)
+            trace.notes.append(f"second draft for the kind's {len(found)} answers not taken: {tried}")
+            return found
+        kinds = {a.answer for a in found}
+        kept = [a for a in narrower if a.answer in kinds]
+        result = ConstraintResult.APPLIED if kept else ConstraintResult.UNMET
+        trace.draft = [patterns[0], main]
+        trace.constraints = [ConstraintOutcome(constraint=main, result=result, kept=len(kept or narrower),
+                                               of=len(narrower))]
+        trace.notes.append(f"the first draft's {len(found)} answers are a kind: {patterns[0]} taken as the main "
+                           f"pattern, {main} as its constraint")
+        return kept or narrower

@@ -10,7 +10,7 @@ from kifqa.data.pool import Example
 from kifqa.data.text import name_key, question_key
 from kifqa.kb.base import KnowledgeBase
 from kifqa.llm.base import ChatRequest, Message
-from kifqa.pipeline.text import ngrams, outermost, spans, within
+from kifqa.pipeline.text import before_comma, ngrams, outermost, spans, within
 from kifqa.types import UNKNOWN, Pattern
 
 #: Characters a predicate may use (the grammar and the parser agree on them).
@@ -93,6 +93,16 @@ async def widened(kb: KnowledgeBase, question: str, known: str) -> str | None:
     inner, name = question_key(known), name_key(known)
     wider = [r for r in spans(question) if within(inner, question_key(r)) and name_key(r) not in (name, "")]
     found = await kb.named(wider) if wider and name else None
+    return max(found, key=lambda r: len(question_key(r))) if found else None
+
+
+async def qualified(kb: KnowledgeBase, question: str, known: str) -> str | None:
+    """The longest run of ``question``'s words, as written, that ends at a comma right before ``known`` and is
+    exactly an item's label or alias in ``kb`` ("new bedford" for ``massachusetts`` in "born in new bedford,
+    massachusetts"): what ``known`` qualifies, a town its state, a person their title. ``None`` when no such run is,
+    or when the base cannot tell."""
+    runs = before_comma(question, known)
+    found = await kb.named(runs) if runs else None
     return max(found, key=lambda r: len(question_key(r))) if found else None
 
 

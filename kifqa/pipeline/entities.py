@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import combinations
@@ -77,11 +78,16 @@ def typos_first(label: str, candidates: list[Candidate]) -> list[Candidate]:
 _MAX_CUT3 = 20
 
 
+#: Digits that end a word of letters: a handle's ("chocolatestarfish26", "honeycone1969").
+_HANDLE_DIGITS = re.compile(r"(?<=[^\W\d_])\d+$")
+
+
 async def unjoined(kb: KnowledgeBase, label: str) -> str | None:
     """``label`` with one of its words cut in two (else in three) so that it is exactly an item's name, case,
-    accents and punctuation folded: a name the question wrote without its spaces ("thezutons", "jimmarcus").
-    Fewer cuts first, then the word's order; ``None`` when no cut names an item, or when the base cannot tell."""
-    words = label.split()
+    accents and punctuation folded: a name the question wrote without its spaces ("thezutons", "jimmarcus"), as a
+    handle, its trailing digits dropped ("chocolatestarfish26"). Fewer cuts first, then the word's order; ``None``
+    when no cut names an item, or when the base cannot tell."""
+    words = [_HANDLE_DIGITS.sub("", w) for w in label.split()]
     for parts in (2, 3):
         forms = [" ".join([*words[:i], *cut, *words[i + 1:]]) for i, word in enumerate(words)
                  if len(word) >= 5 and (parts == 2 or len(word) <= _MAX_CUT3) for cut in _cuts(word, parts)]

@@ -215,6 +215,15 @@ def overruled(ranked: list[Option]) -> Option | None:
     return kin if kin is not None and kin.votes - first.votes >= UNSAID_LEAD else None
 
 
+def narrows(kind: Option, relation: Option) -> bool:
+    """Whether a second draft's chosen option ``relation`` may be the main pattern where the first's, ``kind``,
+    answered with a kind (:attr:`~kifqa.config.PipelineSettings.redraft_over`): the precedent votes ask for it more
+    (65 % for ``place of birth`` with "pittsburgh" left out of "who's an actor from pittsburgh", against 30 % for
+    ``occupation`` with "actor" left out), and it answers the same way round (people, not the production company of
+    a film called "Film" for "which 1939 film was produced by metro-goldwyn-mayer")."""
+    return relation.votes > kind.votes and relation.direction == kind.direction
+
+
 def unasked(ranked: list[Option]) -> bool:
     """Whether the precedent votes ask for none of the options: the first has fewer than :data:`OVERRULED_BELOW`
     of them and none :data:`OVERRULING` or more. The votes then ask for a relation the draft's entity does not

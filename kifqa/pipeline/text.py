@@ -98,6 +98,31 @@ def masked(question: str, name: str) -> str | None:
     return None
 
 
+_COMMA = re.compile(r"\s*,\s*")
+
+
+def before_comma(question: str, name: str) -> list[str]:
+    """Where ``question``'s first run of ``name``'s words (case, accents and punctuation folded) comes right after
+    a comma, the runs of up to :data:`MAX_RUN` words that end at that comma, as written, longest first ("born in new
+    bedford", ..., "bedford" for ``massachusetts`` in "born in new bedford, massachusetts"); none where ``name``'s
+    run follows no comma, or a comma and a quote ("the 2012 film, 'battleship'")."""
+    wanted = [fold(w) for w in PLAIN_WORD.findall(name)]
+    found = list(PLAIN_WORD.finditer(question))
+    folded = [fold(m.group()) for m in found]
+    for i in range(1, len(found) - len(wanted) + 1):
+        if wanted and folded[i:i + len(wanted)] == wanted:
+            if not _COMMA.fullmatch(question[found[i - 1].end():found[i].start()]):
+                return []
+            start = max(0, i - MAX_RUN)
+            for j in range(i - 1, start - 1, -1):  # the run stops at an earlier comma
+                if j < i - 1 and "," in question[found[j].end():found[j + 1].start()]:
+                    start = j + 1
+                    break
+            end = found[i - 1].end()
+            return [" ".join(question[found[j].start():end].split()) for j in range(start, i)]
+    return []
+
+
 def within(part: str, whole: str) -> bool:
     """Whether the words of the question key ``part`` are a run of the words of the question key ``whole``
     (:func:`~kifqa.data.text.question_key`)."""

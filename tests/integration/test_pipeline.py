@@ -77,6 +77,22 @@ def test_a_draft_that_names_part_of_a_title_is_widened_to_the_title(local_kb, wi
         assert result.trace.draft[0].known == "autobiography" and "Q36279" not in found
 
 
+@pytest.mark.parametrize("comma", [True, False])
+def test_a_draft_over_the_name_after_a_comma_takes_the_name_it_qualifies(local_kb, comma: bool) -> None:
+    """"california" in "born in long beach, california" qualifies the town before the comma: with
+    ``comma_known`` the draft's known entity becomes "long beach", whose births answer."""
+    llm = Scripted("(?x | place of birth | california)")
+    result = asyncio.run(Pipeline(kb=local_kb, llm=llm, settings=PipelineSettings(comma_known=comma)).answer(
+        Question("q", "What drummer was born in long beach, california?")))
+    assert result.trace.error is None, result.trace.error
+    found = {a.answer for a in result.answers}
+    if comma:
+        assert result.trace.draft[0].known == "long beach" and {"Q6267333", "Q920892"} <= found
+        assert {(r.entity, r.property) for r in result.trace.relations} == {("Q16739", "P19")}
+    else:
+        assert result.trace.draft[0].known == "california" and "Q920892" not in found
+
+
 class _GroundedScript(ScriptedLLM):
     """Drafts ``first`` for the first draft request and ``second`` for the next, and keeps their grammars."""
 
@@ -207,6 +223,49 @@ def test_a_draft_whose_options_similar_questions_do_not_ask_for_is_drafted_again
         assert len(llm.grammars) == 1 and {p for _, p, _ in relations_taken} == {"P106"}
 
 
+_DRAMA = ("name a drama film directed by peter greenaway", "(?x | genre | drama film)",
+          "(?x | director | peter greenaway)", ConstraintResult.APPLIED, {"Q661202"})
+_ACTOR = ("Who's an actor from pittsburgh", "(?x | occupation | actor)", "(?x | place of birth | pittsburgh)",
+          ConstraintResult.UNMET, 18)
+_ASKED = ("Who is a japanese football player that plays defender", "(?x | position played | defender)",
+          "(?x | country of citizenship | japan)", None, None)
+
+
+@pytest.mark.parametrize("over", [100, None])
+@pytest.mark.parametrize("case", [_DRAMA, _ACTOR, _ASKED])
+def test_a_kind_drafted_as_the_known_entity_becomes_the_constraint_of_a_second_draft(local_kb, data_dir, settings,
+                                                                                     case: tuple,
+                                                                                     over: int | None) -> None:
+    """The first draft takes the kind the question asks for ("drama film", "actor") as its known entity and
+    answers with its hundreds of backlinks. A second draft over the question's other exact names, whose option
+    similar questions ask for more, answers with fewer: it is the main pattern, and the first draft its
+    constraint, applied where some of its answers meet it (Peter Greenaway's one drama of two) and not applied
+    where none does (nobody born in Pittsburgh is an actor in the local base). A second draft whose option similar
+    questions ask for less than the first's is not taken: the defenders are what "a japanese football player that
+    plays defender" asks for."""
+    question, first, second, result, expected = case
+    pool = sqwd_pool(data_dir)
+    examples = RetrievedExamples(pool, k=3, cache_dir=settings.cache_dir / "examples")
+    llm = _GroundedScript(first, second)
+    pipeline = Pipeline(kb=local_kb, llm=llm, examples=examples, settings=PipelineSettings(redraft_over=over))
+    run = asyncio.run(pipeline.answer(Question("k", question)))
+    trace, found = run.trace, {a.answer for a in run.answers}
+    assert trace.error is None, trace.error
+    if over is None or result is None:
+        assert len(llm.grammars) == (1 if over is None else 2) and len(found) > 100 and trace.constraints == []
+        assert [str(p) for p in trace.draft] == [first] and len({r.property for r in trace.relations}) == 1
+        if over is not None:
+            assert "second draft for the kind's" in trace.notes[-1] and "not taken" in trace.notes[-1]
+        return
+    assert len(llm.grammars) == 2 and [str(p) for p in trace.draft] == [second, first]
+    assert [c.step for c in trace.llm_calls][:2] == ["draft", "redraft"]
+    [outcome] = trace.constraints
+    assert outcome.result is result and outcome.constraint == Pattern.parse(first)
+    assert found == expected if isinstance(expected, set) else len(found) == expected
+    assert {f.relation for f in trace.filters} == set(trace.relations)
+    assert trace.relations and {r.property for r in trace.relations} <= {"P57", "P19"}
+
+
 class _DraftPerName(ScriptedLLM):
     """Drafts ``first`` first; then, for a grammar that admits one of ``by_name``'s names alone, that name's
     draft, and for one that admits several, ``by_name[chosen]`` (the model's choice among them)."""
@@ -304,10 +363,12 @@ def test_entities_fall_back_to_near_matches(local_kb) -> None:
 
 @pytest.mark.parametrize(("label", "spaced", "item"), [("thezutons", "the zutons", "Q1142296"),
                                                       ("jimmarcus", "jim marcus", "Q6196624"),
+                                                      ("honeycone1969", "honey cone", "Q1626847"),
                                                       ("zorblaxquuxington", None, None)])
 def test_a_name_written_without_its_spaces_is_found(local_kb, label: str, spaced: str | None,
                                                     item: str | None) -> None:
-    """A drafted word that finds nothing is cut where the cut pieces name an item exactly."""
+    """A drafted word that finds nothing is cut where the cut pieces name an item exactly, a handle's trailing
+    digits dropped."""
     linking = asyncio.run(entities.link(local_kb, label))
     if spaced is None:  # no such item in the base: nothing is made up
         assert linking.kept == [] and linking.query == label

@@ -4,6 +4,7 @@ import pytest
 
 from kifqa.pipeline import draft
 from kifqa.pipeline.examples import FixedExamples
+from kifqa.pipeline.text import before_comma
 from kifqa.types import Pattern
 
 
@@ -114,3 +115,18 @@ def test_a_second_draft_names_what_the_first_did_not() -> None:
 def test_an_answer_the_question_offers_is_told_from_its_entity(question: str, name: str, exact: bool,
                                                                is_offered: bool) -> None:
     assert draft.offered(question, name, exact=exact) is is_offered
+
+
+@pytest.mark.parametrize(("question", "name", "runs"), [
+    ("Who was born in long beach, California", "california",
+     ["Who was born in long beach", "was born in long beach", "born in long beach", "in long beach", "long beach",
+      "beach"]),
+    ("where in buenos aires, argentina is leandro n. alem buried", "Argentina",
+     ["where in buenos aires", "in buenos aires", "buenos aires", "aires"]),
+    ("which genre is love, war, and the ghost", "and the ghost", ["war"]),  # not past an earlier comma
+    ("who shot the 2012 film, 'Battleship'", "battleship", []),  # quoted: said of the film, not qualifying it
+    ("is california in the west", "california", []),
+    ("long beach california", "california", []),
+])
+def test_the_runs_a_name_after_a_comma_qualifies(question: str, name: str, runs: list[str]) -> None:
+    assert before_comma(question, name) == runs

@@ -224,6 +224,16 @@ def test_options_similar_questions_do_not_ask_for() -> None:
     assert not relations.unasked([])
 
 
+def test_a_second_drafts_relation_replaces_a_kind_only_if_asked_for_more_and_the_same_way_round() -> None:
+    def option(pid: str, direction: str, votes: float) -> relations.Option:
+        return relations.Option((BROWN_1,), Candidate(id=pid, label=pid), direction, 0.5, 0.5, votes)
+
+    occupation = option("P106", "backward", 0.30)
+    assert relations.narrows(occupation, option("P19", "backward", 0.65))
+    assert not relations.narrows(occupation, option("P19", "backward", 0.30))
+    assert not relations.narrows(occupation, option("P272", "forward", 0.50))  # a film's company, not people
+
+
 def test_votes_that_lead_every_other_option_settle_what_the_ranking_cannot() -> None:
     def option(pid: str, direction: str, votes: float, entity: Candidate = BROWN_1) -> relations.Option:
         return relations.Option((entity,), Candidate(id=pid, label=pid), direction, 0.5, 0.5, votes)
