@@ -92,8 +92,7 @@ async def widened(kb: KnowledgeBase, question: str, known: str) -> str | None:
     when no such run is, or when the base cannot tell."""
     inner, name = question_key(known), name_key(known)
     wider = [r for r in spans(question) if within(inner, question_key(r)) and name_key(r) not in (name, "")]
-    found = await kb.named(wider) if wider and name else None
-    return max(found, key=lambda r: len(question_key(r))) if found else None
+    return await _longest_named(kb, wider) if name else None
 
 
 async def qualified(kb: KnowledgeBase, question: str, known: str) -> str | None:
@@ -101,7 +100,12 @@ async def qualified(kb: KnowledgeBase, question: str, known: str) -> str | None:
     exactly an item's label or alias in ``kb`` ("new bedford" for ``massachusetts`` in "born in new bedford,
     massachusetts"): what ``known`` qualifies, a town its state, a person their title. ``None`` when no such run is,
     or when the base cannot tell."""
-    runs = before_comma(question, known)
+    return await _longest_named(kb, before_comma(question, known))
+
+
+async def _longest_named(kb: KnowledgeBase, runs: list[str]) -> str | None:
+    """The longest of ``runs`` that is exactly an item's label or alias in ``kb`` (one query, none for no runs);
+    ``None`` when none is, or when the base cannot tell."""
     found = await kb.named(runs) if runs else None
     return max(found, key=lambda r: len(question_key(r))) if found else None
 

@@ -87,14 +87,24 @@ def masked(question: str, name: str) -> str | None:
     """``question`` with its first run of ``name``'s words (case, accents and punctuation folded) written
     :data:`STAND_IN`: what it asks, whoever it asks it about (``who is it parent?``). ``None`` when it has no
     such run."""
+    run = _first_run(question, name)
+    if run is None:
+        return None
+    found, i, j = run
+    return question[:found[i].start()] + STAND_IN + question[found[j - 1].end():]
+
+
+def _first_run(question: str, name: str, *, start: int = 0) -> tuple[list[re.Match[str]], int, int] | None:
+    """``question``'s words and where its first run of ``name``'s words (case, accents and punctuation folded) from
+    its ``start``-th word on begins and ends (exclusive); ``None`` when it has none, or ``name`` has no words."""
     wanted = [fold(w) for w in PLAIN_WORD.findall(name)]
     if not wanted:
         return None
     found = list(PLAIN_WORD.finditer(question))
     folded = [fold(m.group()) for m in found]
-    for i in range(len(found) - len(wanted) + 1):
+    for i in range(start, len(found) - len(wanted) + 1):
         if folded[i:i + len(wanted)] == wanted:
-            return question[:found[i].start()] + STAND_IN + question[found[i + len(wanted) - 1].end():]
+            return found, i, i + len(wanted)
     return None
 
 
@@ -106,21 +116,19 @@ def before_comma(question: str, name: str) -> list[str]:
     a comma, the runs of up to :data:`MAX_RUN` words that end at that comma, as written, longest first ("born in new
     bedford", ..., "bedford" for ``massachusetts`` in "born in new bedford, massachusetts"); none where ``name``'s
     run follows no comma, or a comma and a quote ("the 2012 film, 'battleship'")."""
-    wanted = [fold(w) for w in PLAIN_WORD.findall(name)]
-    found = list(PLAIN_WORD.finditer(question))
-    folded = [fold(m.group()) for m in found]
-    for i in range(1, len(found) - len(wanted) + 1):
-        if wanted and folded[i:i + len(wanted)] == wanted:
-            if not _COMMA.fullmatch(question[found[i - 1].end():found[i].start()]):
-                return []
-            start = max(0, i - MAX_RUN)
-            for j in range(i - 1, start - 1, -1):  # the run stops at an earlier comma
-                if j < i - 1 and "," in question[found[j].end():found[j + 1].start()]:
-                    start = j + 1
-                    break
-            end = found[i - 1].end()
-            return [" ".join(question[found[j].start():end].split()) for j in range(start, i)]
-    return []
+    run = _first_run(question, name, start=1)
+    if run is None:
+        return []
+    found, i, _ = run
+    if not _COMMA.fullmatch(question[found[i - 1].end():found[i].start()]):
+        return []
+    start = max(0, i - MAX_RUN)
+    for j in range(i - 2, start - 1, -1):  # the run stops at an earlier comma
+        if "," in question[found[j].end():found[j + 1].start()]:
+            start = j + 1
+            break
+    end = found[i - 1].end()
+    return [" ".join(question[found[j].start():end].split()) for j in range(start, i)]
 
 
 def within(part: str, whole: str) -> bool:
