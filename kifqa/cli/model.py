@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import time
 from pathlib import Path
 
 import click
@@ -47,35 +46,43 @@ def fetch(config: Path | None, name: str | None, verify: bool) -> None:
 @click.option("--model", "name", help="Model name or path (default: llm.model).")
 @click.option("--examples", type=click.Choice(["fixed", "retrieved", "clustered"]),
               help="Example mode whose blocks to compute (default: examples.mode).")
-def warm(config: Path | None, name: str | None, examples: str | None) -> None:
-    """Compute the KV state of every shared few-shot block and of the relation choice's system prompt once,
-    under cache_dir/kv (local backend)."""
+@click.option("--instances", type=click.IntRange(1),
+              help="Model instances computing the blocks side by side, one core each "
+                   "(default: batch.llm_actors; auto = every core).")
+def warm(config: Path | None, name: str | None, examples: str | None, instances: int | None) -> None:
+    """Compute once, under cache_dir, what every later run reuses: the example pool's embeddings (plain and
+    masked) and the KV state of every shared few-shot block and of the relation choice's system prompt
+    (local backend), the blocks split between one model instance per core."""
+    from tqdm import tqdm
+
+    from kifqa.llm.factory import in_process_instances
     from kifqa.llm.local import LocalLLM
-    from kifqa.pipeline import draft, open_examples, relations
+    from kifqa.llm.warm import warm as warm_blocks
+    from kifqa.pipeline import warmup
 
     settings = load_settings(config, model=name, examples=examples)
-    llm = open_backend(settings)
-    if not isinstance(llm, LocalLLM) or not llm.persist_blocks:
+    models = [open_backend(settings) for _ in range(instances or in_process_instances(settings))]
+    local = [m for m in models if isinstance(m, LocalLLM) and m.persist_blocks]
+    if len(local) != len(models):
         raise click.UsageError("warm needs the local backend with llm.persist_blocks on")
     try:
-        click.echo("embedding the example pool (first use only) ...", err=True)
-        requests = [draft.request("?", shots, prefix_key=key)
-                    for key, shots in open_examples(settings).shared_blocks().items()]
-        requests.append(relations.shared_prefix(abstain=settings.pipeline.abstain))
-        start = time.perf_counter()
-        llm.load()
-        click.echo(f"model {llm.identity} loaded in {time.perf_counter() - start:.1f} s", err=True)
-        with click.progressbar(requests, label=f"{len(requests)} block(s)", file=sys.stderr) as bar:
-            for request in bar:
-                llm.prepare(request)
+        click.echo("example pool: embedding the training questions, plain and masked (cached after the first "
+                   f"time, under {settings.cache_dir / 'examples'}) ...", err=True)
+        requests = warmup.shared_prefixes(settings, warmup.embed_pools(settings))
+        click.echo(f"few-shot blocks: loading {len(local)} instance(s) of {local[0].identity}, one core each, then "
+                   f"computing {len(requests)} block state(s) between them (those already saved are checked)",
+                   err=True)
+        with tqdm(total=len(requests), unit="block", desc="few-shot blocks", file=sys.stderr) as bar:
+            done = warm_blocks(local, requests, on_done=lambda _: bar.update())
     except KifqaError as err:
         raise fail(err) from err
     finally:
-        asyncio.run(llm.aclose())
-    b = llm.blocks()
-    click.echo(f"{len(requests)} block(s) in {llm.state_dir}: {b.computed} computed ({b.compute_s:.1f} s), "
-               f"{b.restored} already saved ({b.restore_s * 1000 / max(b.restored, 1):.0f} ms each to restore), "
-               f"{b.refused} refused; {b.bytes / 1e6:.1f} MB")
+        for m in local:
+            asyncio.run(m.aclose())
+    click.echo(f"{len(requests)} block(s) in {local[0].state_dir} on {len(local)} instance(s) "
+               f"({'+'.join(map(str, done.shares))}): {done.computed} computed, {done.restored} already saved, "
+               f"{done.refused} refused; {done.bytes / 1e6:.1f} MB; loaded in {done.load_s:.1f} s, "
+               f"prepared in {done.prepare_s:.1f} s")
 
 
 @model.command()

@@ -1,0 +1,32 @@
+"""What every run on this machine reuses, prepared ahead by ``kifqa model warm``: the example pool's
+embeddings, plain and masked, cached on disk, and the requests whose shared prefixes the model keeps.
+
+A run that finds them cached starts answering at once instead of embedding the pool (a minute or more
+on 2 cores) or evaluating each few-shot block on its first question.
+"""
+
+from __future__ import annotations
+
+from kifqa.config import Settings
+from kifqa.llm.base import ChatRequest
+from kifqa.pipeline import draft, open_examples, relations
+from kifqa.pipeline.examples import ExampleSource
+from kifqa.pipeline.ranking import Precedents
+
+
+def embed_pools(settings: Settings) -> ExampleSource:
+    """The configured example source, with every pool embedding a run needs computed and cached: the pool's
+    questions (examples, clusters) and, where the relation step's precedent votes are on, the pool's
+    questions with their entity masked (:class:`~kifqa.pipeline.ranking.Precedents`), as the run opens them."""
+    source = open_examples(settings)
+    if settings.pipeline.precedent and source.pool is not None:
+        Precedents(source.pool)
+    return source
+
+
+def shared_prefixes(settings: Settings, source: ExampleSource) -> list[ChatRequest]:
+    """One request per shared prefix a run sends: each few-shot block of ``source`` as the draft sends
+    it, then the relation choice's system prompt."""
+    requests = [draft.request("?", shots, prefix_key=key) for key, shots in source.shared_blocks().items()]
+    requests.append(relations.shared_prefix(abstain=settings.pipeline.abstain))
+    return requests

@@ -1,0 +1,81 @@
+"""``kifqa model warm`` with the real 0.5B model: the few-shot blocks split across model instances and every
+state written, and the example pool's embeddings (plain and masked) computed once, so that what a run opens
+encodes none of them again."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from kifqa.cli.model import model
+from kifqa.config import Settings
+from kifqa.llm import weights
+from kifqa.llm.blockstate import file_sha256
+from kifqa.llm.warm import split
+from kifqa.pipeline import open_examples
+from kifqa.pipeline.encoder import load_encoder
+from kifqa.pipeline.ranking import Precedents
+
+pytest.importorskip("xllamacpp", reason="the local backend needs xllamacpp: pip install 'kifqa[local]'")
+
+MODEL = "qwen2.5-coder-0.5b"
+POOL = 60
+CLUSTERS = 3
+
+
+@pytest.fixture(scope="module")
+def model_file() -> Path:
+    """The 0.5B model's file in the real cache folder (assembled once, shared with the other model tests)."""
+    return weights.assemble(weights.KNOWN_MODELS[MODEL], cache_dir=Settings().cache_dir)
+
+
+def test_split_deals_every_item_once() -> None:
+    assert split(list(range(7)), 2) == [[0, 2, 4, 6], [1, 3, 5]]
+    assert split(list(range(2)), 3) == [[0], [1], []]
+    with pytest.raises(ValueError):
+        split([1], 0)
+
+
+def test_warm_splits_the_blocks_and_caches_every_pool_embedding(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model_file: Path) -> None:
+    cache = tmp_path / "cache"  # empty but for the assembled model files
+    cache.mkdir()
+    (cache / "models").symlink_to(model_file.parent)
+    monkeypatch.setenv("KIFQA_CACHE_DIR", str(cache))
+    config = tmp_path / "kifqa.yaml"
+    config.write_text(json.dumps({
+        "llm": {"model": MODEL, "context": 1024, "parallel": 2},
+        "examples": {"mode": "clustered", "pool_limit": POOL, "clusters": CLUSTERS, "block": 2},
+    }))
+    encoder = load_encoder()
+    encode = encoder.encode
+    encoded: list[int] = []
+
+    def counting(texts: list[str], **kwargs: object) -> object:
+        encoded.append(len(texts))
+        return encode(texts, **kwargs)  # type: ignore[arg-type]  # the encoder's own keywords
+
+    monkeypatch.setattr(encoder, "encode", counting)
+
+    result = CliRunner().invoke(model, ["warm", "--config", str(config), "--instances", "2"])
+
+    assert result.exit_code == 0, result.output
+    blocks = CLUSTERS + 1  # the clusters' blocks and the relation choice's system prompt
+    assert f"{blocks} block(s) in {cache / 'kv'} on 2 instance(s) (2+2): {blocks} computed, 0 already saved" \
+        in result.output
+    states = sorted((cache / "kv").glob("*.bin"))
+    assert len(states) == blocks
+    for state in states:  # each written whole, beside the sidecar that vouches for it
+        side = json.loads(state.with_suffix(".json").read_text())
+        assert side["bytes"] == state.stat().st_size > 0 and side["sha256"] == file_sha256(state)
+    assert encoded == [POOL, POOL]  # the pool as written, then masked
+
+    encoded.clear()
+    settings = Settings.load(config)
+    source = open_examples(settings)  # what a run opens: the examples, then the precedent votes' pool
+    assert source.pool is not None
+    Precedents(source.pool)
+    assert encoded == []
