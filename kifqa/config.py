@@ -104,7 +104,7 @@ class LLMSettings(Section):
     parallel: int = Field(default=4, ge=1, json_schema_extra=RUNTIME)
     #: ``local``: requests decoded at once per instance (at most ``parallel``); the others wait their
     #: turn while every slot keeps its block. On a CPU that decodes several sequences no faster than one
-    #: by one, 1 answers each request 3-4x sooner at the same throughput (docs/llm.md).
+    #: by one, 1 answers each request sooner at the same throughput (docs/llm.md).
     decoding: int = Field(default=1, ge=1, json_schema_extra=RUNTIME)
     #: ``local``: keep each few-shot block's KV state under ``cache_dir/kv`` and restore it instead
     #: of evaluating the block (once per machine and model; see docs/llm.md).
@@ -339,8 +339,7 @@ class BatchSettings(Section):
     def max_task_count(self, *, cpus: int | None = None) -> int:
         """``max_tasks``, with ``auto`` resolved: one shard task per core of the ``cpus`` (default: this
         machine's). A task spends its CPU on its questions' embeddings, knowledge-base lookups and traces;
-        more tasks than cores only take turns on them (on 2 cores the gold model ran 78 q/s with 2 tasks of 32
-        questions, 59 with 4 of 32; docs/batch.md)."""
+        more tasks than cores only take turns on them (docs/batch.md)."""
         if self.max_tasks != "auto":
             return self.max_tasks
         return max(1, cpus or os.cpu_count() or 1)

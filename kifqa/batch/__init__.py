@@ -20,6 +20,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Pools", "Summary", "actor_pools", "run_job"]
 #: Imported on first use: an LLM actor's worker imports only :mod:`kifqa.batch.llmpool` and the model
-#: backends, not the driver, the KB layer and KIF (0.5 s to import instead of 2.9 s, measured alone).
+#: backends, not the driver, the KB layer and KIF, which take several times longer to import.
 __getattr__ = exports(__name__, {"run_job": "kifqa.batch.driver", "Pools": "kifqa.batch.pools",
                                  "actor_pools": "kifqa.batch.pools", "Summary": "kifqa.batch.summary"})

@@ -42,7 +42,7 @@ from kifqa.kb.build import locate
 from kifqa.kb.server import OxigraphServer
 from kifqa.llm.gold import SPLITS
 
-#: Targets on the 2-core machine (issue 14, docs/batch.md).
+#: Targets on a 2-core machine (docs/batch.md).
 TARGETS = {"questions_per_s": 40.0, "driver_peak_rss_mib": 1024.0, "trace_bytes_per_question": 4096.0,
            "resume_s": 30.0}
 
