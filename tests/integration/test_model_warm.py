@@ -79,3 +79,25 @@ def test_warm_splits_the_blocks_and_caches_every_pool_embedding(
     assert source.pool is not None
     Precedents(source.pool)
     assert encoded == []
+
+
+@pytest.mark.slow
+def test_bench_warm_computes_the_same_blocks_on_each_side(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model_file: Path) -> None:
+    from kifqa.bench.warm import warm as bench_warm
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "models").symlink_to(model_file.parent)
+    monkeypatch.setenv("KIFQA_CACHE_DIR", str(cache))
+    config = tmp_path / "kifqa.yaml"
+    config.write_text(json.dumps({"llm": {"model": MODEL, "context": 1024, "parallel": 2},
+                                  "examples": {"mode": "clustered", "pool_limit": POOL, "clusters": CLUSTERS,
+                                               "block": 2}}))
+
+    result = CliRunner().invoke(bench_warm, ["--config", str(config), "--blocks", "2", "--instances", "2"])
+
+    assert result.exit_code == 0, result.output
+    rows = [line.split() for line in result.output.splitlines() if line.split()[:1] in (["1"], ["2"])]
+    assert [(r[0], r[1]) for r in rows] == [("1", "2"), ("2", "2")]  # each side computed both, nothing restored
+    assert "speed-up" in result.output and not (cache / "kv").exists()  # the states went to temporary folders
