@@ -34,6 +34,9 @@ def fetch(config: Path | None, name: str | None, verify: bool) -> None:
     if name not in weights.KNOWN_MODELS:
         raise click.UsageError(f"{name!r} is not a known model ({', '.join(weights.KNOWN_MODELS)})")
     spec = weights.KNOWN_MODELS[name]
+    if verify or not weights.status(spec, cache_dir=settings.cache_dir).verified:
+        click.echo(f"{name}: {'hashing' if verify else 'assembling'} {spec.size:,} bytes from {len(spec.parts)} "
+                   "installed parts and checking the SHA-256 ...", err=True)
     try:
         path = weights.assemble(spec, cache_dir=settings.cache_dir, verify=verify)
     except KifqaError as err:
