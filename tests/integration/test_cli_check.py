@@ -15,37 +15,14 @@ import ray
 import yaml
 from click.testing import CliRunner
 
-from kifqa.bench.loopback import LoopbackServer
 from kifqa.cli import cli
 from kifqa.config import Settings
 from kifqa.errors import ConfigError
+from tests.fake_hub import GOOD_TOKEN, FakeHub
 from tests.llm_server import ChatServer
 
 FAKE_VLLM = Path(__file__).resolve().parents[1] / "fake_vllm"
 GATED = "meta-llama/Llama-3.1-8B-Instruct"
-GOOD_TOKEN = "hf_good"
-
-
-class FakeHub(LoopbackServer):
-    """Answers ``HEAD /{repo}/resolve/main/config.json`` as the Hub does for a gated repository: 401
-    without a token, 403 with one that may not read it, 200 with :data:`GOOD_TOKEN`; 404 for other repos."""
-
-    def __init__(self) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                """Quiet."""
-
-            def do_HEAD(self) -> None:
-                auth = self.headers.get("Authorization")
-                if self.path != f"/{GATED}/resolve/main/config.json":
-                    status = 404
-                else:
-                    status = 401 if auth is None else 200 if auth == f"Bearer {GOOD_TOKEN}" else 403
-                self.send_response(status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-        super().__init__(Handler, name="fake-hub")
 
 
 class KeyedModelServer(ChatServer):
@@ -75,7 +52,7 @@ def gpu_ray() -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def hub() -> Iterator[FakeHub]:
-    with FakeHub() as server:
+    with FakeHub([GATED]) as server:
         yield server
 
 
