@@ -65,10 +65,11 @@ bench: setup
 
 # The image every cluster node runs (cluster/Dockerfile); cluster/*.yaml name this tag. For nodes that pull
 # from a registry: make image IMAGE=<registry>/kifqa:<version>, docker push it, and put that name in the configs.
+# The data folder goes in as the build context `data` (the example pool's files).
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 IMAGE   ?= kifqa:$(VERSION)
 image:
-	docker build -f cluster/Dockerfile -t $(IMAGE) .
+	docker build --build-context data=$(KIFQA_DATA_DIR) -f cluster/Dockerfile -t $(IMAGE) .
 
 clean:
 	rm -rf runs .cache .pytest_cache .mypy_cache .ruff_cache

@@ -22,7 +22,7 @@ from tqdm import tqdm
 from kifqa.batch.kbpool import KBFactory, kb_in_tasks
 from kifqa.batch.llmpool import LLMFactory, cluster_cpus
 from kifqa.batch.pools import Pools, actor_pools, connect
-from kifqa.batch.preflight import check_endpoints
+from kifqa.batch.preflight import check_job
 from kifqa.batch.summary import COLUMNS, Summary, trace_counts
 from kifqa.batch.task import REPORT_S, PipelineFactory, Shard, TaskContext, default_pipeline, run_shard
 from kifqa.config import Settings
@@ -99,8 +99,8 @@ def run_job(settings: Settings, corpus: str | Path | None = None, out: str | Pat
     joining the cluster ``settings.batch.ray_address`` names (or starting a local one) unless Ray is
     initialised. ``pipeline`` replaces the pipeline. What is replaced must be picklable.
 
-    Before the first shard the endpoints of the backends it opens must be reachable
-    (:func:`~kifqa.batch.preflight.check_endpoints`, else :class:`ConfigError`). Ctrl-C or ``SIGTERM``
+    Before it starts an actor, the environment must have what the settings need
+    (:func:`~kifqa.batch.preflight.check_job`, else :class:`ConfigError`). Ctrl-C or ``SIGTERM``
     stops the job: the manifest records it and :class:`JobStopped` says what is done.
     """
     b = settings.batch
@@ -116,7 +116,7 @@ def run_job(settings: Settings, corpus: str | Path | None = None, out: str | Pat
     shards = _shards(data, b.shard_size)
     todo = _todo(shards, output, retry_failed=b.retry_failed)
     if todo and pools is None:  # the replaced backends are the caller's
-        check_endpoints(settings, kb=open_kb is None, llm=open_llm is None)
+        check_job(settings, out=out, kb=open_kb is None, llm=open_llm is None, pipeline=pipeline is default_pipeline)
     manifest = new_manifest(settings, data, key, len(shards), previous)
     output.write_manifest(manifest)
 

@@ -19,10 +19,11 @@ import ray
 from ray import ObjectRef
 from ray.actor import ActorHandle
 from ray.exceptions import RayTaskError
+from ray.util.placement_group import PlacementGroup, remove_placement_group
 
 from kifqa.batch.kbpool import ActorKB, KBFactory, TaskKB, kb_in_tasks, start_kb_pool
 from kifqa.batch.limiter import EndpointLimiter, endpoint_limit
-from kifqa.batch.llmpool import ActorLLM, LLMFactory, start_llm_pool
+from kifqa.batch.llmpool import ActorLLM, LLMFactory, cluster_cpus, engine_workers, llm_placement_groups, start_llm_pool
 from kifqa.config import Settings
 from kifqa.errors import ConfigError, KifqaError
 from kifqa.kb.base import KBStats
@@ -102,7 +103,9 @@ def actor_pools(settings: Settings, *, open_kb: KBFactory | None = None,
     in_tasks = kb_in_tasks(settings)
     limiter = None if in_tasks else _limiter(settings)
     kb_actors = [] if in_tasks else start_kb_pool(settings, open_kb, limiter)
-    llm_actors = start_llm_pool(settings, open_llm or _open_llm())
+    groups = (llm_placement_groups(settings, settings.batch.llm_actor_count(settings.llm, cpus=cluster_cpus()))
+              if engine_workers(settings) > 1 else [])
+    llm_actors = start_llm_pool(settings, open_llm or _open_llm(), groups=groups)
     try:
         try:
             # Where the tasks open the knowledge base, a task opens it once first (and that worker stays).
@@ -116,7 +119,7 @@ def actor_pools(settings: Settings, *, open_kb: KBFactory | None = None,
                     kb=None if in_tasks else ActorKB(kb_actors, settings.kb.spec), open_kb=open_kb,
                     llm_actors=llm_actors, kb_actors=kb_actors, startup_s=time.perf_counter() - start)
     finally:
-        _stop(llm_actors + kb_actors, [limiter] if limiter else [])
+        _stop(llm_actors + kb_actors, [limiter] if limiter else [], groups)
 
 
 def connect(settings: Settings) -> None:
@@ -156,13 +159,15 @@ def _open_in_task(settings: Settings, open_kb: KBFactory) -> None:
     asyncio.run(check())
 
 
-def _stop(pools: list[ActorHandle], others: list[ActorHandle]) -> None:
+def _stop(pools: list[ActorHandle], others: list[ActorHandle], groups: list[PlacementGroup]) -> None:
     """Lets the pools' actors release their models and connections (a minute at most), then ends
-    every actor."""
+    every actor and frees the GPUs of the engines' placement groups."""
     closing: list[ObjectRef[None]] = [a.aclose.remote() for a in pools]
     ray.wait(closing, num_returns=len(closing), timeout=60)
     for actor in pools + others:
         ray.kill(actor)
+    for group in groups:
+        remove_placement_group(group)
 
 
 def _open_kb() -> KBFactory:

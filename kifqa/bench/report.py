@@ -3,8 +3,8 @@ how long it takes to write, and how long headless Chromium takes to show it, sea
 question.
 
 The questions of SOURCE (a run or evaluation folder) are copied, with new ids and in shuffled order,
-up to ``--questions``; every copy keeps its real trace. Needs Playwright and Debian's ``chromium``
-(``make setup``).
+up to ``--questions``; every copy keeps its real trace. Needs Playwright (``kifqa[browser]``) and
+Debian's ``chromium`` (``make setup``).
 """
 
 from __future__ import annotations
@@ -65,7 +65,10 @@ def _load(browser: Any, path: Path, word: str) -> dict[str, float]:
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Keep the page here.")
 def report(source: Path, questions: int, loads: int, out: Path | None) -> None:
     """A --questions page made from the real traces of SOURCE (a run or evaluation folder)."""
-    from playwright.sync_api import sync_playwright
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        raise click.ClickException("kifqa bench report needs Playwright: pip install 'kifqa[browser]'") from None
 
     from kifqa.report.sources import load_folder, write_rows
 

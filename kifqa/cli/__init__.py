@@ -9,7 +9,8 @@ from kifqa.cli.lazy import LazyGroup
 from kifqa.errors import ConfigError
 
 #: Command → where it lives.
-COMMANDS = {"ask": "kifqa.cli.ask:ask", "bench": "kifqa.bench:bench", "eval": "kifqa.cli.eval:eval_",
+COMMANDS = {"ask": "kifqa.cli.ask:ask", "bench": "kifqa.bench:bench", "check": "kifqa.cli.check:check",
+            "eval": "kifqa.cli.eval:eval_",
             "kb": "kifqa.cli.kb:kb", "model": "kifqa.cli.model:model", "report": "kifqa.cli.report:report",
             "run": "kifqa.cli.run:run", "serve": "kifqa.cli.service:serve", "silver": "kifqa.cli.silver:silver"}
 

@@ -3,14 +3,32 @@
 vLLM (>= 0.10.2, for ``StructuredOutputsParams``) is imported on first use, so kifqa runs without
 it. The engine lives on a private event loop in a background thread: its output handler is bound
 to the loop that starts it, while callers may come from ``generate`` (a fresh loop per call), a
-Ray actor's loop or the pipeline's. Prompts are rendered with the model's chat template; prefix
-caching is on, so requests sharing a few-shot prefix reuse its KV blocks.
+Ray actor's loop or the pipeline's. Prefix caching is on, so requests sharing a few-shot prefix
+reuse its KV blocks.
+
+What production needs of it:
+
+- One BOS token. The chat template already starts with the model's BOS (Llama 3.1, Mistral), and
+  vLLM would add another when it tokenizes text (vLLM issue 9519). The rendered prompt is tokenized
+  here without special tokens and handed to the engine as token ids (``TokensPrompt``), which it runs
+  as they are.
+- A dead engine is reported, never hidden. vLLM's ``EngineDeadError``, or an engine that finishes
+  nothing for a whole request timeout while a request waits, raises :class:`EngineDead` from
+  :meth:`VllmLLM.agenerate`: the engine cannot serve again, and its process must be replaced (the
+  LLM actor exits so that Ray restarts it). Any other failure is that request's error.
+- Bounded pending requests. At most ``ceil(1.1 × max_num_seqs × pipeline_parallel_size)`` requests
+  are in the engine at once (the engine's own resolved ``max_num_seqs``), as Ray Data LLM's vLLM stage
+  bounds them: more only lengthen vLLM's waiting queue.
+- Tensor and pipeline parallelism: ``tensor_parallel_size`` and ``pipeline_parallel_size`` among the
+  engine options. With more than one GPU worker the engine uses vLLM's Ray executor, inside the
+  placement group that :func:`kifqa.batch.llmpool.start_llm_pool` reserves for the actor.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import math
 import threading
 import time
 import uuid
@@ -23,6 +41,12 @@ from kifqa.llm import weights
 from kifqa.llm.base import LLM, ChatRequest, Completion, Usage
 
 _INSTALL_HINT = "the vllm backend needs vLLM >= 0.10.2: pip install 'kifqa[vllm]'"
+#: Pending requests per engine slot (``max_num_seqs`` × pipeline stages), as Ray Data LLM allows.
+PENDING_PER_SEQ = 1.1
+
+
+class EngineDead(LLMError):
+    """The engine can serve no more requests: the process that holds it must be replaced."""
 
 
 class VllmLLM(LLM):
@@ -42,8 +66,10 @@ class VllmLLM(LLM):
             model: A Hugging Face model id, a local model folder, or a known model name (its
                 Hugging Face repository is loaded).
             context: ``max_model_len``: prompt plus output tokens per request.
-            timeout_s: Longest wait for one request; a late one is aborted.
-            engine_options: Further ``vllm.AsyncEngineArgs`` fields (e.g. ``gpu_memory_utilization``).
+            timeout_s: Longest wait for one request; a late one is aborted. When no request at all
+                finished during that wait, the engine is taken for dead (:class:`EngineDead`).
+            engine_options: Further ``vllm.AsyncEngineArgs`` fields (e.g. ``gpu_memory_utilization``,
+                ``tensor_parallel_size``, ``pipeline_parallel_size``, ``max_num_seqs``).
         """
         known = weights.KNOWN_MODELS.get(model)
         self.model = known.hf_repo if known else model
@@ -53,13 +79,25 @@ class VllmLLM(LLM):
         self.identity = f"vllm:{self.model}"
         self._engine: Any = None
         self._tokenizer: Any = None
+        self._tokens_prompt: Any = None
+        self._fatal: tuple[type[BaseException], ...] = ()
+        self._pending: asyncio.Semaphore | None = None
+        self._pending_limit: int | None = None
+        #: monotonic() when the engine last finished a request (or started).
+        self._progress_at = 0.0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._start_lock: asyncio.Lock | None = None
 
+    @property
+    def max_pending(self) -> int | None:
+        """The most requests in the engine at once (``None`` until the engine is built)."""
+        return self._pending_limit
+
     async def agenerate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
-        """Completions for ``requests``, in order; vLLM batches them (and other callers') together."""
+        """Completions for ``requests``, in order; vLLM batches them (and other callers') together.
+        Raises :class:`EngineDead` when the engine died."""
         if not requests:
             return []
         return await asyncio.wrap_future(self._submit(self._generate_all(requests)))
@@ -87,38 +125,62 @@ class VllmLLM(LLM):
                 await self._build()
 
     async def _build(self) -> None:
-        """Imports vLLM, then builds the engine and reads its tokenizer."""
+        """Imports vLLM, then builds the engine and reads its tokenizer and capacity."""
         try:
             import vllm
             from vllm.sampling_params import StructuredOutputsParams  # noqa: F401  (version check)
         except ImportError as e:
             raise LLMError(_INSTALL_HINT) from e
-        args = vllm.AsyncEngineArgs(
-            model=self.model,
-            max_model_len=self.context,
-            enable_prefix_caching=True,
-            **self.engine_options,
-        )
+        try:  # vLLM >= 0.19 keeps the prompt forms in vllm.inputs.llm only
+            from vllm.inputs.llm import TokensPrompt
+        except ImportError:
+            from vllm.inputs import TokensPrompt
+        try:
+            from vllm.v1.engine.exceptions import EngineDeadError
+
+            self._fatal = (EngineDeadError,)
+        except ImportError:
+            self._fatal = ()
+        options = dict(self.engine_options)
+        workers = int(options.get("tensor_parallel_size", 1)) * int(options.get("pipeline_parallel_size", 1))
+        if workers > 1:  # one GPU worker per rank, placed in the actor's placement group
+            options.setdefault("distributed_executor_backend", "ray")
+        args = vllm.AsyncEngineArgs(model=self.model, max_model_len=self.context, enable_prefix_caching=True,
+                                    **options)
         engine = vllm.AsyncLLMEngine.from_engine_args(args)
         tokenizer = engine.get_tokenizer()
         if inspect.isawaitable(tokenizer):  # a coroutine in older vLLM
             tokenizer = await tokenizer
-        self._engine, self._tokenizer = engine, tokenizer
+        self._pending_limit = _pending_limit(engine, options)
+        self._pending = asyncio.Semaphore(self._pending_limit)
+        self._engine, self._tokenizer, self._tokens_prompt = engine, tokenizer, TokensPrompt
+        self._progress_at = time.monotonic()
+
+    def prompt_ids(self, request: ChatRequest) -> list[int]:
+        """The token ids of ``request`` rendered with the chat template: the template's own special
+        tokens (its BOS) and none added by the tokenizer."""
+        text = self._tokenizer.apply_chat_template(
+            [{"role": m.role, "content": m.content} for m in request.messages],
+            tokenize=False,
+            add_generation_prompt=True,
+        )
+        return list(self._tokenizer.encode(text, add_special_tokens=False))
 
     async def _one(self, request: ChatRequest) -> Completion:
-        """One request rendered with the chat template and run to completion (never raises)."""
+        """One request run to completion: its completion or its error; raises :class:`EngineDead`."""
         start = time.perf_counter()
         try:
-            prompt = self._tokenizer.apply_chat_template(
-                [{"role": m.role, "content": m.content} for m in request.messages],
-                tokenize=False,
-                add_generation_prompt=True,
-            )
+            prompt = self._tokens_prompt(prompt_token_ids=self.prompt_ids(request))
             final = await asyncio.wait_for(self._final_output(prompt, request), self.timeout_s)
         except TimeoutError:
+            if time.monotonic() - self._progress_at >= self.timeout_s:
+                raise EngineDead(f"vllm: the engine finished no request in {self.timeout_s:g} s") from None
             return Completion(error=f"vllm: no answer within {self.timeout_s:g} s")
+        except self._fatal as e:
+            raise EngineDead(f"vllm: the engine died: {type(e).__name__}: {e}") from e
         except Exception as e:  # vLLM raises its own types for a request it cannot serve
             return Completion(error=f"vllm: {type(e).__name__}: {e}")
+        self._progress_at = time.monotonic()
         output = final.outputs[0]
         return Completion(
             text=output.text,
@@ -130,8 +192,8 @@ class VllmLLM(LLM):
             ),
         )
 
-    async def _final_output(self, prompt: str, request: ChatRequest) -> Any:
-        """The finished ``RequestOutput`` for one prompt."""
+    async def _final_output(self, prompt: Any, request: ChatRequest) -> Any:
+        """The finished ``RequestOutput`` for one prompt, once the engine has room for it."""
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
 
@@ -144,9 +206,11 @@ class VllmLLM(LLM):
             ),
             output_kind=RequestOutputKind.FINAL_ONLY,
         )
+        assert self._pending is not None
         final = None
-        async for output in self._engine.generate(prompt, params, request_id=uuid.uuid4().hex):
-            final = output
+        async with self._pending:
+            async for output in self._engine.generate(prompt, params, request_id=uuid.uuid4().hex):
+                final = output
         if final is None or not final.outputs:
             raise LLMError("the engine finished without an output")
         return final
@@ -168,3 +232,13 @@ class VllmLLM(LLM):
         """Stops the engine (on its loop)."""
         self._engine.shutdown()
         self._engine = self._tokenizer = None
+
+
+def _pending_limit(engine: Any, options: Mapping[str, Any]) -> int:
+    """``ceil(1.1 × max_num_seqs × pipeline_parallel_size)``, from the engine's resolved config (vLLM
+    picks ``max_num_seqs`` by GPU) or else from the options; 256 sequences where neither says."""
+    config = getattr(engine, "vllm_config", None)
+    seqs = getattr(getattr(config, "scheduler_config", None), "max_num_seqs", None) or options.get("max_num_seqs")
+    stages = (getattr(getattr(config, "parallel_config", None), "pipeline_parallel_size", None)
+              or options.get("pipeline_parallel_size", 1))
+    return math.ceil(PENDING_PER_SEQ * int(seqs or 256) * int(stages))

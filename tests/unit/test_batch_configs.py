@@ -106,7 +106,8 @@ def test_ray_is_pinned_once_and_installed_at_that_pin():
 def test_make_image_builds_the_tag_the_cluster_files_run():
     done = subprocess.run(["make", "-n", "image"], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert f"docker build -f cluster/Dockerfile -t {IMAGE} ." in done.stdout
+    assert f"-f cluster/Dockerfile -t {IMAGE} ." in done.stdout
+    assert "--build-context data=" in done.stdout, "the image holds the example pool's data"
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
@@ -124,3 +125,52 @@ def test_every_spec_of_wdqs_gets_its_limit(spec: str) -> None:
 
 def test_the_local_base_has_no_endpoint_limit() -> None:
     assert endpoint_limit(Settings(kb={"spec": "local"})) is None
+
+
+GPU_CONFIGS = [c for c in CONFIGS if "-vllm-" in c.name]
+
+
+@pytest.mark.parametrize("path", GPU_CONFIGS, ids=lambda p: p.stem)
+def test_a_gpu_config_names_where_each_thing_comes_from(path: Path) -> None:
+    raw = yaml.safe_load(path.read_text())
+    dockerfile = (REPO / "cluster" / "Dockerfile").read_text()
+    assert raw["data_dir"] == "/home/ray/kifqa-data" and f"ENV KIFQA_DATA_DIR={raw['data_dir']}" in dockerfile, (
+        "data_dir is the image's copy of the pool, never site-packages/../shared/data")
+    for name in ("simplequestions-wikidata/train_answerable.txt", "wikidata/entity_labels_en.json",
+                 "wikidata/properties_en.json"):
+        assert name in dockerfile, name
+    assert str(raw["batch"]["corpus"]).startswith("s3://") and str(raw["batch"]["out"]).startswith("s3://"), (
+        "cluster nodes share no disk: corpus and output on object storage")
+
+
+def test_the_image_installs_what_the_gpu_configs_need_from_one_list() -> None:
+    dockerfile = (REPO / "cluster" / "Dockerfile").read_text()
+    assert "pip install --no-cache-dir -r cluster/image-install.txt" in dockerfile
+    [line] = [ln for ln in (REPO / "cluster" / "image-install.txt").read_text().splitlines()
+              if ln.strip() and not ln.startswith("#")]
+    extras = set(re.fullmatch(r"\.\[([\w,]+)\]", line.strip()).group(1).split(","))
+    assert {"vllm", "embeddings"} <= extras
+
+
+def test_the_rayjob_takes_secrets_from_kubernetes_and_keeps_the_dashboard_inside() -> None:
+    job = yaml.safe_load((REPO / "cluster" / "rayjob.yaml").read_text())
+    cluster = job["spec"]["rayClusterSpec"]
+    assert cluster["authOptions"] == {"mode": "token"}
+    assert cluster["headGroupSpec"].get("serviceType", "ClusterIP") == "ClusterIP"
+    [head] = cluster["headGroupSpec"]["template"]["spec"]["containers"]
+    [worker] = cluster["workerGroupSpecs"][0]["template"]["spec"]["containers"]
+    for container in (head, worker):
+        [token] = [e for e in container["env"] if e["name"] == "HF_TOKEN"]
+        assert "secretKeyRef" in token["valueFrom"]
+    runtime_env = yaml.safe_load(job["spec"]["runtimeEnvYAML"])
+    assert not {"HF_TOKEN", "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY"} & set(runtime_env.get("env_vars", {})), (
+        "no secret in the runtime env: the dashboard and job info show it")
+    assert "persistentVolumeClaim" not in str(job), "output is on object storage, not a shared volume"
+
+
+def test_the_launcher_cluster_keeps_the_dashboard_on_the_head_and_mounts_the_hf_token() -> None:
+    config = yaml.safe_load((REPO / "cluster" / "ray-cluster.yaml").read_text())
+    [start] = [c for c in config["head_start_ray_commands"] if "ray start" in c]
+    assert "--dashboard-host=127.0.0.1" in start and "0.0.0.0" not in start
+    assert config["file_mounts"] == {"~/.cache/huggingface/token": "~/.cache/huggingface/token"}
+    assert "/mnt/kifqa" not in str(config), "nothing mounts a shared disk: output goes to object storage"

@@ -12,7 +12,8 @@ import pytest
 
 from kifqa.config import LLMSettings, Settings
 from kifqa.errors import LLMError
-from kifqa.llm import ChatRequest, Message, VllmLLM, open_llm
+from kifqa.llm import ChatRequest, Completion, Message, VllmLLM, open_llm
+from kifqa.llm.vllm_engine import EngineDead
 
 FAKE_VLLM = Path(__file__).resolve().parents[1] / "fake_vllm"
 GRAMMAR = 'root ::= "(" [a-z ]+ " | " [a-z ]+ " | ?x)"'
@@ -57,7 +58,8 @@ def test_generates_with_greedy_grammar_constrained_sampling(fake_vllm: type) -> 
     assert params.structured_outputs.grammar == GRAMMAR
     assert by_text["hello there"].structured_outputs is None
     prompt = engine.requests[0][0]
-    assert prompt.startswith("<|im_start|>system\nFew-shot prefix") and prompt.endswith("<|im_start|>assistant\n")
+    assert prompt.startswith("<|begin_of_text|><|im_start|>system\nFew-shot prefix")
+    assert prompt.endswith("<|im_start|>assistant\n")
     assert engine.is_shut_down
     assert llm.identity == "vllm:Qwen/Qwen2.5-Coder-1.5B-Instruct"
 
@@ -123,3 +125,70 @@ def test_without_vllm_the_error_says_how_to_install_it(monkeypatch: pytest.Monke
             llm.generate([ask("q")])
     finally:
         asyncio.run(llm.aclose())
+
+
+def test_a_prompt_carries_one_bos_token(fake_vllm: type) -> None:
+    llm = VllmLLM(model="meta-llama/Llama-3.1-8B-Instruct")
+    try:
+        (done,) = llm.generate([ask("who wrote dracula")])
+    finally:
+        asyncio.run(llm.aclose())
+    assert done.ok and done.text == "echo: who wrote dracula"
+    (engine,) = fake_vllm.instances
+    (ids,) = engine.prompt_ids
+    bos = engine.tokenizer.bos_token_id
+    # The chat template starts with BOS; vLLM tokenizing the rendered text would add a second one.
+    assert engine.tokenizer.encode(engine.requests[0][0]).count(bos) == 2
+    assert ids.count(bos) == 1 and ids[0] == bos
+    assert done.usage.prompt_tokens == len(ids)
+
+
+def test_a_dead_engine_raises_engine_dead_for_the_whole_call(fake_vllm: type) -> None:
+    llm = VllmLLM(model="m")
+    try:
+        with pytest.raises(EngineDead, match="EngineDeadError"):
+            llm.generate([ask("fine"), ask("now DIE")])
+        with pytest.raises(EngineDead):  # and for every later call: the engine cannot serve again
+            llm.generate([ask("fine")])
+    finally:
+        asyncio.run(llm.aclose())
+
+
+def test_an_engine_that_stops_answering_is_taken_for_dead(fake_vllm: type) -> None:
+    llm = VllmLLM(model="m", timeout_s=0.5)
+    start = time.perf_counter()
+    try:
+        with pytest.raises(EngineDead, match="finished no request in 0.5 s"):
+            llm.generate([ask("please HANG"), ask("also HANG")])
+    finally:
+        asyncio.run(llm.aclose())
+    assert time.perf_counter() - start < 3.0
+
+
+def test_pending_requests_are_bounded_by_max_num_seqs(fake_vllm: type) -> None:
+    llm = VllmLLM(model="m", engine_options={"max_num_seqs": 4})
+
+    async def main() -> list[Completion]:
+        try:
+            return await llm.agenerate([ask(f"q{i}") for i in range(30)])
+        finally:
+            await llm.aclose()
+
+    done = asyncio.run(main())
+    assert all(c.ok for c in done)
+    (engine,) = fake_vllm.instances
+    assert llm.max_pending == 5  # ceil(1.1 x 4 x 1 stage)
+    assert engine.max_running == 5
+
+
+def test_tensor_parallel_engines_use_the_ray_executor(fake_vllm: type) -> None:
+    llm = VllmLLM(model="m", engine_options={"tensor_parallel_size": 2, "pipeline_parallel_size": 2,
+                                             "max_num_seqs": 10})
+    try:
+        (done,) = llm.generate([ask("q")])
+    finally:
+        asyncio.run(llm.aclose())
+    args = fake_vllm.instances[0].engine_args
+    assert done.ok and (args.tensor_parallel_size, args.pipeline_parallel_size) == (2, 2)
+    assert args.distributed_executor_backend == "ray"
+    assert llm.max_pending == 22  # ceil(1.1 x 10 seqs x 2 stages)

@@ -16,3 +16,6 @@ class AsyncEngineArgs:
     max_num_seqs: int | None = None
     seed: int | None = 0
     enforce_eager: bool = False
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    distributed_executor_backend: str | None = None

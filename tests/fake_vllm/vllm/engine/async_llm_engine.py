@@ -1,27 +1,60 @@
-"""``vllm.engine.async_llm_engine`` stand-in: an async engine with a trivial deterministic model."""
+"""``vllm.engine.async_llm_engine`` stand-in: an async engine with a trivial deterministic model.
+
+The tokenizer works like Llama 3.1's: ``encode`` adds the BOS token unless ``add_special_tokens=False``,
+and the chat template starts with that BOS, so a rendered prompt that the engine tokenizes again carries
+two (vLLM issue 9519). The engine dies the way vLLM's does (``EngineDeadError`` for the requests in
+flight and every later one) when a prompt says ``DIE`` or when the file ``$FAKE_VLLM_DIE_FILE`` exists
+(the engine that removes it dies, once); it stops answering altogether when a prompt says ``HANG``.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import re
 from collections.abc import AsyncGenerator
+from types import SimpleNamespace
 from typing import Any, ClassVar
 
 from vllm.engine.arg_utils import AsyncEngineArgs
 from vllm.outputs import CompletionOutput, RequestOutput
 from vllm.sampling_params import RequestOutputKind, SamplingParams
+from vllm.v1.engine.exceptions import EngineDeadError
+
+#: vLLM's default ``max_num_seqs`` where the engine arguments leave it unset.
+DEFAULT_MAX_NUM_SEQS = 256
 
 
 class _Tokenizer:
-    """Renders chat messages like a ChatML template."""
+    """Words, runs of white space and special tokens are tokens; the vocabulary grows as text comes."""
+
+    bos_token = "<|begin_of_text|>"
+    bos_token_id = 1
+    _vocab: ClassVar[dict[str, int]] = {bos_token: bos_token_id}
+    _words: ClassVar[list[str]] = ["<unk>", bos_token]
+
+    def encode(self, text: str, add_special_tokens: bool = True, **kwargs: Any) -> list[int]:
+        ids = [self._id(piece) for piece in re.split(r"(<\|[a-z_]+\|>|\s+)", text) if piece]
+        return [self.bos_token_id, *ids] if add_special_tokens else ids
+
+    def decode(self, token_ids: list[int], skip_special_tokens: bool = False, **kwargs: Any) -> str:
+        words = (self._words[i] for i in token_ids)
+        return "".join(w for w in words if not (skip_special_tokens and w == self.bos_token))
 
     def apply_chat_template(
         self, conversation: list[dict[str, str]], tools: Any = None, *, tokenize: bool = True,
         add_generation_prompt: bool = False, **kwargs: Any
     ) -> str | list[int]:
-        text = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in conversation)
+        text = self.bos_token + "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in conversation)
         if add_generation_prompt:
             text += "<|im_start|>assistant\n"
-        return text.split() if tokenize else text
+        return self.encode(text, add_special_tokens=False) if tokenize else text
+
+    def _id(self, piece: str) -> int:
+        if piece not in self._vocab:
+            self._vocab[piece] = len(self._words)
+            self._words.append(piece)
+        return self._vocab[piece]
 
 
 class AsyncLLMEngine:
@@ -32,11 +65,20 @@ class AsyncLLMEngine:
 
     def __init__(self, engine_args: AsyncEngineArgs) -> None:
         self.engine_args = engine_args
+        self.vllm_config = SimpleNamespace(
+            scheduler_config=SimpleNamespace(max_num_seqs=engine_args.max_num_seqs or DEFAULT_MAX_NUM_SEQS),
+            parallel_config=SimpleNamespace(tensor_parallel_size=engine_args.tensor_parallel_size,
+                                            pipeline_parallel_size=engine_args.pipeline_parallel_size))
+        self.tokenizer = _Tokenizer()
         self.requests: list[tuple[str, SamplingParams, str]] = []
-        self.seen: list[list[str]] = []
+        #: The token ids each request ran on.
+        self.prompt_ids: list[list[int]] = []
+        self.seen: list[list[int]] = []
         self.running = 0
         self.max_running = 0
         self.is_shut_down = False
+        self.errored = False
+        self._died: asyncio.Event | None = None
         # Like vLLM, the output handler binds to the loop running when it starts.
         try:
             self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
@@ -52,46 +94,83 @@ class AsyncLLMEngine:
         return cls(engine_args)
 
     def get_tokenizer(self) -> _Tokenizer:
-        return _Tokenizer()
+        return self.tokenizer
+
+    def _token_ids(self, prompt: Any, tokenization_kwargs: dict[str, Any] | None) -> list[int]:
+        """What vLLM runs: a ``TokensPrompt``'s ids as they are; text tokenized with special tokens."""
+        if isinstance(prompt, dict) and "prompt_token_ids" in prompt:
+            return list(prompt["prompt_token_ids"])
+        text = prompt["prompt"] if isinstance(prompt, dict) else prompt
+        return self.tokenizer.encode(text, **{"add_special_tokens": True, **(tokenization_kwargs or {})})
+
+    def _die(self) -> None:
+        self.errored = True
+        assert self._died is not None
+        self._died.set()
 
     async def generate(
-        self, prompt: str, sampling_params: SamplingParams, request_id: str, *, prompt_text: str | None = None,
-        lora_request: Any = None, tokenization_kwargs: Any = None, trace_headers: Any = None, priority: int = 0,
-        data_parallel_rank: int | None = None,
+        self, prompt: Any, sampling_params: SamplingParams, request_id: str, *, prompt_text: str | None = None,
+        lora_request: Any = None, tokenization_kwargs: dict[str, Any] | None = None, trace_headers: Any = None,
+        priority: int = 0, data_parallel_rank: int | None = None,
     ) -> AsyncGenerator[RequestOutput, None]:
         self.loop = self.loop or asyncio.get_running_loop()
         if asyncio.get_running_loop() is not self.loop:
             raise RuntimeError("the engine is used from another event loop than the one that built it")
-        self.requests.append((prompt, sampling_params, request_id))
-        if "RAISE" in prompt:
+        self._died = self._died or asyncio.Event()
+        if self.errored:
+            raise EngineDeadError()
+        ids = self._token_ids(prompt, tokenization_kwargs)
+        text = self.tokenizer.decode(ids)
+        self.requests.append((text, sampling_params, request_id))
+        self.prompt_ids.append(ids)
+        if "RAISE" in text:
             raise ValueError("the fake engine was asked to fail")
-        words = prompt.split()
+        if "DIE" in text or _claim(os.environ.get("FAKE_VLLM_DIE_FILE")):
+            self._die()
+            raise EngineDeadError()
         cached = 0
         if self.engine_args.enable_prefix_caching:
             for earlier in self.seen:
-                n = next((i for i, (a, b) in enumerate(zip(earlier, words)) if a != b), min(len(earlier), len(words)))
+                n = next((i for i, (a, b) in enumerate(zip(earlier, ids)) if a != b), min(len(earlier), len(ids)))
                 cached = max(cached, n)
-        self.seen.append(words)
+        self.seen.append(ids)
         self.running += 1
         self.max_running = max(self.max_running, self.running)
         try:
-            await asyncio.sleep(0.05 if "SLOW" not in prompt else 5.0)
+            if "HANG" in text:
+                await asyncio.Event().wait()
+            died = asyncio.ensure_future(self._died.wait())
+            done, _ = await asyncio.wait([died], timeout=0.05 if "SLOW" not in text else 5.0)
+            died.cancel()
+            if done:
+                raise EngineDeadError()
         finally:
             self.running -= 1
         so = sampling_params.structured_outputs
         if so is not None and so.grammar is not None:
-            text = "(fake | grammar | ?x)"
+            answer = "(fake | grammar | ?x)"
         else:
-            last_user = prompt.rsplit("<|im_start|>user\n", 1)[-1].split("<|im_end|>")[0]
-            text = f"echo: {last_user}"
-        tokens = text.split()[: sampling_params.max_tokens]
+            last_user = text.rsplit("<|im_start|>user\n", 1)[-1].split("<|im_end|>")[0]
+            answer = f"echo: {last_user}"
+        tokens = answer.split()[: sampling_params.max_tokens]
         output = CompletionOutput(index=0, text=" ".join(tokens), token_ids=list(range(len(tokens))),
                                   cumulative_logprob=None, logprobs=None, finish_reason="stop")
         if sampling_params.output_kind != RequestOutputKind.FINAL_ONLY:
-            yield RequestOutput(request_id=request_id, prompt=prompt, prompt_token_ids=list(range(len(words))),
+            yield RequestOutput(request_id=request_id, prompt=text, prompt_token_ids=ids,
                                 prompt_logprobs=None, outputs=[output], finished=False, num_cached_tokens=cached)
-        yield RequestOutput(request_id=request_id, prompt=prompt, prompt_token_ids=list(range(len(words))),
+        yield RequestOutput(request_id=request_id, prompt=text, prompt_token_ids=ids,
                             prompt_logprobs=None, outputs=[output], finished=True, num_cached_tokens=cached)
 
     def shutdown(self, timeout: float | None = None) -> None:
         self.is_shut_down = True
+
+
+def _claim(path: str | None) -> bool:
+    """Whether this process removed the file ``path`` (only one process can)."""
+    if not path:
+        return False
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    return True

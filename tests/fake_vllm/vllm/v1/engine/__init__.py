@@ -1,0 +1,1 @@
+"""``vllm.v1.engine`` stand-in."""
