@@ -153,6 +153,7 @@ def _run_job(settings: Settings, data: Corpus, output: RunFolder, out: str, *, p
     except KeyboardInterrupt:
         raise _stopped(output, manifest, shards, terminated=bool(terminated)) from None
 
+    output.remove_temporaries()  # the answers of attempts that lost to another attempt of their shard
     summary = _summary(output, run, n_shards=len(shards), n_todo=len(todo), started=started)
     manifest["runs"][-1].update(finished_at=now(), seconds=round(time.perf_counter() - started, 3),
                                 questions=run.questions, shards=len(todo), shards_failed=run.failed)

@@ -279,8 +279,9 @@ class RunFolder:
             self._fs.create_dir(target, recursive=True)
             name = self.shard_file(index)
             for folder in ("traces", "answers"):
-                with contextlib.suppress(FileNotFoundError):
-                    self._fs.move(f"{self._base}/{folder}/{name}", f"{target}/{folder}-{name}")
+                source = f"{self._base}/{folder}/{name}"
+                if self._fs.get_file_info(source).type == pafs.FileType.File:
+                    self._fs.move(source, f"{target}/{folder}-{name}")
             moved.append(SetAside(index, reason, f"{self.uri}/set-aside/{stamp}"))
             log.warning("%s: shard %d is set aside to %s and recomputed: %s", self.uri, index, moved[-1].moved_to,
                         reason)
