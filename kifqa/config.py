@@ -282,9 +282,10 @@ def _default_limits() -> dict[str, EndpointLimit]:
 class BatchSettings(Section):
     """How ``kifqa run`` spreads a corpus over a Ray cluster (see docs/batch.md)."""
 
-    #: The corpus (JSONL, CSV or Parquet) and the output folder; the command line may give them.
-    corpus: Path | None = Field(default=None, json_schema_extra=RUNTIME)
-    out: Path | None = Field(default=None, json_schema_extra=RUNTIME)
+    #: The corpus (JSONL, CSV or Parquet) and the output folder, local paths or URIs (``s3://bucket/key``);
+    #: the command line may give them.
+    corpus: str | Path | None = Field(default=None, json_schema_extra=RUNTIME)
+    out: str | Path | None = Field(default=None, json_schema_extra=RUNTIME)
     #: Column names of the corpus; ids are generated (``q000001``...) when the id column is absent.
     id_column: str = "id"
     question_column: str = "question"

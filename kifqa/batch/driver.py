@@ -10,7 +10,7 @@ import uuid
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ from kifqa.config import Settings
 from kifqa.errors import ConfigError, JobStopped
 from kifqa.llm.blockstate import BlockStats
 from kifqa.runs.corpus import Corpus, read_corpus
-from kifqa.runs.folder import RunFolder
+from kifqa.runs.folder import RunFolder, SetAside
 from kifqa.runs.manifest import job_key, new_manifest, now
 
 log = logging.getLogger(__name__)
@@ -106,18 +106,33 @@ def run_job(settings: Settings, corpus: str | Path | None = None, out: str | Pat
     b = settings.batch
     corpus = corpus or b.corpus
     out = out or b.out
-    if corpus is None or out is None:
+    if not corpus or not out:
         raise ConfigError("a job needs a corpus and an output folder (arguments or batch.corpus/batch.out)")
     data = read_corpus(corpus, id_column=b.id_column, question_column=b.question_column,
                        max_chars=settings.pipeline.max_question_chars)
     output = RunFolder(out)
+    output.create()
+    target = str(out) if output.remote else str(output.root)
+    with output.lock():
+        return _run_job(settings, data, output, target, pools=pools, pipeline=pipeline, open_kb=open_kb,
+                        open_llm=open_llm, progress=progress)
+
+
+def _run_job(settings: Settings, data: Corpus, output: RunFolder, out: str, *, pools: Pools | None,
+             pipeline: PipelineFactory, open_kb: KBFactory | None, open_llm: LLMFactory | None,
+             progress: bool) -> Summary:
+    """The job of :func:`run_job`, while it holds the run folder ``output`` (``out``: where the tasks open
+    it, a URI as given, with any credentials it carries, or an absolute path)."""
+    b = settings.batch
     key = job_key(settings, data)
-    previous = _prepare(output, key, resume=b.resume)
+    previous, set_aside = _prepare(output, key, resume=b.resume)
     shards = _shards(data, b.shard_size)
     todo = _todo(shards, output, retry_failed=b.retry_failed)
     if todo and pools is None:  # the replaced backends are the caller's
         check_job(settings, out=out, kb=open_kb is None, llm=open_llm is None, pipeline=pipeline is default_pipeline)
     manifest = new_manifest(settings, data, key, len(shards), previous)
+    if set_aside:
+        manifest["runs"][-1]["set_aside"] = [asdict(s) for s in set_aside]
     output.write_manifest(manifest)
 
     started = time.perf_counter()
@@ -130,14 +145,15 @@ def run_job(settings: Settings, corpus: str | Path | None = None, out: str | Pat
                 if progress:
                     _say_stages(settings)
                 with actor_pools(settings, open_kb=open_kb, open_llm=open_llm) as own:
-                    run = _run_shards(settings, output, todo, own, pipeline, progress)
+                    run = _run_shards(settings, out, todo, own, pipeline, progress)
                     run.startup_s = own.startup_s
             elif todo and pools is not None:
                 pools.check(settings)
-                run = _run_shards(settings, output, todo, pools, pipeline, progress)
+                run = _run_shards(settings, out, todo, pools, pipeline, progress)
     except KeyboardInterrupt:
         raise _stopped(output, manifest, shards, terminated=bool(terminated)) from None
 
+    output.remove_temporaries()  # the answers of attempts that lost to another attempt of their shard
     summary = _summary(output, run, n_shards=len(shards), n_todo=len(todo), started=started)
     manifest["runs"][-1].update(finished_at=now(), seconds=round(time.perf_counter() - started, 3),
                                 questions=run.questions, shards=len(todo), shards_failed=run.failed)
@@ -178,22 +194,24 @@ def _stopped(output: RunFolder, manifest: dict[str, Any], shards: list[Shard], *
     manifest.update(status="stopped", finished_at=now())
     output.write_manifest(manifest)
     return JobStopped(f"stopped by {'SIGTERM' if terminated else 'Ctrl-C'}: {len(finished)} of {len(shards)} "
-                      f"shards written to {output.root} ({answered} questions)",
+                      f"shards written to {output.uri} ({answered} questions)",
                       signum=signal.SIGTERM if terminated else signal.SIGINT)
 
 
-def _prepare(output: RunFolder, key: str, *, resume: bool) -> dict[str, Any] | None:
-    """Readies the output folder; returns the manifest of the job it resumes, if any."""
+def _prepare(output: RunFolder, key: str, *, resume: bool) -> tuple[dict[str, Any] | None, list[SetAside]]:
+    """Readies the output folder (held by this run): the manifest of the job it resumes, if any, and
+    the shards set aside because they did not read back whole."""
     previous = output.read_manifest()
     if not resume:
         output.clear()
         previous = None
     elif previous is not None and previous.get("job_key") != key:
-        raise ConfigError(f"{output.root} holds the output of another job (its config or corpus differ): "
+        raise ConfigError(f"{output.uri} holds the output of another job (its config or corpus differ): "
                           "use another output folder, or --no-resume to start over")
     output.create()
+    set_aside = output.set_aside()
     output.remove_temporaries()
-    return previous
+    return previous, set_aside
 
 
 def _todo(shards: list[Shard], output: RunFolder, *, retry_failed: bool) -> list[Shard]:
@@ -209,7 +227,7 @@ def _todo(shards: list[Shard], output: RunFolder, *, retry_failed: bool) -> list
 
 def _summary(output: RunFolder, run: _Run, *, n_shards: int, n_todo: int, started: float) -> Summary:
     return Summary(
-        out=str(output.root), **trace_counts(output.trace_shards(COLUMNS)),
+        out=output.uri, **trace_counts(output.trace_shards(COLUMNS)),
         answers=output.count_answers(), ran=run.questions, shards=n_shards,
         shards_skipped=n_shards - n_todo, shards_failed=run.failed, startup_s=round(run.startup_s, 3),
         seconds=round(run.seconds, 3), task_cpu_s=round(run.task_cpu_s, 3),
@@ -243,12 +261,12 @@ def _say_stages(settings: Settings) -> None:
                f"once and saved) and {kb}")
 
 
-def _run_shards(settings: Settings, output: RunFolder, todo: list[Shard], pools: Pools,
+def _run_shards(settings: Settings, out: str, todo: list[Shard], pools: Pools,
                 pipeline: PipelineFactory, progress: bool) -> _Run:
     b = settings.batch
     run = _Run(llm_actors=len(pools.llm_actors), kb_actors=len(pools.kb_actors))
     counter = Progress.remote()  # type: ignore[attr-defined]  # mypy ignores the @ray.remote decorator
-    ctx = TaskContext(job=uuid.uuid4().hex, settings=settings, out=str(output.root), kb=pools.kb,
+    ctx = TaskContext(job=uuid.uuid4().hex, settings=settings, out=out, kb=pools.kb,
                       open_kb=pools.open_kb, llm=pools.llm, pipeline=pipeline, progress=counter)
     task = ray.remote(run_shard).options(num_cpus=0, max_retries=b.task_max_retries)
     max_tasks = b.max_task_count(cpus=cluster_cpus())

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from kifqa.cli.location import Location
 from kifqa.cli.options import concurrency_option, fail, load_settings, settings_options
 from kifqa.config import Settings
 from kifqa.data.dbpedia_map import DBpediaLinks
@@ -37,8 +38,9 @@ if TYPE_CHECKING:
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Write metrics.json, questions.jsonl, report.md and plots here (with --batch: the run folder).")
 @click.option("--batch", is_flag=True, help="Answer with the Ray batch job (kifqa run) into --out, then score it.")
-@click.option("--run", "run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="Score an existing batch run folder (answers/, traces/); writes into it unless --out is given.")
+@click.option("--run", "run_dir", type=Location(exists=True, file_okay=False),
+              help="Score an existing batch run folder (answers/, traces/), a path or a URI (s3://bucket/runs/x); "
+                   "writes into it unless --out is given (needed for a URI).")
 @click.option("--compare", nargs=2, type=click.Path(exists=True, file_okay=False, path_type=Path),
               metavar="RUN_A RUN_B", help="Compare two scored folders (or batch run folders, scored on --dataset).")
 @click.option("--table", "table", multiple=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
@@ -53,7 +55,7 @@ if TYPE_CHECKING:
 @click.option("--report/--no-report", default=True, show_default=True, help="Write report.md and plots with --out.")
 @settings_options
 def eval_(dataset: str, limit: int | None, start: int, concurrency: int | None, out: Path | None, batch: bool,
-          run_dir: Path | None, compare: tuple[Path, Path] | None, table: tuple[Path, ...], show: int,
+          run_dir: Path | str | None, compare: tuple[Path, Path] | None, table: tuple[Path, ...], show: int,
           extend_gold: bool, oracle_drafts: bool, report: bool, config: Path | None, kb: str | None, model: str | None,
           examples: str | None) -> None:
     """Answer DATASET (or read a run) and print precision, recall, F1, linking accuracy, failure classes and costs."""
@@ -69,6 +71,8 @@ def eval_(dataset: str, limit: int | None, start: int, concurrency: int | None, 
         return
     if batch and out is None:
         raise click.UsageError("--batch needs --out (the run folder)")
+    if isinstance(run_dir, str) and out is None:
+        raise click.UsageError("--run at a URI needs --out (where to write the scores and the report)")
     if oracle_drafts and (batch or run_dir or compare):
         raise click.UsageError("--oracle-drafts answers in-process: not with --batch, --run or --compare")
     settings = load_settings(config, kb, model, examples)
@@ -82,8 +86,8 @@ def eval_(dataset: str, limit: int | None, start: int, concurrency: int | None, 
                                        oracle_drafts)
     except KifqaError as err:
         raise fail(err) from err
-    target = out or run_dir
-    if target is not None:
+    target = out or run_dir  # a run at a URI has out (checked above)
+    if isinstance(target, Path):
         from kifqa.report.sources import write_evaluation
 
         write_evaluation(evaluation, target, report=report)
@@ -93,7 +97,7 @@ def eval_(dataset: str, limit: int | None, start: int, concurrency: int | None, 
 
 
 def _evaluate(settings: Settings, dataset: str, limit: int | None, start: int, concurrency: int, out: Path | None,
-              batch: bool, run_dir: Path | None, extend_gold: bool, oracle_drafts: bool) -> tuple[Any, Any]:
+              batch: bool, run_dir: Path | str | None, extend_gold: bool, oracle_drafts: bool) -> tuple[Any, Any]:
     from kifqa.eval.datasets import is_example_pool, load_gold
     from kifqa.eval.evaluation import About
     from kifqa.eval.oracle import gold_drafts, loss_by_step

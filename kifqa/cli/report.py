@@ -6,18 +6,20 @@ from pathlib import Path
 
 import click
 
+from kifqa.cli.location import Location
 from kifqa.cli.options import fail
 from kifqa.errors import KifqaError
 
 
 @click.command()
-@click.argument("run_dir", required=False, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("run_dir", required=False, type=Location(exists=True, file_okay=False))
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               help="The page to write; default RUN_DIR/report.html (with --compare: compare.html here).")
-@click.option("--compare", nargs=2, type=click.Path(exists=True, file_okay=False, path_type=Path),
+@click.option("--compare", nargs=2, type=Location(exists=True, file_okay=False),
               metavar="A B", help="The questions two run or evaluation folders answered differently, side by side.")
-def report(run_dir: Path | None, out: Path | None, compare: tuple[Path, Path] | None) -> None:
-    """Write the report page of RUN_DIR (a `kifqa run`, `kifqa eval` or `kifqa silver --batch` folder):
+def report(run_dir: Path | str | None, out: Path | None, compare: tuple[Path | str, Path | str] | None) -> None:
+    """Write the report page of RUN_DIR (a `kifqa run`, `kifqa eval` or `kifqa silver --batch` folder, or a
+    `kifqa run` folder at a URI such as s3://bucket/runs/x, with --out):
     summary and plots, a searchable question table, and each question's trace step by step."""
     from kifqa.report.sources import write_compare_report, write_folder_report
 

@@ -9,15 +9,17 @@ from typing import Any
 
 import click
 
+from kifqa.cli.location import Location
 from kifqa.cli.options import fail, load_settings, settings_options
 from kifqa.config import Settings
 from kifqa.errors import JobStopped, KifqaError
 
 
 @click.command()
-@click.argument("corpus", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-              help="Output folder (answers/, traces/, manifest.json); default batch.out of the config.")
+@click.argument("corpus", required=False, type=Location(exists=True, dir_okay=False))
+@click.option("--out", type=Location(file_okay=False),
+              help="Output folder (answers/, traces/, manifest.json), a path or a URI (s3://bucket/runs/x); "
+                   "default batch.out of the config.")
 @settings_options
 @click.option("--resume/--no-resume", default=None,
               help="Skip the shards a previous run of the same job finished (default on).")
@@ -27,9 +29,10 @@ from kifqa.errors import JobStopped, KifqaError
 @click.option("--kb-actors", type=click.IntRange(min=1), help="KB actors (one knowledge base each).")
 @click.option("--address", "ray_address", help="Ray cluster to join (auto, ray://host:10001).")
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
-def run(corpus: Path | None, out: Path | None, config: Path | None, kb: str | None, model: str | None,
+def run(corpus: Path | str | None, out: Path | str | None, config: Path | None, kb: str | None, model: str | None,
         examples: str | None, progress: bool, **batch: Any) -> None:
-    """Answer every question of CORPUS (JSONL, CSV or Parquet; default batch.corpus of the config)."""
+    """Answer every question of CORPUS (JSONL, CSV or Parquet, a path or a URI such as s3://bucket/q.parquet;
+    default batch.corpus of the config)."""
     from kifqa.batch import run_job
 
     settings = _with_batch(load_settings(config, kb, model, examples), corpus=corpus, out=out, **batch)

@@ -24,6 +24,7 @@ from kifqa.eval.report import write_report
 from kifqa.report.data import compare_table, prediction_row, question_table
 from kifqa.report.page import write_page
 from kifqa.runs.results import Prediction
+from kifqa.runs.storage import is_uri, shown
 from kifqa.types import Trace
 
 #: The page a folder gets (beside ``report.md``).
@@ -97,15 +98,16 @@ def _scored(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
         raise DataError(f"{folder}: unreadable evaluation ({err})") from err
 
 
-def _run_rows(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The figures and rows of a batch run folder (confidences from ``silver.parquet`` when there):
-    computed from the traces, with the model, KB and the job's summary from its manifest."""
+def _run_rows(folder: Path | str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The figures and rows of a batch run folder, local or at a URI (confidences from a local folder's
+    ``silver.parquet`` when there): computed from the traces, with the model, KB and the job's summary
+    from its manifest."""
     from kifqa.runs import RunFolder
     from kifqa.runs.results import read_run, run_about, run_seconds
 
     predictions = read_run(folder)
     confidences: dict[str, float] = {}
-    if (folder / "silver.parquet").is_file():
+    if isinstance(folder, Path) and (folder / "silver.parquet").is_file():
         import pyarrow.parquet as pq
 
         table = pq.read_table(folder / "silver.parquet", columns=["id", "confidence"])
@@ -120,7 +122,14 @@ def _run_rows(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
 
 
 def load_folder(folder: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
-    """A folder's summary, page rows and kind (``evaluation`` or ``run``)."""
+    """A folder's summary, page rows and kind (``evaluation`` or ``run``); a folder at a URI is a run."""
+    if is_uri(folder):
+        from kifqa.runs import RunFolder
+
+        if not RunFolder(folder).exists():
+            raise DataError(f"{shown(folder)} holds no run (traces/)")
+        figures, rows = _run_rows(str(folder))
+        return figures, rows, "run"
     folder = Path(folder)
     scored = _scored(folder)
     if scored is not None:
@@ -132,13 +141,15 @@ def load_folder(folder: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]
 
 
 def write_folder_report(folder: str | Path, out: str | Path | None = None) -> Path:
-    """The page of a run or evaluation folder, written to ``out`` (default ``folder/report.html``)."""
-    folder = Path(folder)
+    """The page of a run or evaluation folder, written to ``out`` (default ``folder/report.html``; a page
+    of a folder at a URI needs ``out``)."""
+    if out is None and is_uri(folder):
+        raise DataError(f"{shown(folder)} is not on this machine's disk: say where to write its page (--out)")
     summary, rows, kind = load_folder(folder)
-    path = Path(out) if out is not None else folder / PAGE
+    path = Path(out) if out is not None else Path(folder) / PAGE
     if kind == "evaluation":
         return write_eval_report(path, metrics=summary, rows=rows)
-    about = f"{len(rows)} questions; run {folder.absolute()}"
+    about = f"{len(rows)} questions; run {shown(folder)}"
     return write_rows(path, rows=rows, summary=summary, kind=kind, about=about)
 
 

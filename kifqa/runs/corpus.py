@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import json
 import re
 from array import array
@@ -22,13 +23,15 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
+from urllib.parse import urlsplit
 
 import numpy as np
 import pyarrow.parquet as pq
 
 from kifqa.errors import ConfigError
+from kifqa.runs.storage import is_uri, local_path, open_input, resolve, shown, stamp
 from kifqa.types import Question
 
 #: One input row: its 1-based number, where it starts (a byte offset; the row index in Parquet) and its
@@ -58,7 +61,8 @@ class CorpusFile:
     """A corpus file as scanned: where it is, its format and how its rows become questions, its CSV
     header, and its size and modification time then."""
 
-    path: Path
+    #: An absolute local path, or a URI (:mod:`kifqa.runs.storage`).
+    path: Path | str
     fmt: str
     reading: Reading
     #: The CSV header's field names.
@@ -68,7 +72,7 @@ class CorpusFile:
     def check(self) -> None:
         """Raises :class:`ConfigError` if the file changed since it was scanned (its rows may have moved)."""
         if _stamp(self.path) != self.stamp:
-            raise ConfigError(f"{self.path} changed since the job read it: rerun the job on the new file")
+            raise ConfigError(f"{shown(self.path)} changed since the job read it: rerun the job on the new file")
 
 
 @dataclass(frozen=True)
@@ -115,7 +119,7 @@ class Corpus:
     _numbers: array
 
     @property
-    def path(self) -> Path:
+    def path(self) -> Path | str:
         return self.file.path
 
     def __len__(self) -> int:
@@ -171,14 +175,15 @@ def row_id(value: Any, *, has_ids: bool, number: int) -> tuple[str | None, str |
     return None, f"id must be a string or an integer, not {type(value).__name__}"
 
 
-def _located(path: str | Path) -> tuple[Path, str]:
-    """The absolute path of a corpus file and its format; raises :class:`ConfigError` if it is neither."""
-    path = Path(path).absolute()
-    fmt = _FORMATS.get(path.suffix.lower())
+def _located(where: str | Path) -> tuple[Path | str, str]:
+    """The absolute path (or the URI) of a corpus file and its format; raises :class:`ConfigError` if it
+    is neither."""
+    path = str(where) if is_uri(where) else local_path(where)
+    fmt = _FORMATS.get(PurePosixPath(urlsplit(path).path if isinstance(path, str) else path).suffix.lower())
     if fmt is None:
-        raise ConfigError(f"{path}: unknown corpus format (use .jsonl, .csv, .tsv or .parquet)")
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such corpus file")
+        raise ConfigError(f"{shown(path)}: unknown corpus format (use .jsonl, .csv, .tsv or .parquet)")
+    if stamp(path) is None:
+        raise ConfigError(f"{shown(path)}: no such corpus file")
     return path, fmt
 
 
@@ -272,11 +277,11 @@ def _read(file: CorpusFile, *, start: int = 0, offset: int = 0, number: int = 1,
     """The rows of ``file`` from row ``start`` (which begins at byte ``offset`` and is numbered
     ``number``); ``digest`` (text formats, from the file's start) is fed every byte read."""
     if file.fmt == "parquet":
-        names = pq.read_schema(file.path).names
+        names = _parquet(file.path).schema_arrow.names
         wanted = [c for c in (file.reading.id_column, file.reading.question_column) if c in names]
         yield from _parquet_rows(file.path, start, wanted or None)  # a question needs no other column
         return
-    with file.path.open("rb") as data:
+    with open_input(file.path) as data:
         data.seek(offset)
         lines = _lines(data, offset, digest)
         if file.fmt == "jsonl":
@@ -312,10 +317,10 @@ def _jsonl_rows(lines: Iterable[tuple[int, int, str]], start: int) -> Iterator[_
             yield number, offset, f"row is a JSON {type(fields).__name__}, not an object"
 
 
-def _csv_header(path: Path, fmt: str) -> tuple[str, ...] | None:
+def _csv_header(path: Path | str, fmt: str) -> tuple[str, ...] | None:
     if fmt not in ("csv", "tsv"):
         return None
-    with path.open(encoding="utf-8", errors="replace", newline="") as text:
+    with io.TextIOWrapper(open_input(path), encoding="utf-8", errors="replace", newline="") as text:
         return tuple(next(csv.reader(text, delimiter="\t" if fmt == "tsv" else ","), ()))
 
 
@@ -347,9 +352,9 @@ def _csv_rows(lines: Iterable[tuple[int, int, str]], number: int, header: tuple[
         start = end[0]
 
 
-def _parquet_rows(path: Path, start: int, columns: list[str] | None) -> Iterator[_Row]:
+def _parquet_rows(path: Path | str, start: int, columns: list[str] | None) -> Iterator[_Row]:
     """The rows from row ``start`` (only ``columns``, when given), from the row group that holds it on."""
-    data = pq.ParquetFile(path)
+    data = _parquet(path)
     first_row = 0
     for group in range(data.num_row_groups):
         size = data.metadata.row_group(group).num_rows
@@ -363,12 +368,21 @@ def _parquet_rows(path: Path, start: int, columns: list[str] | None) -> Iterator
         first_row += size
 
 
-def _stamp(path: Path) -> tuple[int, int]:
-    info = path.stat()
-    return info.st_size, info.st_mtime_ns
+def _parquet(path: Path | str) -> pq.ParquetFile:
+    if not is_uri(path):
+        return pq.ParquetFile(path)
+    fs, inside = resolve(str(path))
+    return pq.ParquetFile(fs.open_input_file(inside))
 
 
-def _hash_file(path: Path, digest: Any) -> None:
-    with path.open("rb") as data:
+def _stamp(path: Path | str) -> tuple[int, int]:
+    found = stamp(path)
+    if found is None:
+        raise ConfigError(f"{shown(path)}: the corpus file is gone")
+    return found
+
+
+def _hash_file(path: Path | str, digest: Any) -> None:
+    with open_input(path) as data:
         for chunk in iter(lambda: data.read(1 << 20), b""):
             digest.update(chunk)

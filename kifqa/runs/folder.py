@@ -1,92 +1,262 @@
-"""The layout of a run folder: ``answers/`` and ``traces/`` Parquet (one file per shard) and ``manifest.json``.
+"""The layout of a run folder: ``answers/`` and ``traces/`` Parquet (one file per shard) and ``manifest.json``,
+on this machine's disk or at a URI (:mod:`kifqa.runs.storage`).
 
-A shard's files are written to temporary names and renamed into place, answers first and traces
-last: a shard is finished exactly when its traces file exists, so a job killed at any point leaves
-only finished shards (and stray temporary files, which are ignored and cleaned up).
+A shard commits with its traces file, written after its answers file: the shard is finished exactly when
+its traces file reads back whole, that is its Parquet footer reads and holds the row counts its writer
+recorded there, for itself and for the answers file it names, which must read back whole too.
+
+- On a local disk each file is written under a temporary name, fsynced, renamed into place and its folder
+  fsynced, so a crash leaves whole files or temporary ones (removed at the next start).
+- An object store has no rename, but an object appears whole or not at all. Each attempt of a shard
+  writes its answers to a key of its own (``answers/shard-00003.<attempt>.parquet``) that its traces
+  object names: two attempts of one shard (a task rerun after its node was lost) never pair one's answers
+  with the other's traces, and answers that no traces name are removed at the next start.
+
+A shard that does not read back whole (a file cut short, a missing answers file) is left out of every
+reader and, at the next start of the job, set aside to ``set-aside/`` and recomputed. Other files in
+``answers/`` and ``traces/`` (``shard-00000 (copy).parquet``) are ignored with a warning. Local run folders
+are made 0700 and their files 0600: they hold questions and prompts.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
+import re
+import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from kifqa.runs.lock import Lease, local_lock
 from kifqa.runs.schema import ANSWER_SCHEMA, TRACE_SCHEMA
+from kifqa.runs.storage import is_uri, local_path, resolve, shown
+
+log = logging.getLogger(__name__)
 
 _TMP = ".tmp-"
+#: A traces file's name, and an answers file's (an attempt's id after the index on an object store).
+_TRACES = re.compile(r"shard-(\d{5,})\.parquet")
+_ANSWERS = re.compile(r"shard-(\d{5,})(?:\.[0-9a-f]{8,})?\.parquet")
+#: The keys a traces file's Parquet metadata holds: its rows, its answers file and that file's rows.
+_ROWS, _ANSWERS_FILE, _ANSWER_ROWS = b"kifqa.rows", b"kifqa.answers", b"kifqa.answer_rows"
+
+
+@dataclass(frozen=True)
+class ShardFiles:
+    """A finished shard: its index, the name of its answers file, its questions and answer rows."""
+
+    index: int
+    answers: str
+    questions: int
+    answer_rows: int
+
+
+@dataclass(frozen=True)
+class SetAside:
+    """A shard that did not read back whole, why, and where its files were moved."""
+
+    index: int
+    reason: str
+    moved_to: str
 
 
 class RunFolder:
-    """Reads and writes the files of one run folder (the output of a job)."""
+    """Reads and writes the files of one run folder (the output of a job), local or at a URI."""
 
     def __init__(self, root: str | Path) -> None:
-        self.root = Path(root).absolute()
-        self.answers = self.root / "answers"
-        self.traces = self.root / "traces"
-        self.manifest = self.root / "manifest.json"
+        self.remote = is_uri(root)
+        #: The folder as kifqa shows and records it (a URI without credentials).
+        self.uri = shown(root)
+        if self.remote:
+            self._fs, self._base = resolve(str(root))
+        else:
+            self._fs, self._base = pafs.LocalFileSystem(), str(local_path(root))
+        self._answers, self._traces = f"{self._base}/answers", f"{self._base}/traces"
+        self._manifest = f"{self._base}/manifest.json"
+        #: Footers already checked: (traces file, size, mtime) -> the shard, or why it is not whole.
+        self._checked: dict[tuple[str, int, int], ShardFiles | str] = {}
+        self._warned: set[str] = set()
+
+    @property
+    def root(self) -> Path:
+        """The folder on this machine's disk (a local run folder only)."""
+        if self.remote:
+            raise ValueError(f"{self.uri} is not on this machine's disk")
+        return Path(self._base)
+
+    @property
+    def answers(self) -> Path:
+        """The local folder of the answers files."""
+        return self.root / "answers"
+
+    @property
+    def traces(self) -> Path:
+        """The local folder of the traces files."""
+        return self.root / "traces"
+
+    def exists(self) -> bool:
+        """Whether the folder holds a run (its ``traces/`` folder; on an object store, any trace)."""
+        if not self.remote:
+            return Path(self._traces).is_dir()
+        return bool(self._list(self._traces))
 
     def create(self) -> None:
-        self.answers.mkdir(parents=True, exist_ok=True)
-        self.traces.mkdir(parents=True, exist_ok=True)
+        if self.remote:
+            self._fs.create_dir(self._base, recursive=True)
+            return
+        for folder in (self._base, self._answers, self._traces):
+            with contextlib.suppress(FileExistsError):
+                Path(folder).mkdir(mode=0o700, parents=True)
+
+    def lock(self, *, lease_s: float | None = None) -> contextlib.AbstractContextManager[Any]:
+        """Holds the folder for this run (see :mod:`kifqa.runs.lock`); raises
+        :class:`~kifqa.runs.lock.FolderInUse` when another run holds it."""
+        if not self.remote:
+            return local_lock(Path(self._base), self.uri)
+        options = {} if lease_s is None else {"lease_s": lease_s}
+        return Lease(self._fs, f"{self._base}/lease.json", self.uri, **options)
 
     @staticmethod
     def shard_file(index: int) -> str:
         return f"shard-{index:05d}.parquet"
 
+    def shards(self) -> dict[int, ShardFiles]:
+        """The finished shards by index (those that read back whole; the others are warned of)."""
+        found: dict[int, ShardFiles] = {}
+        for info in self._list(self._traces):
+            name = info.base_name
+            match = _TRACES.fullmatch(name)
+            if name.startswith(_TMP):
+                continue
+            if match is None or name != self.shard_file(int(match[1])):
+                self._warn(f"traces/{name}", "not a shard file: ignored")
+                continue
+            key = (name, info.size or 0, info.mtime_ns or 0)
+            if key not in self._checked:
+                self._checked[key] = self._check(int(match[1]))
+            checked = self._checked[key]
+            if isinstance(checked, ShardFiles):
+                found[checked.index] = checked
+            else:
+                self._warn(f"traces/{name}", f"{checked}: left out (the next run of the job recomputes it)")
+        return found
+
     def finished(self) -> set[int]:
         """Indices of the shards whose files are complete."""
-        if not self.traces.is_dir():
-            return set()
-        return {int(p.stem.removeprefix("shard-")) for p in self.traces.glob("shard-*.parquet")}
+        return set(self.shards())
+
+    def broken(self) -> dict[int, str]:
+        """The shards whose traces file is there but does not read back whole, and why."""
+        out: dict[int, str] = {}
+        for info in self._list(self._traces):
+            match = _TRACES.fullmatch(info.base_name)
+            if match is not None and info.base_name == self.shard_file(int(match[1])):
+                checked = self._checked.get((info.base_name, info.size or 0, info.mtime_ns or 0))
+                if checked is None:
+                    checked = self._check(int(match[1]))
+                if isinstance(checked, str):
+                    out[int(match[1])] = checked
+        return out
+
+    def _check(self, index: int) -> ShardFiles | str:
+        """Shard ``index`` if its traces and answers files read back whole, else why not."""
+        try:
+            meta = pq.read_metadata(f"{self._traces}/{self.shard_file(index)}", filesystem=self._fs)
+        except (pa.ArrowException, OSError) as err:
+            return f"unreadable traces file ({_first_line(err)})"
+        recorded = meta.metadata or {}
+        if _ROWS in recorded and int(recorded[_ROWS]) != meta.num_rows:
+            return f"traces file holds {meta.num_rows} rows of {int(recorded[_ROWS])}"
+        answers = recorded.get(_ANSWERS_FILE, self.shard_file(index).encode()).decode()
+        if _ANSWERS.fullmatch(answers) is None:
+            return f"traces file names a bad answers file {answers!r}"
+        try:
+            answer_meta = pq.read_metadata(f"{self._answers}/{answers}", filesystem=self._fs)
+        except FileNotFoundError:
+            return f"its answers file {answers} is missing"
+        except (pa.ArrowException, OSError) as err:
+            return f"unreadable answers file {answers} ({_first_line(err)})"
+        if _ANSWER_ROWS in recorded and int(recorded[_ANSWER_ROWS]) != answer_meta.num_rows:
+            return f"answers file holds {answer_meta.num_rows} rows of {int(recorded[_ANSWER_ROWS])}"
+        return ShardFiles(index, answers, meta.num_rows, answer_meta.num_rows)
+
+    def _warn(self, name: str, why: str) -> None:
+        if name not in self._warned:
+            self._warned.add(name)
+            log.warning("%s/%s: %s", self.uri, name, why)
 
     def write_shard(self, index: int, answers: pa.Table, traces: pa.Table) -> None:
-        """Writes both files of shard ``index`` atomically (traces last: they mark it finished)."""
-        name = self.shard_file(index)
-        _write_atomic(answers.cast(ANSWER_SCHEMA), self.answers / name)
-        _write_atomic(traces.cast(TRACE_SCHEMA), self.traces / name)
+        """Writes both files of shard ``index``, the traces last: they commit it (see the module doc)."""
+        answers_name = (self.shard_file(index) if not self.remote
+                        else f"shard-{index:05d}.{uuid.uuid4().hex[:16]}.parquet")
+        answers = answers.cast(ANSWER_SCHEMA)
+        traces = traces.cast(TRACE_SCHEMA).replace_schema_metadata({
+            **(TRACE_SCHEMA.metadata or {}), _ROWS: str(traces.num_rows).encode(),
+            _ANSWERS_FILE: answers_name.encode(), _ANSWER_ROWS: str(answers.num_rows).encode()})
+        self._write(answers, f"{self._answers}/{answers_name}")
+        self._write(traces, f"{self._traces}/{self.shard_file(index)}")
+
+    def _write(self, table: pa.Table, path: str) -> None:
+        if self.remote:  # an object appears whole when its upload completes, or not at all
+            pq.write_table(table, path, filesystem=self._fs)
+            return
+        target = Path(path)
+        tmp = target.with_name(f"{_TMP}{uuid.uuid4().hex}-{target.name}")
+        try:
+            with _private(tmp) as out:
+                pq.write_table(table, out)
+            os.replace(tmp, target)
+            _fsync_folder(target.parent)
+        finally:
+            tmp.unlink(missing_ok=True)
 
     def read_shard(self, index: int) -> tuple[pa.Table, pa.Table]:
         """The answers and traces of a finished shard."""
-        name = self.shard_file(index)
-        return (pq.read_table(self.answers / name, schema=ANSWER_SCHEMA),
-                pq.read_table(self.traces / name, schema=TRACE_SCHEMA))
+        files = self.shards()[index]
+        return (pq.read_table(f"{self._answers}/{files.answers}", schema=ANSWER_SCHEMA, filesystem=self._fs),
+                pq.read_table(f"{self._traces}/{self.shard_file(index)}", schema=TRACE_SCHEMA, filesystem=self._fs))
 
     def read_traces(self, columns: list[str] | None = None) -> pa.Table:
         """All finished shards' trace rows."""
-        return self._read(self.traces, TRACE_SCHEMA, columns)
+        return self._read(answers=False, columns=columns)
 
     def read_answers(self, columns: list[str] | None = None) -> pa.Table:
         """All finished shards' answer rows (an unfinished shard's answers file is left out)."""
-        return self._read(self.answers, ANSWER_SCHEMA, columns)
+        return self._read(answers=True, columns=columns)
 
     def count_answers(self) -> int:
         """How many answer rows the finished shards hold, from the Parquet footers (reads no rows:
         a large job's driver stays small)."""
-        return sum(pq.read_metadata(self.answers / self.shard_file(i)).num_rows for i in self.finished())
+        return sum(s.answer_rows for s in self.shards().values())
 
     def trace_shards(self, columns: list[str] | None = None) -> Iterator[pa.Table]:
         """Each finished shard's trace rows, one shard at a time."""
-        return self._shards(self.traces, _columns(TRACE_SCHEMA, columns), columns)
+        return self._shards(answers=False, columns=columns)
 
-    def _read(self, folder: Path, schema: pa.Schema, columns: list[str] | None) -> pa.Table:
-        schema = _columns(schema, columns)
-        tables = list(self._shards(folder, schema, columns))
+    def _read(self, *, answers: bool, columns: list[str] | None) -> pa.Table:
+        tables = list(self._shards(answers=answers, columns=columns))
+        schema = _columns(ANSWER_SCHEMA if answers else TRACE_SCHEMA, columns)
         return pa.concat_tables(tables) if tables else schema.empty_table()
 
-    def _shards(self, folder: Path, schema: pa.Schema, columns: list[str] | None) -> Iterator[pa.Table]:
-        for i in sorted(self.finished()):
-            yield pq.read_table(folder / self.shard_file(i), columns=columns, schema=schema)
+    def _shards(self, *, answers: bool, columns: list[str] | None) -> Iterator[pa.Table]:
+        schema = _columns(ANSWER_SCHEMA if answers else TRACE_SCHEMA, columns)
+        for index, files in sorted(self.shards().items()):
+            path = f"{self._answers}/{files.answers}" if answers else f"{self._traces}/{self.shard_file(index)}"
+            yield pq.read_table(path, columns=columns, schema=schema, filesystem=self._fs)
 
     def failed(self, index: int) -> set[str]:
         """Ids of the questions of a finished shard whose trace has an error other than bad input."""
-        traces = pq.read_table(self.traces / self.shard_file(index),
+        traces = pq.read_table(f"{self._traces}/{self.shard_file(index)}", filesystem=self._fs,
                                columns=["question_id", "error", "error_step"])
         errors = pc.and_(pc.is_valid(traces["error"]),
                          pc.fill_null(pc.not_equal(traces["error_step"], "input"), True))
@@ -94,21 +264,52 @@ class RunFolder:
 
     def clear(self) -> None:
         """Removes every shard file (a fresh start)."""
-        for folder in (self.answers, self.traces):
-            if folder.is_dir():
-                for path in folder.iterdir():
-                    if path.name.startswith(("shard-", _TMP)):
-                        path.unlink()
+        for folder, pattern in ((self._answers, _ANSWERS), (self._traces, _TRACES)):
+            for info in self._list(folder):
+                if info.base_name.startswith(_TMP) or pattern.fullmatch(info.base_name):
+                    self._delete(info.path)
+
+    def set_aside(self) -> list[SetAside]:
+        """Moves the shards that do not read back whole to ``set-aside/`` (so that they are recomputed),
+        each with its answers file if that is there; says which and why (also as warnings)."""
+        moved: list[SetAside] = []
+        for index, reason in sorted(self.broken().items()):
+            stamp = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:6]}"
+            target = f"{self._base}/set-aside/{stamp}"
+            self._fs.create_dir(target, recursive=True)
+            name = self.shard_file(index)
+            for folder in ("traces", "answers"):
+                source = f"{self._base}/{folder}/{name}"
+                if self._fs.get_file_info(source).type == pafs.FileType.File:
+                    self._fs.move(source, f"{target}/{folder}-{name}")
+            moved.append(SetAside(index, reason, f"{self.uri}/set-aside/{stamp}"))
+            log.warning("%s: shard %d is set aside to %s and recomputed: %s", self.uri, index, moved[-1].moved_to,
+                        reason)
+        return moved
 
     def remove_temporaries(self) -> None:
-        for folder in (self.answers, self.traces):
-            if folder.is_dir():
-                for path in folder.glob(f"{_TMP}*"):
-                    path.unlink(missing_ok=True)
+        """Removes what no finished shard needs: temporary files (the manifest's too) and answers files
+        that no finished shard names (an attempt that did not commit). Only while holding :meth:`lock`."""
+        named = {s.answers for s in self.shards().values()}
+        for info in self._list(self._answers):
+            if info.base_name.startswith(_TMP) or (_ANSWERS.fullmatch(info.base_name)
+                                                   and info.base_name not in named):
+                self._delete(info.path)
+            elif _ANSWERS.fullmatch(info.base_name) is None:
+                self._warn(f"answers/{info.base_name}", "not a shard file: ignored")
+        for folder in (self._traces, self._base):
+            for info in self._list(folder):
+                if info.base_name.startswith(_TMP):
+                    self._delete(info.path)
 
     def read_manifest(self) -> dict[str, Any] | None:
         """The manifest; ``None`` when there is none yet."""
-        return json.loads(self.manifest.read_text()) if self.manifest.is_file() else None
+        try:
+            with self._fs.open_input_stream(self._manifest) as stream:
+                result: dict[str, Any] | None = json.loads(stream.read())
+                return result
+        except FileNotFoundError:
+            return None
 
     def manifest_or_empty(self) -> dict[str, Any]:
         """The manifest for readers of a finished run: ``{}`` when it is missing or unreadable."""
@@ -119,9 +320,46 @@ class RunFolder:
         return manifest if isinstance(manifest, dict) else {}
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
-        tmp = self.root / f"{_TMP}{uuid.uuid4().hex}-manifest.json"
-        tmp.write_text(json.dumps(manifest, indent=2, ensure_ascii=False, default=str) + "\n")
-        os.replace(tmp, self.manifest)
+        text = (json.dumps(manifest, indent=2, ensure_ascii=False, default=str) + "\n").encode()
+        if self.remote:
+            with self._fs.open_output_stream(self._manifest) as stream:
+                stream.write(text)
+            return
+        tmp = Path(self._base) / f"{_TMP}{uuid.uuid4().hex}-manifest.json"
+        try:
+            with _private(tmp) as out:
+                out.write(text)
+            os.replace(tmp, self._manifest)
+            _fsync_folder(Path(self._base))
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def _list(self, folder: str) -> list[pafs.FileInfo]:
+        """The files directly in ``folder`` (none when it does not exist)."""
+        selector = pafs.FileSelector(folder, allow_not_found=True)
+        return [i for i in self._fs.get_file_info(selector) if i.type == pafs.FileType.File]
+
+    def _delete(self, path: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self._fs.delete_file(path)
+
+
+@contextlib.contextmanager
+def _private(path: Path) -> Iterator[Any]:
+    """``path`` created for writing, mode 0600, fsynced when the block ends."""
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
+        yield out
+        out.flush()
+        os.fsync(out.fileno())
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Makes a rename in ``folder`` durable."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _columns(schema: pa.Schema, columns: list[str] | None) -> pa.Schema:
@@ -129,11 +367,5 @@ def _columns(schema: pa.Schema, columns: list[str] | None) -> pa.Schema:
     return schema if columns is None else pa.schema([schema.field(c) for c in columns])
 
 
-def _write_atomic(table: pa.Table, path: Path) -> None:
-    tmp = path.with_name(f"{_TMP}{uuid.uuid4().hex}-{path.name}")
-    try:
-        pq.write_table(table, tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
+def _first_line(err: BaseException) -> str:
+    return str(err).partition("\n")[0]

@@ -12,6 +12,7 @@ from typing import Any
 
 from kifqa.config import Settings
 from kifqa.runs.corpus import Corpus
+from kifqa.runs.storage import shown
 
 
 def job_key(settings: Settings, corpus: Corpus) -> str:
@@ -30,7 +31,7 @@ def new_manifest(settings: Settings, corpus: Corpus, key: str, n_shards: int,
         "job_key": key,
         "config_digest": settings.digest(),
         "code_version": code_version(),
-        "corpus": {"path": str(corpus.path), "sha256": corpus.sha256, "questions": len(corpus),
+        "corpus": {"path": shown(corpus.path), "sha256": corpus.sha256, "questions": len(corpus),
                    "input_errors": corpus.n_errors},
         "shard_size": settings.batch.shard_size,
         "shards": n_shards,

@@ -46,8 +46,8 @@ def read_run(folder: str | Path) -> dict[str, Prediction]:
     """The predictions of a run folder (``kifqa run``/``kifqa.batch.run_job`` output): one per trace
     row; answers from ``answers/``. Only finished shards are read."""
     run = RunFolder(folder)
-    if not run.traces.is_dir():
-        raise DataError(f"{run.root} is not a batch run folder (no traces/ folder)")
+    if not run.exists():
+        raise DataError(f"{run.uri} is not a batch run folder (no traces/ folder)")
     answers: dict[str, dict[str, str]] = defaultdict(dict)
     props: dict[str, dict[str, str]] = defaultdict(dict)
     for row in run.read_answers(["question_id", "answer", "answer_label", "property", "property_label"]).to_pylist():

@@ -35,7 +35,7 @@ def test_a_changed_runtime_setting_resumes_the_same_job(change: dict, corpus, tm
     folder.write_manifest({"job_key": job_key(settings, corpus), "runs": []})
     changed = settings.override(**change)
     assert job_key(changed, corpus) == job_key(settings, corpus)
-    assert _prepare(folder, job_key(changed, corpus), resume=True) == folder.read_manifest()
+    assert _prepare(folder, job_key(changed, corpus), resume=True)[0] == folder.read_manifest()
 
 
 @pytest.mark.parametrize("change", [{"kb": {"spec": "local-server"}}, {"llm": {"model": "qwen2.5-coder-0.5b"}},

@@ -1,0 +1,105 @@
+"""Where corpora and run folders live: a local path, or a URI that one of pyarrow's file systems opens
+(``s3://bucket/key``, ``gs://bucket/key``, ``hdfs://...``).
+
+Local paths are read and written with the operating system's calls (``fsync``, ``rename``, ``flock``);
+a URI goes through :func:`pyarrow.fs.FileSystem.from_uri`, which finds credentials where the cloud's own
+tools do: for S3 (pyarrow reads them itself) the environment's ``AWS_ENDPOINT_URL`` /
+``AWS_ENDPOINT_URL_S3`` (an S3-compatible server), ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
+``AWS_SESSION_TOKEN``, ``AWS_REGION`` / ``AWS_DEFAULT_REGION``, then ``~/.aws`` and the instance
+profile. Credentials are never part of what kifqa records: :func:`shown` strips them from a URI.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import BinaryIO
+from urllib.parse import urlsplit, urlunsplit
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from kifqa.errors import ConfigError
+
+
+def is_uri(where: str | Path) -> bool:
+    """Whether ``where`` names a file system other than this machine's disk (``file://`` is local)."""
+    return isinstance(where, str) and "://" in where and not where.startswith("file://")
+
+
+def local_path(where: str | Path) -> Path:
+    """The absolute local path of ``where`` (a path or a ``file://`` URI)."""
+    if isinstance(where, str) and where.startswith("file://"):
+        where = urlsplit(where).path
+    return Path(where).absolute()
+
+
+def resolve(uri: str) -> tuple[pafs.FileSystem, str]:
+    """The file system of ``uri`` and the path inside it (no trailing ``/``); :class:`ConfigError` when
+    pyarrow cannot open it."""
+    try:
+        fs, path = pafs.FileSystem.from_uri(uri)
+    except (pa.ArrowException, OSError, ValueError) as err:
+        raise ConfigError(f"{shown(uri)}: cannot open this location ({err}); use a local path or a URI "
+                          "that pyarrow opens (s3://bucket/key, gs://bucket/key)") from None
+    return fs, path.rstrip("/")
+
+
+def shown(where: str | Path) -> str:
+    """``where`` as kifqa writes it into manifests, summaries and messages: a URI without user,
+    password or query (where credentials may be given)."""
+    if not is_uri(where):
+        return str(local_path(where))
+    parts = urlsplit(str(where))
+    return urlunsplit((parts.scheme, parts.hostname or "", parts.path, "", ""))
+
+
+def open_input(where: str | Path) -> BinaryIO:
+    """``where`` opened for buffered binary reading (seekable)."""
+    if not is_uri(where):
+        return local_path(where).open("rb")
+    fs, path = resolve(str(where))
+    return io.BufferedReader(_Raw(fs.open_input_file(path)), buffer_size=1 << 20)
+
+
+def stamp(where: str | Path) -> tuple[int, int] | None:
+    """The size and modification time (ns) of the file ``where``; ``None`` when there is no such file."""
+    if not is_uri(where):
+        local = local_path(where)
+        if not local.is_file():
+            return None
+        info = local.stat()
+        return info.st_size, info.st_mtime_ns
+    fs, path = resolve(str(where))
+    found = fs.get_file_info(path)
+    if found.type != pafs.FileType.File:
+        return None
+    return found.size or 0, found.mtime_ns or 0
+
+
+class _Raw(io.RawIOBase):
+    """A pyarrow input file as a Python raw stream (pyarrow's own files do not read lines)."""
+
+    def __init__(self, file: pa.NativeFile) -> None:
+        self._file = file
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        data = self._file.read(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        return self._file.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._file.tell()
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
