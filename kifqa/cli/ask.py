@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from kifqa.cli.options import fail, load_settings, settings_options
-from kifqa.cli.service import ask_served, settings_inputs, socket_option
+from kifqa.cli.service import ask_served, printable, settings_inputs, socket_option
 from kifqa.errors import KifqaError
 
 
@@ -51,8 +51,8 @@ def ask(questions: tuple[str, ...], config: Path | None, kb: str | None, model: 
             for question in itertools.chain([first], pending):
                 start = time.perf_counter()
                 result = await pipeline.answer(question)
-                click.echo(render(result, explain=explain, as_json=as_json, title=title,
-                                  seconds=time.perf_counter() - start))
+                click.echo(printable(render(result, explain=explain, as_json=as_json, title=title,
+                                            seconds=time.perf_counter() - start)))
 
     try:
         asyncio.run(run())

@@ -9,12 +9,19 @@ from urllib.parse import unquote
 WD = "http://www.wikidata.org/entity/"
 
 _WIKIDATA_ID = re.compile(r"[QPL][1-9][0-9]*")
-_IRI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:\S+")
+#: An absolute IRI that SPARQL's ``IRIREF`` can carry: a scheme, then no space, control character or any
+#: of ``<>"{}|^`\`` (which would end the ``<...>`` or break the query).
+_IRI = re.compile(r'[A-Za-z][A-Za-z0-9+.-]*:[^\x00-\x20\x7f<>"{}|^`\\]+')
 
 
 def is_wikidata_id(id: str) -> bool:
     """Whether ``id`` is a compact Wikidata id (``Q42``, ``P19``, ``L7``)."""
     return _WIKIDATA_ID.fullmatch(id) is not None
+
+
+def is_sparql_iri(iri: str) -> bool:
+    """Whether ``iri`` is an absolute IRI a SPARQL query can carry as ``<iri>``."""
+    return _IRI.fullmatch(iri) is not None
 
 
 def compact(iri: str) -> str:
@@ -29,7 +36,7 @@ def expand(id: str) -> str | None:
     id = id.strip()
     if is_wikidata_id(id):
         return WD + id
-    return id if _IRI.fullmatch(id) else None
+    return id if is_sparql_iri(id) else None
 
 
 def canonical_id(x: str) -> str:

@@ -4,7 +4,8 @@ A lookup joins the open batch of its group (e.g. forward ``properties_of``). A b
 holds ``size`` lookups, or ``wait_s`` after its first one when fewer than ``max_running`` batches of
 its group are running; otherwise it keeps gathering until one of them ends. So batches stay small
 when the endpoint answers at once and grow while it is slow or the caller's limits hold requests
-back. Create and use it on one event loop.
+back. A batch whose run raises is run again one lookup at a time, so an exception costs only the
+lookup that caused it. Create and use it on one event loop.
 """
 
 from __future__ import annotations
@@ -75,8 +76,8 @@ class Coalescer(Generic[G, A, R]):
         self.batches += 1
         self.lookups += len(batch)
         try:
-            results: list[R | BaseException] = await self._run(group, [arg for arg, _ in batch])
-        except BaseException as err:  # noqa: BLE001 - each caller gets the batch's error
+            results: list[R | BaseException] = await self._apart(group, [arg for arg, _ in batch])
+        except BaseException as err:  # noqa: BLE001 - cancelled: each caller gets the batch's error
             results = [err] * len(batch)
         finally:
             g.running -= 1
@@ -89,3 +90,20 @@ class Coalescer(Generic[G, A, R]):
                 future.set_exception(result)
             else:
                 future.set_result(result)
+
+    async def _apart(self, group: G, args: list[A]) -> list[R | BaseException]:
+        """The results of ``run`` on ``args``; if it raises, of ``run`` on each arg alone (each keeps its
+        own error)."""
+        try:
+            return await self._run(group, args)
+        except Exception as err:
+            if len(args) == 1:
+                return [err]
+        return list(await asyncio.gather(*(self._one(group, arg) for arg in args)))
+
+    async def _one(self, group: G, arg: A) -> R | BaseException:
+        try:
+            [result] = await self._run(group, [arg])
+        except Exception as err:
+            return err
+        return result

@@ -20,7 +20,8 @@ def to_iri(id: str) -> str:
     """The full IRI of a compact id; a full IRI is returned as is."""
     iri = expand(id)
     if iri is None:
-        raise KBError(f"not an entity id: {id!r} (expected Q42, P19 or a full IRI)")
+        raise KBError(f"not an entity id: {id!r} (expected Q42, P19 or a full IRI "
+                      "without spaces, control characters or any of <>\"{}|^`\\)")
     return iri
 
 

@@ -38,6 +38,7 @@ from kif_lib.model import Entity, OrFingerprint, Value
 from kif_lib.store.mixer import MixerStore
 
 from kifqa.config import KBSettings
+from kifqa.data.ids import is_sparql_iri
 from kifqa.data.text import index_key, spellings
 from kifqa.errors import KBError
 from kifqa.kb import ids
@@ -325,6 +326,10 @@ class KifKnowledgeBase(KnowledgeBase):
         kind, direction, _ = group
         if len(keys) == 1 and halved:
             return [await _outcome(self._single(group, keys[0]))]
+        if uncarried := {i: err for i, k in enumerate(keys) if (err := _uncarried(k)) is not None}:
+            rest = [k for i, k in enumerate(keys) if i not in uncarried]
+            answered = iter(await self._run_batch(group, rest, halved=halved) if rest else [])
+            return [uncarried[i] if i in uncarried else next(answered) for i in range(len(keys))]
         limit = self.settings.max_results
         real = {"property_mask": Filter.PropertyMask.REAL, "snak_mask": Filter.VALUE_SNAK, **self._masks}
         assert self._batch_shapes is not None
@@ -590,11 +595,26 @@ def _facts_filter(direction: Direction, base: dict[str, Any]) -> Callable[[Any],
 
 
 async def _outcome(coro: Coroutine[Any, Any, T]) -> T | BaseException:
-    """The result of ``coro``, or the :class:`KBError` it raised (a batch answers each caller apart)."""
+    """The result of ``coro``, or the error it raised as a :class:`KBError` (a batch answers each caller
+    apart: whatever one lookup raises, KIF's own exceptions included, is that lookup's alone)."""
     try:
         return await coro
     except KBError as err:
         return err
+    except Exception as err:
+        failed = KBError(f"{type(err).__name__}: {err}")
+        failed.__cause__ = err
+        return failed
+
+
+def _uncarried(key: _Key) -> KBError | None:
+    """The error of a lookup whose entity or property has an IRI no SPARQL query can carry; ``None`` if
+    both can be carried."""
+    for x in key:
+        if x is not None and not is_sparql_iri(x.iri.content):
+            return KBError(f"not an IRI a SPARQL query can carry: {x.iri.content!r} (it has a space, a control "
+                           "character or one of <>\"{}|^`\\)")
+    return None
 
 
 def _id_order(id: str) -> tuple[int, str]:

@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 import ray
+from kif_lib import Item
 
 from kifqa.batch import run_job
 from kifqa.bench.wdqs_like import WDQSLike
@@ -90,6 +91,38 @@ def test_a_rejected_lookup_fails_only_its_own_caller(settings, oxigraph_server, 
     assert failed == [x for x in lookups if x[0] == bad[0]] and all(isinstance(f, KBError) for f in facts
                                                                      if isinstance(f, BaseException))
     assert proxy.counts["poison"] >= 2 and proxy.counts["ok"] < len(lookups) / 2, "batches, split around it"
+
+
+def test_an_iri_sparql_cannot_carry_fails_only_its_own_lookup(settings, oxigraph_server, lookups):
+    """One of 50 concurrent lookups names an IRI KIF cannot serialize: the id parser refuses it, and
+    given to the batch as a KIF entity (past the parser), it fails alone while the 49 share queries."""
+    good = lookups[:49]
+    bad = 'http://x.org/"a"'
+    with WDQSLike(oxigraph_server, latency_s=0.0, charge_s=0.0, max_concurrent=16) as endpoint:
+        kb = kb_at(endpoint.url, settings, batch_size=64)
+
+        async def ask_all() -> tuple[list[Any], list[Any]]:
+            parsed = await asyncio.gather(*(kb.facts(e, p, d) for e, p, d in [*good[:25], (bad, good[0][1], "forward"),
+                                                                             *good[25:]]), return_exceptions=True)
+            e, p, d = good[0]
+            entity = Item(bad)
+            past = await asyncio.gather(*(kb.facts(x, y, z) for x, y, z in good[:25]),
+                                        kb._run(kb._batched_facts(entity, kb._typed_property(p), d)),
+                                        *(kb.facts(x, y, z) for x, y, z in good[25:]), return_exceptions=True)
+            return parsed, past
+
+        try:
+            parsed, past = asyncio.run(ask_all())
+        finally:
+            asyncio.run(kb.aclose())
+        requests = endpoint.counts.requests
+    for results in (parsed, past):
+        failed = [i for i, r in enumerate(results) if isinstance(r, BaseException)]
+        assert failed == [25] and isinstance(results[25], KBError), results[25]
+        assert all(r.facts for i, r in enumerate(results) if i != 25)
+    assert "not an entity id" in str(parsed[25]) and "no SPARQL query can carry" not in str(parsed[25])
+    assert "a SPARQL query can carry" in str(past[25])
+    assert requests < 20, f"{requests} queries for 98 lookups: the good ones still share batches"
 
 
 def test_a_lookup_alone_costs_what_it_costs_unbatched(settings, oxigraph_server, lookups, monkeypatch):

@@ -35,3 +35,11 @@ def test_entities_by_kind() -> None:
 def test_bad_ids_are_kb_errors(bad: str) -> None:
     with pytest.raises(KBError, match="not an entity id"):
         ids.to_iri(bad)
+
+
+@pytest.mark.parametrize("bad", ['http://x.org/"a"', "http://x.org/a>b", "http://x.org/{a}", "http://x.org/a|b",
+                                 "http://x.org/a^b", "http://x.org/a`b", "http://x.org/a\\b", "http://x.org/a\x01b",
+                                 "http://x.org/a\x7fb", "http://x.org/a<b"])
+def test_iris_sparql_cannot_carry_are_not_ids(bad: str) -> None:
+    with pytest.raises(KBError, match="not an entity id"):
+        ids.to_iri(bad)
