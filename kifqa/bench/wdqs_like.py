@@ -107,6 +107,12 @@ class WDQSLike(LoopbackServer):
         super().__exit__(*exc)
         self._http.close()
 
+    @property
+    def user_agents(self) -> set[str]:
+        """The ``User-Agent`` of every client so far."""
+        with self._lock:
+            return {who.rpartition("@")[0] for who in self._clients}
+
     def reset_counts(self) -> Counts:
         """The counts so far; counting starts again from zero (the budgets are kept)."""
         with self._lock:

@@ -10,6 +10,7 @@ standard engine (the local Oxigraph) can answer it:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from kifqa.errors import KBError
 
@@ -25,7 +26,7 @@ _GENID = "http://www.wikidata.org/.well-known/genid/"
 
 def is_blazegraph(query: str) -> bool:
     """Whether ``query`` uses the Blazegraph dialect (named subqueries or ``wikibase:isSomeValue``)."""
-    return bool(_find(_WITH, query) or _IS_SOME_VALUE.search(query))
+    return bool(_find(_WITH, query) or _find(_IS_SOME_VALUE, query))
 
 
 def to_standard(query: str) -> str:
@@ -46,9 +47,17 @@ def to_standard(query: str) -> str:
             raise KBError(f"INCLUDE %{m.group(1)} of a named subquery the query does not define")
         return "{ " + named[m.group(1)] + " }"
 
-    query = _INCLUDE.sub(include, query)
-    return _IS_SOME_VALUE.sub(lambda m: f'(isBlank({m[1]}) || (isIRI({m[1]}) && STRSTARTS(STR({m[1]}), "{_GENID}")))',
-                              query)
+    query = _sub_outside(_INCLUDE, include, query)
+    return _sub_outside(_IS_SOME_VALUE, _some_value, query)
+
+
+def _some_value(m: re.Match[str]) -> str:
+    return f'(isBlank({m[1]}) || (isIRI({m[1]}) && STRSTARTS(STR({m[1]}), "{_GENID}")))'
+
+
+def _sub_outside(pattern: re.Pattern[str], replace: Callable[[re.Match[str]], str], query: str) -> str:
+    """``pattern.sub(replace, query)`` on the matches outside strings, IRIs and comments."""
+    return pattern.sub(lambda m: m[0] if _opaque_at(query, m.start()) is not None else replace(m), query)
 
 
 def _find(pattern: re.Pattern[str], query: str) -> re.Match[str] | None:
@@ -63,9 +72,9 @@ def _find(pattern: re.Pattern[str], query: str) -> re.Match[str] | None:
 
 
 def _opaque_at(query: str, index: int) -> int | None:
-    """The end of the string, IRI or comment ``index`` lies in, if any."""
+    """The end of the string, IRI or comment ``index`` lies inside (after its first character), if any."""
     for o in _OPAQUE.finditer(query):
-        if o.start() > index:
+        if o.start() >= index:
             return None
         if index < o.end():
             return o.end()

@@ -38,7 +38,7 @@ from kifqa.kb import ids
 #: The real API's page size limit for ``wbsearchentities`` (and its default).
 MAX_LIMIT, DEFAULT_LIMIT = 50, 7
 #: Seconds MediaWiki asks a client refused for ``maxlag`` to wait.
-MAXLAG_RETRY_AFTER_S = 5
+MAXLAG_RETRY_AFTER_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -82,15 +82,18 @@ class WikidataAPILike(LoopbackServer):
         per_second: Requests of one client per second (bursts of one second's worth); beyond, 429.
         lag: The simulated replication lag (``None``: never lagged).
         latency_s: Added to every answer (a round trip to a remote service).
+        maxlag_retry_after_s: The ``Retry-After`` of a ``maxlag`` refusal.
         mangle: Rewrites a ``wbsearchentities`` answer (the search text, the answer) before it is sent: a
             changed or broken format for tests.
     """
 
     def __init__(self, index_path: Path, *, max_concurrent: int = 1, per_second: float = 10.0,
                  lag: Lag | None = None, latency_s: float = 0.05, grace_s: float = 0.25,
+                 maxlag_retry_after_s: float = MAXLAG_RETRY_AFTER_S,
                  mangle: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None, port: int = 0) -> None:
         self.names = Names(index_path)
         self.lag, self.latency_s, self.mangle = lag, latency_s, mangle
+        self.maxlag_retry_after_s = maxlag_retry_after_s
         self.ledger = Ledger(grace_s=grace_s)
         self.rate = ClientRate(max_concurrent=max_concurrent, per_second=per_second, ledger=self.ledger)
         self.counts = APICounts()
@@ -126,9 +129,9 @@ class WikidataAPILike(LoopbackServer):
             maxlag = _number(params.get("maxlag"))
             if maxlag is not None and lag > maxlag:
                 self.counts.maxlag_refused += 1
-                self.ledger.told_to_wait(who, MAXLAG_RETRY_AFTER_S)
+                self.ledger.told_to_wait(who, self.maxlag_retry_after_s)
                 info = f"Waiting for 10.64.48.1: {lag:g} seconds lagged."
-                return 200, {"Retry-After": str(MAXLAG_RETRY_AFTER_S), "X-Database-Lag": f"{lag:g}",
+                return 200, {"Retry-After": f"{self.maxlag_retry_after_s:g}", "X-Database-Lag": f"{lag:g}",
                              "MediaWiki-API-Error": "maxlag"}, {
                     "error": {"code": "maxlag", "info": info, "host": "10.64.48.1", "lag": lag, "type": "db",
                               "*": "See https://www.wikidata.org/w/api.php for API usage."},
