@@ -4,7 +4,8 @@ This package owns the benchmarks; it sits beside the command line, above every l
 that no library module imports the command line. Each benchmark is a module with a click command of
 its name: ``kb`` (stores and search), ``llm`` (the prefix cache), ``batch`` (the job at scale on the
 gold model), ``actors`` (the job's scaling with LLM actors), ``report`` (the HTML report page) and
-``examples`` (the few-shot example modes side by side).
+``examples`` (the few-shot example modes side by side); ``standins`` serves the stand-ins of the public
+knowledge bases (:mod:`kifqa.bench.standins`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from kifqa.cli.lazy import LazyGroup
 
 #: Subcommand → the module holding a click command of that name.
 _BENCHES = {name: f"kifqa.bench.{name}:{name}" for name in ("kb", "llm", "batch", "actors", "report", "examples")}
+_BENCHES["standins"] = "kifqa.bench.standins.serve:standins"
 
 
 @click.group(cls=LazyGroup, lazy=_BENCHES)
