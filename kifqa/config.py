@@ -57,6 +57,20 @@ class LLMResilience(Resilience):
     max_backoff_s: float = 30.0
 
 
+class Mirror(Section):
+    """Where the requests meant for one public service go instead: a mirror or a stand-in (``kb.endpoints``)."""
+
+    #: The URL that replaces the service's own (its SPARQL endpoint, ``api.php`` or Lookup search URL).
+    url: str = Field(pattern=r"^https?://[^/\s]+")
+    #: The SPARQL the mirror understands: ``blazegraph`` (WDQS's named subqueries and ``wikibase:`` functions)
+    #: or ``standard`` (SPARQL 1.1: QLever, Virtuoso, Oxigraph); ``None``: the service's own (WDQS: Blazegraph).
+    dialect: Literal["blazegraph", "standard"] | None = None
+
+
+#: The public services ``kb.endpoints`` may redirect.
+PUBLIC_SERVICES = ("query.wikidata.org", "www.wikidata.org", "dbpedia.org", "lookup.dbpedia.org")
+
+
 class KBSettings(Section):
     """Which knowledge base to query and how politely."""
 
@@ -81,6 +95,24 @@ class KBSettings(Section):
     contact: str = Field(default="", json_schema_extra=RUNTIME)
     #: Port of ``kifqa kb serve`` and of the ``local-server`` spec.
     server_port: int = Field(default=7878, json_schema_extra=RUNTIME)
+    #: A mirror or stand-in for each public service (:data:`PUBLIC_SERVICES`, by host name) that ``wikidata``
+    #: and ``dbpedia`` query instead, through the same plugins, limits and retries; a plain URL string is taken
+    #: as ``{url: ...}``.
+    endpoints: dict[str, Mirror] = Field(default_factory=dict)
+    #: The Wikidata API's ``maxlag`` (seconds of replication lag above which it refuses and asks to come back):
+    #: Wikimedia asks automated clients for 5; ``None`` sends none.
+    maxlag_s: int | None = Field(default=5, ge=1, json_schema_extra=RUNTIME)
+
+    @field_validator("endpoints", mode="before")
+    @classmethod
+    def _url_is_mirror(cls, value: object) -> object:
+        if not isinstance(value, dict):
+            return value
+        unknown = sorted(set(value) - set(PUBLIC_SERVICES))
+        if unknown:
+            raise ValueError(f"kb.endpoints maps public services by host name; {', '.join(unknown)} is none of "
+                             f"{', '.join(PUBLIC_SERVICES)}")
+        return {host: {"url": v} if isinstance(v, str) else v for host, v in value.items()}
 
 
 class LLMSettings(Section):
@@ -272,10 +304,18 @@ class EndpointLimit(Section):
 WDQS_LIMIT = EndpointLimit(max_concurrent=5, per_second=5.0, budget_s_per_s=0.9, charge_s=0.2)
 
 
+#: The Wikidata API's limit: serial requests (Wikimedia's API etiquette), at most 10 a second.
+WIKIDATA_API_LIMIT = EndpointLimit(max_concurrent=1, per_second=10.0)
+#: DBpedia Lookup's: a few in flight, within the fair use of its public instance.
+DBPEDIA_LOOKUP_LIMIT = EndpointLimit(max_concurrent=2, per_second=10.0)
+
+
 def _default_limits() -> dict[str, EndpointLimit]:
     return {
         "query.wikidata.org": WDQS_LIMIT,
+        "www.wikidata.org": WIKIDATA_API_LIMIT,
         "dbpedia.org": EndpointLimit(max_concurrent=50),
+        "lookup.dbpedia.org": DBPEDIA_LOOKUP_LIMIT,
     }
 
 

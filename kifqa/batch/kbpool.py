@@ -29,7 +29,7 @@ from ray.exceptions import RayError, RayTaskError
 
 import kifqa.kb as kb_package
 from kifqa.batch.kbcache import KBCache
-from kifqa.batch.limiter import endpoint_limit
+from kifqa.batch.limiter import Lane, endpoint_limit
 from kifqa.batch.llmpool import cluster_cpus
 from kifqa.config import Settings
 from kifqa.errors import ConfigError, KBError
@@ -58,9 +58,12 @@ class KBActor:
         self._cache: KBCache | None = None
         self._cache_opened = not settings.batch.kb_cache
         self._gate: LimiterGate | None = None
+        self._search_gate: LimiterGate | None = None
         if limiter is not None:
             holder = ray.get_runtime_context().get_actor_id() or ""
             self._gate = LimiterGate(limiter, holder)
+            if "search" in ray.get(limiter.lanes.remote()):
+                self._search_gate = LimiterGate(limiter, holder, lane="search")
             limiter.forget.remote(holder)  # slots a previous incarnation of this actor held
         self._stats = KBStats()
         self._per_call = False
@@ -73,6 +76,8 @@ class KBActor:
                 self._per_call = not hasattr(self._kb, "request_gate")
                 if not self._per_call:
                     self._kb.request_gate = self._gate  # type: ignore[attr-defined]
+                    if self._search_gate is not None:
+                        self._kb.search_gate = self._search_gate  # type: ignore[attr-defined]
         return self._kb
 
     def _results_cache(self) -> KBCache | None:
@@ -143,19 +148,20 @@ class LimiterGate:
     """The :class:`~kifqa.kb.guard.RequestGate` of one KB actor: the shared limiter, from any event loop
     (the knowledge base sends its requests from its own)."""
 
-    def __init__(self, limiter: ActorHandle, holder: str) -> None:
+    def __init__(self, limiter: ActorHandle, holder: str, *, lane: Lane = "store") -> None:
         self._limiter = limiter
         self._holder = holder
+        self._lane = lane
 
     async def acquire(self) -> None:
-        await asyncio.wrap_future(self._limiter.acquire.remote(self._holder).future())
+        await asyncio.wrap_future(self._limiter.acquire.remote(self._holder, self._lane).future())
 
     async def release(self, seconds: float) -> None:
-        self._limiter.release.remote(self._holder, seconds)
+        self._limiter.release.remote(self._holder, seconds, self._lane)
 
     async def pause(self, seconds: float) -> None:
         # Waited for, so that the limiter holds every actor before this request's slot is given back.
-        await asyncio.wrap_future(self._limiter.pause.remote(seconds).future())
+        await asyncio.wrap_future(self._limiter.pause.remote(seconds, self._lane).future())
 
 
 def _namespace(settings: Settings, kb: KnowledgeBase) -> str:

@@ -1,20 +1,21 @@
-"""One limit per endpoint, shared by every KB actor of a job and held per HTTP request: requests in
-flight, requests per second, a query-time budget, and a pause for everyone when the endpoint answers
-``Retry-After``."""
+"""One limit per public host, shared by every KB actor of a job and held per HTTP request
+(:class:`~kifqa.kb.limit.RequestLimit`): the store's endpoint and, where it is another service, the search's."""
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections import Counter
+from typing import Literal
 
 import ray
 
 from kifqa.config import EndpointLimit, Settings
-from kifqa.kb.spec import endpoint_host
+from kifqa.kb.limit import RequestLimit
+from kifqa.kb.spec import endpoint_host, search_host
 
 #: Waiting acquirers hold a slot of the actor's concurrency each.
 _MAX_WAITERS = 100_000
+
+#: The two services of a knowledge base: its store's SPARQL endpoint and its search.
+Lane = Literal["store", "search"]
 
 
 def endpoint_limit(settings: Settings) -> EndpointLimit | None:
@@ -24,74 +25,44 @@ def endpoint_limit(settings: Settings) -> EndpointLimit | None:
     return settings.batch.limits.get(host) if host else None
 
 
+def search_limit(settings: Settings) -> EndpointLimit | None:
+    """The limit ``batch.limits`` sets on the service the KB spec's search queries (the Wikidata API, DBpedia
+    Lookup), if it is not this machine's label index."""
+    host = search_host(settings.kb.spec, settings)
+    return settings.batch.limits.get(host) if host else None
+
+
 @ray.remote(num_cpus=0, max_concurrency=_MAX_WAITERS, max_restarts=-1)  # type: ignore[call-overload]  # Ray's overloads omit max_concurrency
 class EndpointLimiter:
-    """Admits requests to one endpoint.
+    """Admits the requests of every KB actor to the store's endpoint and, when given ``search``, to the
+    search's service (each its own :class:`~kifqa.kb.limit.RequestLimit`, a ``lane``)."""
 
-    Slots are counted per holder (a KB actor) so that a restarted holder can hand back what its
-    previous incarnation held (:meth:`forget`). The query-time budget is an estimate: each request
-    costs ``charge_s`` plus its time beyond the shortest request seen (that much is the round trip,
-    not the endpoint's work); a request starts only while the estimate is within the budget.
-    """
+    def __init__(self, limit: EndpointLimit, search: EndpointLimit | None = None) -> None:
+        self._lanes: dict[str, RequestLimit] = {"store": RequestLimit(limit)}
+        if search is not None:
+            self._lanes["search"] = RequestLimit(search)
 
-    def __init__(self, limit: EndpointLimit) -> None:
-        self._limit = limit
-        self._slots = asyncio.Semaphore(limit.max_concurrent)
-        self._interval = 1.0 / limit.per_second if limit.per_second else 0.0
-        self._next_start = 0.0
-        self._paused_until = 0.0
-        self._budget = limit.burst_s
-        self._budget_at = time.monotonic()
-        self._round_trip: float | None = None
-        self._held: Counter[str] = Counter()
-        self._pauses = 0
+    async def lanes(self) -> list[str]:
+        """The services it limits."""
+        return list(self._lanes)
 
-    async def acquire(self, holder: str) -> None:
+    async def acquire(self, holder: str, lane: Lane = "store") -> None:
         """Waits for a free slot and for the request's turn under the rate limit, the budget and any pause."""
-        await self._slots.acquire()
-        self._held[holder] += 1
-        while True:
-            while (wait := max(self._paused_until, self._budget_ready()) - time.monotonic()) > 0:
-                await asyncio.sleep(wait)
-            now = time.monotonic()
-            if now >= self._next_start:
-                self._next_start = now + self._interval
-                return
-            await asyncio.sleep(self._next_start - now)  # then check the pause again
+        await self._lanes[lane].acquire(holder)
 
-    async def release(self, holder: str, seconds: float | None = None) -> None:
+    async def release(self, holder: str, seconds: float | None = None, lane: Lane = "store") -> None:
         """Gives back ``holder``'s slot of a request that took ``seconds`` (charged to the budget)."""
-        if seconds is not None and self._limit.budget_s_per_s:
-            self._round_trip = seconds if self._round_trip is None else min(self._round_trip, seconds)
-            self._refill()
-            self._budget -= self._limit.charge_s + seconds - self._round_trip
-        if self._held[holder] > 0:
-            self._held[holder] -= 1
-            self._slots.release()
+        self._lanes[lane].release(holder, seconds)
 
     async def forget(self, holder: str) -> None:
         """Releases every slot ``holder`` still holds."""
-        for _ in range(self._held.pop(holder, 0)):
-            self._slots.release()
+        for limit in self._lanes.values():
+            limit.forget(holder)
 
-    async def pause(self, seconds: float) -> None:
-        """Starts no request for ``seconds`` (the endpoint said ``Retry-After``)."""
-        self._pauses += 1
-        self._paused_until = max(self._paused_until, time.monotonic() + seconds)
+    async def pause(self, seconds: float, lane: Lane = "store") -> None:
+        """Starts no request for ``seconds`` (the service said ``Retry-After``)."""
+        self._lanes[lane].pause(seconds)
 
-    async def pauses(self) -> int:
-        """How many times the endpoint said ``Retry-After``."""
-        return self._pauses
-
-    def _refill(self) -> None:
-        now = time.monotonic()
-        rate = self._limit.budget_s_per_s or 0.0
-        self._budget = min(self._limit.burst_s, self._budget + (now - self._budget_at) * rate)
-        self._budget_at = now
-
-    def _budget_ready(self) -> float:
-        """When the budget is positive again (now, if it is or there is none)."""
-        if not self._limit.budget_s_per_s:
-            return 0.0
-        self._refill()
-        return self._budget_at + max(0.0, -self._budget) / self._limit.budget_s_per_s
+    async def pauses(self, lane: Lane = "store") -> int:
+        """How many times the service said ``Retry-After``."""
+        return self._lanes[lane].pauses

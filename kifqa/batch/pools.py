@@ -22,7 +22,7 @@ from ray.exceptions import RayTaskError
 from ray.util.placement_group import PlacementGroup, remove_placement_group
 
 from kifqa.batch.kbpool import ActorKB, KBFactory, TaskKB, kb_in_tasks, start_kb_pool
-from kifqa.batch.limiter import EndpointLimiter, endpoint_limit
+from kifqa.batch.limiter import EndpointLimiter, endpoint_limit, search_limit
 from kifqa.batch.llmpool import ActorLLM, LLMFactory, cluster_cpus, engine_workers, llm_placement_groups, start_llm_pool
 from kifqa.config import Settings
 from kifqa.errors import ConfigError, KifqaError
@@ -142,7 +142,7 @@ def _job_env_vars() -> set[str]:
 def _limiter(settings: Settings) -> ActorHandle | None:
     """The shared limiter of the KB's endpoint, when the settings limit it."""
     limit = endpoint_limit(settings)
-    return EndpointLimiter.remote(limit) if limit else None  # type: ignore[attr-defined]  # mypy ignores the @ray.remote decorator
+    return EndpointLimiter.remote(limit, search_limit(settings)) if limit else None  # type: ignore[attr-defined]  # mypy ignores the @ray.remote decorator
 
 
 @ray.remote(num_cpus=0)

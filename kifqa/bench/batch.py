@@ -33,6 +33,7 @@ import pyarrow.parquet as pq
 from kifqa.batch import Pools, actor_pools, run_job
 from kifqa.batch.kbpool import kb_in_tasks
 from kifqa.batch.llmpool import cluster_cpus
+from kifqa.bench.public_like import measure_public_like, render_public_like
 from kifqa.bench.wdqs_like import WDQSLike
 from kifqa.cli.options import load_settings
 from kifqa.config import WDQS_LIMIT, Settings
@@ -51,8 +52,9 @@ TARGETS = {"questions_per_s": 40.0, "driver_peak_rss_mib": 1024.0, "trace_bytes_
 @click.option("--questions", "n", type=click.IntRange(min=1), default=None,
               help="Questions in the corpus (train and valid questions repeated under distinct ids; "
                    "wdqs-like: valid questions from 200 on). Default: 5000; wdqs-like: 600.")
-@click.option("--endpoint", type=click.Choice(["local", "wdqs-like"]), default="local", show_default=True,
-              help="The local base in process, or behind a WDQS-like endpoint (batched vs unbatched).")
+@click.option("--endpoint", type=click.Choice(["local", "wdqs-like", "public-like"]), default="local",
+              show_default=True, help="The local base in process, or behind a WDQS-like endpoint (batched vs "
+                                      "unbatched), or --kb wikidata against the Wikidata stand-ins (politeness).")
 @click.option("--kb-actor-concurrency", type=click.IntRange(min=1), default=None,
               help="Calls one KB actor takes at once (default: the configured one).")
 @click.option("--kb-actors", type=click.IntRange(min=1), default=2, show_default=True,
@@ -74,7 +76,7 @@ def batch(n: int | None, endpoint: str, kb_actor_concurrency: int | None, kb_act
     options = {"kb_actors": kb_actors, "kb_placement": kb_placement, "shard_size": shard_size, "max_tasks": max_tasks,
                "task_concurrency": task_concurrency, "kb_actor_concurrency": kb_actor_concurrency}
     # Behind the endpoint's latency and limits a question waits longer: more in flight give batches to fill.
-    defaults = _WDQS_DEFAULTS if endpoint == "wdqs-like" else {}
+    defaults = _WDQS_DEFAULTS if endpoint in ("wdqs-like", "public-like") else {}
     given = {k: v for k, v in options.items() if v is not None}
     settings = _bench_settings(load_settings(config), {**defaults, **given})
     with tempfile.TemporaryDirectory(prefix="kifqa-bench-") as tmp:
@@ -83,6 +85,10 @@ def batch(n: int | None, endpoint: str, kb_actor_concurrency: int | None, kb_act
         if endpoint == "wdqs-like":
             figures = measure_wdqs_like(settings, held_out(settings, root / "questions.jsonl", n or 600), root)
             click.echo(json.dumps(figures, indent=2) if as_json else render_wdqs_like(figures))
+            return
+        if endpoint == "public-like":
+            figures = measure_public_like(settings, held_out(settings, root / "questions.jsonl", n or 600), root)
+            click.echo(json.dumps(figures, indent=2) if as_json else render_public_like(figures))
             return
         figures = measure(settings, corpus(settings, root / "questions.jsonl", n or 5000), root / "out")
     click.echo(json.dumps(figures, indent=2) if as_json else render(figures))

@@ -11,7 +11,10 @@ client (its ``User-Agent``) what WDQS documents:
 - **a deadline**: a query running past ``deadline_s`` is answered 500 (WDQS's timeout);
 - **added latency**: every answer waits ``latency_s`` (a round trip to a remote service);
 - **DBpedia's row cut** (``max_rows``, e.g. 10,000): a longer result is cut and says so in
-  ``X-SPARQL-MaxRows``, as Virtuoso does.
+  ``X-SPARQL-MaxRows``, as Virtuoso does;
+- **WDQS's dialect** (``dialect="blazegraph"``): the queries KIF's ``wdqs`` store sends (Blazegraph's named
+  subqueries, ``wikibase:isSomeValue``) are taken as they come, counted, and rewritten into standard SPARQL for
+  the upstream (:mod:`kifqa.bench.standins.blazegraph`).
 
 It counts requests, 429s, charged seconds, and the requests of a client that arrived while a
 Retry-After it had received was still running (:attr:`Counts.inside_retry_after`): what gets a client
@@ -25,14 +28,17 @@ import json
 import math
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
-from urllib.parse import urlsplit
+from typing import Any, Literal
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
 from kifqa.bench.loopback import LoopbackServer
+from kifqa.bench.standins import blazegraph
+from kifqa.bench.standins.ledger import Ledger
+from kifqa.errors import KBError
 
 #: Request headers passed upstream.
 _FORWARDED = ("content-type", "accept", "user-agent")
@@ -53,6 +59,8 @@ class Counts:
     inside_retry_after: int = 0
     #: Most queries of one client running at once.
     max_running: int = 0
+    #: Queries in Blazegraph's dialect (``dialect="blazegraph"``), rewritten for the upstream.
+    blazegraph: int = 0
 
 
 @dataclass
@@ -60,8 +68,6 @@ class _Client:
     budget: float
     updated: float
     running: int = 0
-    #: (when the 429 was delivered, when its Retry-After ends)
-    retry_afters: list[tuple[float, float]] = field(default_factory=list)
 
 
 class WDQSLike(LoopbackServer):
@@ -70,15 +76,20 @@ class WDQSLike(LoopbackServer):
     def __init__(self, upstream: str, *, budget_s: float = 60.0, burst_s: float = 120.0, charge_s: float = 0.2,
                  max_concurrent: int = 5, latency_s: float = 0.15, deadline_s: float = 60.0,
                  max_rows: int | None = None, grace_s: float = 0.25, max_connections: int = 64,
-                 port: int = 0) -> None:
+                 port: int = 0, dialect: Literal["standard", "blazegraph"] = "standard",
+                 record: bool = False) -> None:
         parts = urlsplit(upstream)
         self._upstream = upstream
         self.path = parts.path or "/"
         self.budget_s, self.burst_s, self.charge_s = budget_s, burst_s, charge_s
         self.max_concurrent, self.latency_s, self.deadline_s = max_concurrent, latency_s, deadline_s
         self.max_rows = max_rows
-        #: A request arriving this soon after its client got a 429 was sent before the client could read it.
-        self.grace_s = grace_s
+        #: The Retry-After windows of each client (a request arriving within ``grace_s`` of its client's 429
+        #: was sent before the client could read it).
+        self.ledger = Ledger(grace_s=grace_s)
+        self.dialect = dialect
+        #: Every query text as it arrived (``record=True``).
+        self.received: list[str] | None = [] if record else None
         self.counts = Counts()
         self._clients: dict[str, _Client] = {}
         self._lock = threading.Lock()
@@ -95,6 +106,12 @@ class WDQSLike(LoopbackServer):
     def __exit__(self, *exc: object) -> None:
         super().__exit__(*exc)
         self._http.close()
+
+    @property
+    def user_agents(self) -> set[str]:
+        """The ``User-Agent`` of every client so far."""
+        with self._lock:
+            return {who.rpartition("@")[0] for who in self._clients}
 
     def reset_counts(self) -> Counts:
         """The counts so far; counting starts again from zero (the budgets are kept)."""
@@ -113,8 +130,7 @@ class WDQSLike(LoopbackServer):
             self.counts.requests += 1
             c.budget = min(self.burst_s, c.budget + (now - c.updated) * self.budget_s / 60.0)
             c.updated = now
-            c.retry_afters = [(at, end) for at, end in c.retry_afters if end > now]
-            if any(at + self.grace_s < now for at, _ in c.retry_afters):
+            if self.ledger.arrived(who, now):
                 self.counts.inside_retry_after += 1
             if c.budget <= 0:
                 self.counts.throttled += 1
@@ -134,14 +150,21 @@ class WDQSLike(LoopbackServer):
             c.budget -= charge
             self.counts.charged_s += charge
 
-    def _delivered_429(self, who: str, retry_after: float) -> None:
-        now = time.monotonic()
-        with self._lock:
-            self._clients[who].retry_afters.append((now, now + retry_after))
-
     def _forward(self, method: str, path: str, headers: dict[str, str], body: bytes) -> httpx.Response:
         target = self._upstream + path[len(self.path):] if path.startswith(self.path) else self._upstream
         sent = {k: v for k, v in headers.items() if k.lower() in _FORWARDED}
+        query = _query_of(method, path, sent, body)
+        if query is not None and self.received is not None:
+            with self._lock:
+                self.received.append(query)
+        if query is not None and self.dialect == "blazegraph" and blazegraph.is_blazegraph(query):
+            with self._lock:
+                self.counts.blazegraph += 1
+            sent = {k: v for k, v in sent.items() if k.lower() != "content-type"}
+            sent["Content-Type"] = "application/sparql-query"
+            target = target.partition("?")[0]
+            return self._http.request("POST", target, headers=sent, content=blazegraph.to_standard(query).encode(),
+                                      timeout=self.deadline_s)
         return self._http.request(method, target, headers=sent, content=body, timeout=self.deadline_s)
 
     def _cut(self, content: bytes) -> tuple[bytes, dict[str, str]]:
@@ -183,7 +206,7 @@ class WDQSLike(LoopbackServer):
                 if retry_after is not None:
                     self._send(429, b"Too Many Requests - Please retry in %d seconds." % retry_after,
                                {"Retry-After": str(int(retry_after)), "Content-Type": "text/plain"})
-                    endpoint._delivered_429(who, retry_after)
+                    endpoint.ledger.told_to_wait(who, retry_after)
                     return
                 started = time.perf_counter()
                 try:
@@ -197,6 +220,10 @@ class WDQSLike(LoopbackServer):
                 except httpx.HTTPError as err:
                     endpoint._finish(who, time.perf_counter() - started)
                     self._send(502, f"upstream failed: {err}".encode(), {"Content-Type": "text/plain"})
+                    return
+                except KBError as err:  # a Blazegraph query it cannot read: Blazegraph's own answer is a 400
+                    endpoint._finish(who, time.perf_counter() - started)
+                    self._send(400, f"MalformedQueryException: {err}".encode(), {"Content-Type": "text/plain"})
                     return
                 endpoint._finish(who, time.perf_counter() - started)
                 content, extra = endpoint._cut(upstream.content)
@@ -244,3 +271,13 @@ class _BoundedServer(ThreadingHTTPServer):
             super().process_request_thread(request, client_address)
         finally:
             self._slots.release()
+
+
+def _query_of(method: str, path: str, headers: dict[str, str], body: bytes) -> str | None:
+    """The SPARQL query of a request: ``query`` of the URL (GET) or of a form, or a ``sparql-query`` body."""
+    kind = next((v for k, v in headers.items() if k.lower() == "content-type"), "").partition(";")[0].strip()
+    if method == "POST" and kind == "application/sparql-query":
+        return body.decode("utf-8", "replace")
+    source = body.decode("utf-8", "replace") if method == "POST" else urlsplit(path).query
+    found = parse_qs(source).get("query")
+    return found[0] if found else None

@@ -17,6 +17,7 @@ from kifqa.config import KBSettings
 from kifqa.errors import KBError, KifqaError
 from kifqa.kb.base import KBStats
 from kifqa.kb.http import ResultError
+from kifqa.kb.services import MaxlagError
 from kifqa.resilience import (
     Endpoint,
     Failure,
@@ -37,13 +38,18 @@ def classify(err: BaseException) -> Failure | None:
     """The retryable failure ``err`` is (see :mod:`kifqa.resilience`), or ``None`` if retrying cannot help."""
     if isinstance(err, ResultError):
         return Failure(err.kind, str(err))
+    if isinstance(err, MaxlagError):
+        return Failure("throttled", str(err), err.retry_after_s)
     return http_failure(err)
 
 
 def retry_after(err: BaseException | None) -> float | None:
-    """The delay a ``Retry-After`` header of ``err``'s response asks for (at most :data:`MAX_RETRY_AFTER_S`), if any."""
+    """The delay a ``Retry-After`` header of ``err``'s response, or a ``maxlag`` refusal, asks for (at most
+    :data:`MAX_RETRY_AFTER_S`), if any."""
     if not isinstance(err, httpx.HTTPStatusError):
         return None
+    if isinstance(err, MaxlagError):
+        return min(err.retry_after_s, MAX_RETRY_AFTER_S)
     seconds = retry_after_seconds(err.response.headers.get("Retry-After"))
     return None if seconds is None else min(seconds, MAX_RETRY_AFTER_S)
 
@@ -79,8 +85,18 @@ class Guard:
         self.endpoints = {target: Endpoint(target, policy(settings), label=f"{name} ({target})")
                           for target in ("store", "search")}
         self._semaphore = asyncio.Semaphore(settings.max_concurrency)
-        #: Each attempt on the store waits for it (one attempt is one HTTP request to a SPARQL store).
-        self.gate: RequestGate | None = None
+        #: Each attempt on a target waits for its gate (one attempt is one HTTP request to a SPARQL store, or
+        #: the page requests of one search: KIF's searches here send them one at a time).
+        self.gates: dict[str, RequestGate | None] = {"store": None, "search": None}
+
+    @property
+    def gate(self) -> RequestGate | None:
+        """The store's gate."""
+        return self.gates["store"]
+
+    @gate.setter
+    def gate(self, gate: RequestGate | None) -> None:
+        self.gates["store"] = gate
 
     async def run(self, kind: str, call: Callable[[], Awaitable[T]], *, target: str = "store") -> T:
         """``await call()`` on ``target`` (``store`` or ``search``) with retries, the circuit breaker,
@@ -88,10 +104,12 @@ class Guard:
         self.stats.calls += 1
         self.stats.by_kind[kind] = self.stats.by_kind.get(kind, 0) + 1
         started = time.perf_counter()
+        gate = self.gates[target]
         try:
-            if self.gate is None or target != "store":
+            if gate is None:
                 return await self.endpoints[target].run(call, classify, slot=lambda: self._semaphore)
-            return await self.endpoints[target].run(self._paused_on_429(call), classify, slot=self._gated)
+            return await self.endpoints[target].run(self._paused_on_429(call, gate), classify,
+                                                    slot=lambda: self._gated(gate))
         except GaveUp as err:
             tries = f" after {err.attempts} attempts" if err.attempts > 1 else ""
             raise KBError(f"{self.name}: {kind} failed{tries}: {err}") from err.__cause__
@@ -104,27 +122,26 @@ class Guard:
             self.stats.seconds += time.perf_counter() - started
 
     @asynccontextmanager
-    async def _gated(self) -> AsyncIterator[None]:
+    async def _gated(self, gate: RequestGate) -> AsyncIterator[None]:
         """The concurrency cap, then the shared gate, held while one request is out."""
-        assert self.gate is not None
         async with self._semaphore:
-            await self.gate.acquire()
+            await gate.acquire()
             started = time.monotonic()
             try:
                 yield
             finally:
-                await self.gate.release(time.monotonic() - started)
+                await gate.release(time.monotonic() - started)
 
-    def _paused_on_429(self, call: Callable[[], Awaitable[T]]) -> Callable[[], Awaitable[T]]:
-        """``call``, telling the gate of a 429's ``Retry-After`` before its slot is given back."""
-        gate = self.gate
-        assert gate is not None
+    @staticmethod
+    def _paused_on_429(call: Callable[[], Awaitable[T]], gate: RequestGate) -> Callable[[], Awaitable[T]]:
+        """``call``, telling the gate of a 429's ``Retry-After`` (or a ``maxlag`` refusal's) before its slot is
+        given back."""
 
         async def attempt() -> T:
             try:
                 return await call()
             except httpx.HTTPStatusError as err:
-                if err.response.status_code == 429:
+                if err.response.status_code == 429 or isinstance(err, MaxlagError):
                     await gate.pause(retry_after(err) or 1.0)
                 raise
         return attempt

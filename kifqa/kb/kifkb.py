@@ -202,6 +202,15 @@ class KifKnowledgeBase(KnowledgeBase):
         self._guard.gate = gate
 
     @property
+    def search_gate(self) -> RequestGate | None:
+        """What each request of the search waits for first (its service's limit, when it is remote)."""
+        return self._guard.gates["search"]
+
+    @search_gate.setter
+    def search_gate(self, gate: RequestGate | None) -> None:
+        self._guard.gates["search"] = gate
+
+    @property
     def batching(self) -> tuple[int, int]:
         """(batch queries sent, lookups they answered) so far."""
         return self._coalescer.batches, self._coalescer.lookups

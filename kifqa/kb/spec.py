@@ -11,12 +11,13 @@ from urllib.parse import parse_qsl, urlsplit
 
 from kif_lib import Search, Store
 
-from kifqa.config import Settings
+from kifqa.config import Mirror, Settings
 from kifqa.errors import ConfigError, KBError
-from kifqa.kb import dbpedia
+from kifqa.kb import dbpedia, services
 from kifqa.kb.build import BuiltKB, locate
 from kifqa.kb.index import LabelIndex
 from kifqa.kb.kifkb import KifKnowledgeBase
+from kifqa.kb.limit import LocalGate
 from kifqa.kb.search import LocalSearch
 from kifqa.kb.sparql import sparql_store
 from kifqa.kb.store import OxigraphStore
@@ -35,8 +36,11 @@ FORMS = """\
   local-dbpedia-server[:PORT]
                          the `kifqa kb serve --engine virtuoso` server on 127.0.0.1:PORT (default 8890)
                          + `kifqa-dbpedia` search
-  wikidata               Wikidata Query Service (KIF `wdqs`) + Wikidata API search (`wikidata-wapi`)
-  dbpedia                DBpedia's SPARQL endpoint (`dbpedia-sparql`) + DBpedia Lookup (`dbpedia-lookup`)
+  wikidata               Wikidata Query Service (KIF `wdqs`) + Wikidata API search (`wikidata-wapi`), or the
+                         mirrors kb.endpoints names for query.wikidata.org and www.wikidata.org
+  dbpedia                DBpedia's SPARQL endpoint (`kifqa-virtuoso`: KIF's DBpedia mapping, form posts) +
+                         DBpedia Lookup (`dbpedia-lookup`), or the mirrors kb.endpoints names for dbpedia.org
+                         and lookup.dbpedia.org
   sparql+wikidata:URL    a Wikidata-shaped SPARQL endpoint (`wikidata-sparql`); local search when URL is on
                          this machine (it serves the built base), `wikidata-wapi` otherwise
   sparql+dbpedia:URL     a DBpedia-shaped SPARQL endpoint (`kifqa-virtuoso`: KIF's DBpedia mapping, form posts);
@@ -71,8 +75,16 @@ class ResolvedKB:
 
     @property
     def host(self) -> str | None:
-        """The host of the store's endpoint, which keys ``batch.limits``; ``None`` in process."""
-        return urlsplit(str(self.info.get("endpoint", ""))).hostname
+        """The host that keys the store's ``batch.limits``: the public service's (``query.wikidata.org``,
+        ``dbpedia.org``) for ``wikidata`` and ``dbpedia``, mirrored or not, else its endpoint's; ``None`` in
+        process."""
+        return self.info.get("service") or urlsplit(str(self.info.get("endpoint", ""))).hostname
+
+    @property
+    def search_host(self) -> str | None:
+        """The host that keys the search's ``batch.limits`` (the public service's, mirrored or not);
+        ``None`` for a search on this machine's label index."""
+        return self.info.get("search_service") or urlsplit(str(self.info.get("search_endpoint", ""))).hostname
 
 
 def resolve(spec: str, settings: Settings) -> ResolvedKB:
@@ -94,6 +106,13 @@ def endpoint_host(spec: str, settings: Settings) -> str | None:
     return None if spec in ("local", "local-hard", "local-dbpedia") else _resolved(spec, settings).host
 
 
+def search_host(spec: str, settings: Settings) -> str | None:
+    """The host a spec's search sends its requests to (:attr:`ResolvedKB.search_host`); ``None`` for the
+    in-process and local builds and for searches of a label index. Nothing is sent."""
+    spec = spec.strip()
+    return None if spec in ("local", "local-hard", "local-dbpedia") else _resolved(spec, settings).search_host
+
+
 def endpoint_url(spec: str, settings: Settings) -> str | None:
     """The http(s) URL a spec's store sends its queries to; ``None`` for the in-process and local builds
     (``local``, ``local-dbpedia``: this process opens or starts them) and for stores without one."""
@@ -106,8 +125,20 @@ def endpoint_url(spec: str, settings: Settings) -> str | None:
 
 def _resolved(spec: str, settings: Settings) -> ResolvedKB:
     store, search = _resolve(spec, settings)
+    info = endpoint_info(store, search)
+    if spec in _SERVICES:
+        info["service"], info["search_service"] = _SERVICES[spec]
     return ResolvedKB(store=store, search=search, index=search.index if isinstance(search, LocalSearch) else None,
-                      info=endpoint_info(store, search))
+                      info=info)
+
+
+#: The public services (SPARQL, search) of the specs that always run KIF's public plugins.
+_SERVICES = {"wikidata": ("query.wikidata.org", "www.wikidata.org"), "dbpedia": ("dbpedia.org", "lookup.dbpedia.org")}
+#: Each public service's own URL.
+_PUBLIC_URLS = {"query.wikidata.org": "https://query.wikidata.org/sparql",
+                "www.wikidata.org": "https://www.wikidata.org/w/api.php",
+                "dbpedia.org": "https://dbpedia.org/sparql",
+                "lookup.dbpedia.org": "https://lookup.dbpedia.org/api/search"}
 
 
 def _resolve(spec: str, settings: Settings) -> tuple[Store, Search]:
@@ -126,11 +157,9 @@ def _resolve(spec: str, settings: Settings) -> tuple[Store, Search]:
         port = _port(rest, spec) if rest else DEFAULT_PORT
         return _dbpedia_endpoint(f"http://127.0.0.1:{port}/sparql", settings)
     if spec == "wikidata":
-        return (Store("wdqs", **_remote(settings)),
-                Search("wikidata-wapi", **_remote(settings)))
+        return _wikidata(settings)
     if spec == "dbpedia":
-        return (Store("dbpedia-sparql", **_remote(settings)),
-                Search("dbpedia-lookup", **_remote(settings)))
+        return _dbpedia(settings)
     if head == "sparql+wikidata":
         return _wikidata_endpoint(_url(rest, spec), settings)
     if head == "sparql+dbpedia":
@@ -144,7 +173,13 @@ def open_kb(spec: str | None, settings: Settings) -> KifKnowledgeBase:
     """The knowledge base a spec names (``None``: ``settings.kb.spec``). Close it with ``await kb.aclose()``."""
     spec = spec or settings.kb.spec
     resolved = resolve(spec, settings)
-    return KifKnowledgeBase(resolved.store, resolved.search, spec=spec, settings=settings.kb, index=resolved.index)
+    kb = KifKnowledgeBase(resolved.store, resolved.search, spec=spec, settings=settings.kb, index=resolved.index)
+    # The limits of ``batch.limits`` on each host, kept in this process (a batch job's KB actors share theirs).
+    if resolved.host and (limit := settings.batch.limits.get(resolved.host)):
+        kb.request_gate = LocalGate(limit)
+    if resolved.search_host and (limit := settings.batch.limits.get(resolved.search_host)):
+        kb.search_gate = LocalGate(limit)
+    return kb
 
 
 def endpoint_info(store: Store, search: Search) -> dict[str, Any]:
@@ -169,6 +204,34 @@ def endpoint_info(store: Store, search: Search) -> dict[str, Any]:
         info["search_endpoint"] = search.get_iri().content if search.get_iri() else ""
         info["search_user_agent"] = search._headers.get("User-Agent", "")
     return info
+
+
+def _service(settings: Settings, host: str) -> Mirror:
+    """Where ``host``'s requests go: the mirror ``kb.endpoints`` names, else the public service itself."""
+    return settings.kb.endpoints.get(host) or Mirror(url=_PUBLIC_URLS[host])
+
+
+def _wikidata(settings: Settings) -> tuple[Store, Search]:
+    """KIF's ``wdqs`` store (Blazegraph's dialect: named subqueries, ``wikibase:`` functions), or, for a mirror
+    that speaks standard SPARQL, ``wikidata-sparql`` without them; KIF's ``wikidata-wapi`` search, one page
+    request at a time, with ``maxlag`` and its answers checked (:mod:`kifqa.kb.services`)."""
+    sparql, api = _service(settings, "query.wikidata.org"), _service(settings, "www.wikidata.org")
+    if sparql.dialect == "standard":
+        store = Store("wikidata-sparql", sparql.url, blazegraph=False, strict=False, **_remote(settings))
+    else:
+        store = Store("wdqs", sparql.url, **_remote(settings))
+    search = Search("wikidata-wapi", iri=api.url, lookahead=1, **_remote(settings))
+    services.check_wikidata_api(search, maxlag_s=settings.kb.maxlag_s)
+    return store, search
+
+
+def _dbpedia(settings: Settings) -> tuple[Store, Search]:
+    """KIF's DBpedia mapping posting forms (``kifqa-virtuoso``: public DBpedia is a Virtuoso, and every SPARQL
+    1.1 endpoint takes them) and KIF's ``dbpedia-lookup`` search with its answers checked."""
+    sparql, lookup = _service(settings, "dbpedia.org"), _service(settings, "lookup.dbpedia.org")
+    search = Search("dbpedia-lookup", iri=lookup.url, **_remote(settings))
+    services.check_dbpedia_lookup(search)
+    return Store("kifqa-virtuoso", sparql.url, **_remote(settings)), search
 
 
 def _remote(settings: Settings) -> dict[str, Any]:

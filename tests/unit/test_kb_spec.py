@@ -11,6 +11,7 @@ from kif_lib import Search, Store
 
 from kifqa.config import KBSettings, Settings
 from kifqa.errors import ConfigError, KBError
+from kifqa.kb.limit import LocalGate
 from kifqa.kb.spec import endpoint_info, open_kb, resolve, user_agent
 
 CONTACT = "https://github.com/kifqa-tester (kifqa-tester@users.noreply.github.com)"
@@ -54,13 +55,57 @@ def test_wikidata(remote_settings: Settings) -> None:
     assert _info("wikidata", remote_settings) == {
         "store": "wdqs", "search": "wikidata-wapi", "mapping": "WikidataMapping", "blazegraph": True,
         "endpoint": "https://query.wikidata.org/sparql", "user_agent": user_agent(remote_settings),
-        "search_endpoint": "https://www.wikidata.org/w/api.php", "search_user_agent": user_agent(remote_settings)}
+        "search_endpoint": "https://www.wikidata.org/w/api.php", "search_user_agent": user_agent(remote_settings),
+        "service": "query.wikidata.org", "search_service": "www.wikidata.org"}
     assert store.timeout == 7.5 and search.timeout == 7.5
+    assert search.lookahead == 1  # one page request at a time, never KIF's parallel look-ahead
+    assert (resolved.host, resolved.search_host) == ("query.wikidata.org", "www.wikidata.org")
+
+
+def _mirrored(settings: Settings, endpoints: dict[str, object]) -> Settings:
+    return settings.override(kb={"endpoints": endpoints})
+
+
+def test_wikidata_on_a_mirror_runs_the_public_plugins_there(remote_settings: Settings) -> None:
+    settings = _mirrored(remote_settings, {"query.wikidata.org": "http://mirror:7001/sparql",
+                                           "www.wikidata.org": {"url": "http://mirror:8080/w/api.php"}})
+    resolved = resolve("wikidata", settings)
+    info = resolved.info
+    assert (info["store"], info["blazegraph"], info["endpoint"]) == ("wdqs", True, "http://mirror:7001/sparql")
+    assert (info["search"], info["search_endpoint"]) == ("wikidata-wapi", "http://mirror:8080/w/api.php")
+    assert info["user_agent"] == info["search_user_agent"] == user_agent(settings)
+    # Limited as the public services are: the same `batch.limits` keys.
+    assert (resolved.host, resolved.search_host) == ("query.wikidata.org", "www.wikidata.org")
+
+
+def test_a_standard_sparql_mirror_gets_no_blazegraph_dialect(remote_settings: Settings) -> None:
+    settings = _mirrored(remote_settings, {"query.wikidata.org": {"url": "http://qlever:7001/api/wikidata",
+                                                                  "dialect": "standard"}})
+    info = _info("wikidata", settings)
+    assert (info["store"], info["blazegraph"], info["endpoint"]) == (
+        "wikidata-sparql", False, "http://qlever:7001/api/wikidata")
+    assert info["search_endpoint"] == "https://www.wikidata.org/w/api.php"  # the API itself is not mirrored
+
+
+def test_endpoints_name_only_public_services(remote_settings: Settings) -> None:
+    with pytest.raises(ConfigError, match="query.wikidat.org is none of query.wikidata.org"):
+        _mirrored(remote_settings, {"query.wikidat.org": "http://mirror:7001/sparql"})
+    with pytest.raises(ConfigError, match="url"):
+        _mirrored(remote_settings, {"dbpedia.org": "mirror:7001/sparql"})
+
+
+def test_dbpedia_on_a_mirror(remote_settings: Settings) -> None:
+    settings = _mirrored(remote_settings, {"dbpedia.org": "http://127.0.0.1:8890/sparql",
+                                           "lookup.dbpedia.org": "http://127.0.0.1:9274/api/search"})
+    resolved = resolve("dbpedia", settings.override(kb={"contact": ""}))  # nothing public: no contact needed
+    assert (resolved.info["endpoint"], resolved.info["search_endpoint"]) == (
+        "http://127.0.0.1:8890/sparql", "http://127.0.0.1:9274/api/search")
+    assert (resolved.host, resolved.search_host) == ("dbpedia.org", "lookup.dbpedia.org")
 
 
 def test_dbpedia(remote_settings: Settings) -> None:
     info = _info("dbpedia", remote_settings)
-    assert info["store"] == "dbpedia-sparql" and info["mapping"] == "DBpediaMapping"
+    assert info["store"] == "kifqa-virtuoso" and info["mapping"] == "DBpediaMapping"  # queries posted as forms
     assert info["endpoint"] == "https://dbpedia.org/sparql"
     assert info["search"] == "dbpedia-lookup" and info["search_endpoint"] == "https://lookup.dbpedia.org/api/search"
     assert info["user_agent"] == info["search_user_agent"] == user_agent(remote_settings)
@@ -120,5 +165,9 @@ def test_open_kb_defaults_to_the_settings_spec(remote_settings: Settings) -> Non
     kb = open_kb(None, remote_settings.model_copy(update={"kb": KBSettings(spec="wikidata", contact=CONTACT)}))
     try:
         assert kb.spec == "wikidata" and isinstance(kb.store, Store) and kb.index is None
+        # In process, each public host keeps its own `batch.limits` entry: the API is serial.
+        assert isinstance(kb.request_gate, LocalGate) and isinstance(kb.search_gate, LocalGate)
+        assert kb.search_gate.requests.limit.max_concurrent == 1
+        assert kb.request_gate.requests.limit == remote_settings.batch.limits["query.wikidata.org"]
     finally:
         asyncio.run(kb.aclose())

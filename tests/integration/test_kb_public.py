@@ -1,0 +1,134 @@
+"""``--kb wikidata`` as a user runs it: KIF's own ``wdqs`` store and ``wikidata-wapi`` search, pointed by
+``kb.endpoints`` at the stand-ins (a WDQS-like front over the built base's Oxigraph, a Wikidata-API-like server
+over its label index), with kifqa's limits, retries and User-Agent."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kif_lib import Filter, Item, Property
+
+from kifqa.bench.standins.wikidata_api import Lag, WikidataAPILike
+from kifqa.bench.wdqs_like import WDQSLike
+from kifqa.config import Settings
+from kifqa.errors import KBError
+from kifqa.kb.build import BuiltKB
+from kifqa.kb.kifkb import KifKnowledgeBase
+from kifqa.kb.spec import open_kb
+
+CONTACT = "https://github.com/kifqa-tester (kifqa-tester@users.noreply.github.com)"
+WD = "http://www.wikidata.org/entity/"
+
+
+@pytest.fixture
+def front(oxigraph_server: str) -> Iterator[WDQSLike]:
+    """A WDQS-like front in Blazegraph's dialect over the built base, recording every query."""
+    with WDQSLike(oxigraph_server, latency_s=0.0, dialect="blazegraph", record=True) as endpoint:
+        yield endpoint
+
+
+def _api(built_kb: BuiltKB, **options: Any) -> WikidataAPILike:
+    return WikidataAPILike(built_kb.index_path, latency_s=0.0, **options)
+
+
+def _public(settings: Settings, front: WDQSLike, api: WikidataAPILike, **kb: Any) -> KifKnowledgeBase:
+    return open_kb("wikidata", settings.override(kb={
+        "contact": CONTACT, "endpoints": {"query.wikidata.org": front.url, "www.wikidata.org": api.url}, **kb}))
+
+
+def _run(kb: KifKnowledgeBase, work: Callable[[KifKnowledgeBase], Any]) -> Any:
+    async def go() -> Any:
+        try:
+            return await work(kb)
+        finally:
+            await kb.aclose()
+    return asyncio.run(go())
+
+
+def test_the_public_path_answers_as_the_local_base(settings: Settings, built_kb: BuiltKB, front: WDQSLike,
+                                                   local_kb: KifKnowledgeBase) -> None:
+    with _api(built_kb) as api:
+        async def ask(kb: KifKnowledgeBase) -> tuple[Any, ...]:
+            found = await kb.search_entities("James Brown", limit=10)
+            props = await kb.search_properties("place of birth", limit=10)
+            uses = await kb.properties_of("Q5950")
+            facts = await kb.facts("Q5950", "P175", "backward")
+            return found, props, uses, facts
+        found, props, uses, facts = _run(_public(settings, front, api), ask)
+    local_uses = asyncio.run(local_kb.properties_of("Q5950"))
+    local_facts = asyncio.run(local_kb.facts("Q5950", "P175", "backward"))
+    assert {"Q5950", "Q6130343"} <= {c.id for c in found} and found[0].label == "James Brown"
+    assert props[0].id == "P19"
+    assert {(u.property.id, u.direction) for u in uses.uses} == {(u.property.id, u.direction) for u in local_uses.uses}
+    assert facts.facts and {f.subject for f in facts.facts} == {f.subject for f in local_facts.facts}
+    # KIF's `wdqs` sends WDQS's dialect; the front took it (and rewrote it for Oxigraph).
+    assert front.counts.blazegraph > 0 and any("isSomeValue" in q for q in front.received or [])
+    # Both services saw kifqa's User-Agent with the contact, every API request carried maxlag.
+    assert {f"({CONTACT})" in agent for agent in front.user_agents | api.user_agents} == {True}
+    assert api.counts.requests >= 2 and api.counts.without_maxlag == 0
+
+
+def test_named_subqueries_reach_the_front_unchanged(settings: Settings, built_kb: BuiltKB, front: WDQSLike) -> None:
+    """KIF's ``wdqs`` writes Blazegraph's named subqueries for annotated statements: they arrive as sent and are
+    answered."""
+    with _api(built_kb) as api:
+        kb = _public(settings, front, api)
+
+        async def annotated(kb: KifKnowledgeBase) -> list[Any]:
+            f = Filter(subject=Item(WD + "Q1000094"), property=Property(WD + "P495"))  # country of origin
+            return [s async for s in kb.store.afilter(filter=f, annotated=True, limit=10)]
+        found = _run(kb, annotated)
+    sent = [q for q in front.received or [] if "INCLUDE %" in q]
+    assert sent and all(re.search(r"WITH {.*}\s*AS %(\w+).*INCLUDE %\1", q, re.DOTALL) for q in sent)
+    assert front.counts.blazegraph >= len(sent) and front.counts.answered == front.counts.requests
+    assert [(s.subject, s.snak.value) for s in found] == [(Item(WD + "Q1000094"), Item(WD + "Q183"))]
+
+
+def test_maxlag_is_waited_out(settings: Settings, built_kb: BuiltKB, front: WDQSLike) -> None:
+    """Lagged above ``maxlag`` for the first second: the API refuses, kifqa waits at least the Retry-After, and
+    sends nothing inside it."""
+    with _api(built_kb, lag=Lag(lag_s=12.0, every_s=3600.0, for_s=0.5), maxlag_retry_after_s=1.0) as api:
+        started = time.monotonic()
+        found = _run(_public(settings, front, api), lambda kb: kb.search_entities("James Brown", limit=10))
+        took = time.monotonic() - started
+    assert api.counts.maxlag_refused >= 1 and api.counts.inside_waits == 0
+    assert {c.id for c in found} >= {"Q5950"} and took >= 1.0
+
+
+def test_429_is_waited_out_and_searches_stay_serial(settings: Settings, built_kb: BuiltKB, front: WDQSLike) -> None:
+    """The API allows 2 requests a second; 8 questions search at once. Each search waits its turn (one in flight,
+    the default limit), the 429s' Retry-After holds every search, and all 8 get their candidates."""
+    names = ["James Brown", "Alpha", "Beyonce", "Berlin", "Paris", "London", "Madonna", "Prince"]
+    with _api(built_kb, per_second=2.0, max_concurrent=1) as api:
+        async def search_all(kb: KifKnowledgeBase) -> list[Any]:
+            return list(await asyncio.gather(*(kb.search_entities(n, limit=5) for n in names)))
+        found = _run(_public(settings, front, api), search_all)
+    assert len(found) == len(names) and found[0] and found[0][0].label == "James Brown"
+    assert api.counts.throttled > 0  # the API's rate is below the client's 10 a second: it had to say so
+    assert api.counts.inside_waits == 0 and api.counts.max_in_flight == 1
+
+
+def test_a_changed_search_answer_fails_that_search_only(settings: Settings, built_kb: BuiltKB,
+                                                       front: WDQSLike) -> None:
+    def mangle(text: str, answer: dict[str, Any]) -> dict[str, Any]:
+        if text == "Berlin":
+            return {k: v for k, v in answer.items() if k != "search"}
+        if text == "Paris":
+            return {**answer, "search": [{**hit, "sitelinks": 12} for hit in answer["search"]]}
+        return answer
+
+    with _api(built_kb, mangle=mangle) as api:
+        async def three(kb: KifKnowledgeBase) -> list[Any]:
+            return list(await asyncio.gather(*(kb.search_entities(n, limit=5) for n in ("Berlin", "Paris",
+                                                                                        "James Brown")),
+                                             return_exceptions=True))
+        missing, unknown, fine = _run(_public(settings, front, api), three)
+    assert isinstance(missing, KBError) and "has no `search` list" in str(missing)
+    assert isinstance(unknown, KBError) and "fields kifqa does not know: sitelinks" in str(unknown)
+    assert isinstance(fine, list) and fine[0].label == "James Brown"
+    assert api.counts.requests == 3  # a format error is not retried
