@@ -69,14 +69,15 @@ def warm(config: Path | None, name: str | None, examples: str | None, instances:
     if len(local) != len(models):
         raise click.UsageError("warm needs the local backend with llm.persist_blocks on")
     try:
-        click.echo("example pool: embedding the training questions, plain and masked (cached after the first "
-                   f"time, under {settings.cache_dir / 'examples'}) ...", err=True)
+        if settings.examples.mode != "fixed":
+            click.echo("example pool: embedding the training questions, plain and masked (cached after the first "
+                       f"time, under {settings.cache_dir / 'examples'}) ...", err=True)
         requests = warmup.shared_prefixes(settings, warmup.embed_pools(settings))
         click.echo(f"few-shot blocks: loading {len(local)} instance(s) of {local[0].identity}, one core each, then "
                    f"computing {len(requests)} block state(s) between them (those already saved are checked)",
                    err=True)
         with tqdm(total=len(requests), unit="block", desc="few-shot blocks", file=sys.stderr) as bar:
-            done = warm_blocks(local, requests, on_done=lambda _: bar.update())
+            done = warm_blocks(local, requests, on_loaded=bar.reset, on_done=lambda _: bar.update())
     except KifqaError as err:
         raise fail(err) from err
     finally:

@@ -49,13 +49,14 @@ def split(items: Sequence[T], parts: int) -> list[list[T]]:
 
 
 def warm(models: Sequence[LocalLLM], requests: Sequence[ChatRequest], *,
-         on_done: Callable[[str], object] | None = None) -> Warmed:
+         on_loaded: Callable[[], object] | None = None, on_done: Callable[[str], object] | None = None) -> Warmed:
     """Loads ``models`` side by side, then has each prepare its share of ``requests`` (one thread per
     instance; llama.cpp releases the GIL), so that each request's shared prefix has a valid state on disk.
 
     Args:
         models: Local model instances, configured alike.
         requests: Requests naming a shared prefix (``ChatRequest.prefix_key``).
+        on_loaded: Called once every instance is loaded, before the first prefix (a progress bar's start).
         on_done: Called after each request with :meth:`LocalLLM.prepare`'s outcome (``computed``,
             ``restored`` or ``none``), from the instance's thread.
     """
@@ -65,6 +66,8 @@ def warm(models: Sequence[LocalLLM], requests: Sequence[ChatRequest], *,
     with ThreadPoolExecutor(max_workers=len(models), thread_name_prefix="warm") as pool:
         list(pool.map(LocalLLM.load, models))
     loaded = time.perf_counter()
+    if on_loaded is not None:
+        on_loaded()
     before = [replace(m.blocks()) for m in models]  # copies: an instance's counters keep counting
     lock = threading.Lock()
 

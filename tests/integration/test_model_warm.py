@@ -101,3 +101,17 @@ def test_bench_warm_computes_the_same_blocks_on_each_side(
     rows = [line.split() for line in result.output.splitlines() if line.split()[:1] in (["1"], ["2"])]
     assert [(r[0], r[1]) for r in rows] == [("1", "2"), ("2", "2")]  # each side computed both, nothing restored
     assert "speed-up" in result.output and not (cache / "kv").exists()  # the states went to temporary folders
+
+
+def test_the_pool_embedded_side_by_side_is_the_pool_embedded_at_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks encoded by several threads come back in the pool's order, each row its question's."""
+    from kifqa.data.pool import sqwd_pool
+    from kifqa.pipeline import embeddings
+
+    pool = sqwd_pool(Settings().data_dir, limit=POOL)
+    monkeypatch.setattr(embeddings, "_CHUNK", 7)  # 9 chunks over the worker threads
+    embedded = embeddings.EmbeddedPool(pool, cache_dir=tmp_path)
+    at_once = load_encoder().encode([e.question for e in pool])
+    assert embedded.matrix.shape == at_once.shape
+    assert abs(embedded.matrix - at_once).max() < 1e-5
