@@ -18,6 +18,8 @@ import httpx
 from kif_lib import Store
 from kif_lib.store.sparql.httpx import HttpxSPARQL_Store
 
+from kifqa.redact import redact
+
 
 class ResultError(Exception):
     """A 200 answer that is not a complete SPARQL result."""
@@ -31,7 +33,7 @@ async def check_response(response: httpx.Response) -> None:
     """Raises :class:`ResultError` for a 200 whose result is cut short or is not SPARQL JSON results."""
     if response.status_code != 200:
         return  # KIF raises for the status
-    url = response.request.url
+    url = redact(str(response.request.url))
     if rows := response.headers.get("X-SPARQL-MaxRows"):
         raise ResultError("truncated", f"truncated result from {url}: the endpoint cut it at {rows} rows "
                                        "(X-SPARQL-MaxRows)")

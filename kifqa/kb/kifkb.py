@@ -61,6 +61,7 @@ from kifqa.kb.sparql import (
     row_of,
     sparql_store,
 )
+from kifqa.redact import redact
 from kifqa.types import Candidate, Direction, Fact
 
 T = TypeVar("T")
@@ -93,7 +94,7 @@ class KifKnowledgeBase(KnowledgeBase):
     Args:
         store: KIF store answering filters.
         search: KIF search finding entities and properties by name.
-        spec: The spec it was opened from (for messages).
+        spec: The spec it was opened from (for messages and traces; its credentials are masked).
         settings: Timeouts, retries, concurrency and result limits.
         index: The label index of a locally built base: labels and descriptions come from it; without
             one they are asked from ``store`` through KIF (and cached).
@@ -101,7 +102,7 @@ class KifKnowledgeBase(KnowledgeBase):
 
     def __init__(self, store: Store, search: Search, *, spec: str, settings: KBSettings,
                  index: LabelIndex | None = None) -> None:
-        self.spec = spec
+        self.spec = redact(spec)
         self.store = store
         self.search = search
         self.settings = settings
@@ -109,7 +110,7 @@ class KifKnowledgeBase(KnowledgeBase):
         self.build = build_hash(index.path.parent) if index is not None else None
         check_results(_stores(store))  # a cut or malformed SPARQL answer is an error, never a result
         self.stats = KBStats()
-        self._guard = Guard(spec, settings, self.stats)
+        self._guard = Guard(self.spec, settings, self.stats)
         self._masks: Masks = masks(index) if index is not None else {}
         core = sparql_store(store)
         #: Each filter shape compiled once (``None``: the store does not speak SPARQL itself).

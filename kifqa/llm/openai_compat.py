@@ -23,6 +23,7 @@ from kifqa.errors import ConfigError
 from kifqa.llm.aio import PerLoop
 from kifqa.llm.base import LLM, ChatRequest, Completion
 from kifqa.llm.wire import chat_body, error_message, parse_completion
+from kifqa.redact import redact
 from kifqa.resilience import Endpoint, Failure, GaveUp, RetryPolicy, http_failure, retry_after_seconds, status_failure
 
 ServerFamily = Literal["llamacpp", "vllm", "vllm-legacy", "openai"]
@@ -81,12 +82,14 @@ class OpenAILLM(LLM):
             raise ConfigError("openai backend: max_concurrency >= 1, retries >= 0 and timeout_s > 0 are needed")
         self.model = model
         self.base_url = base_url.rstrip("/")
+        #: The base URL as messages name it (its credentials masked).
+        self.name = redact(self.base_url)
         self.server = server
         self.max_concurrency = max_concurrency
         self.timeout_s = timeout_s
         self.body = dict(body or {})
         self.identity = f"openai/{server}:{model}"
-        self.endpoint = Endpoint(self.base_url, RetryPolicy(
+        self.endpoint = Endpoint(self.name, RetryPolicy(
             truncated_retries=0, timeout_s=timeout_s, max_retry_after_s=resilience.max_backoff_s,
             **resilience.model_dump()))
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -126,7 +129,7 @@ class OpenAILLM(LLM):
             data = await self.endpoint.run(lambda: self._post(client, body), self._classify, slot=self._limits.get)
         except GaveUp as e:
             tries = f" (gave up after {e.attempts} attempts)" if e.attempts else ""
-            return Completion(error=f"{self.base_url}: {e}{tries}")
+            return Completion(error=redact(f"{self.name}: {e}{tries}"))
         if isinstance(data, Completion):
             return data
         return parse_completion(data, latency_s=time.perf_counter() - start)
@@ -138,12 +141,12 @@ class OpenAILLM(LLM):
         except httpx.TransportError:  # timeouts and connection failures: retried (see _classify)
             raise
         except httpx.HTTPError as e:  # e.g. an undecodable body or a redirect loop: not transient
-            return Completion(error=f"{self.base_url}: {type(e).__name__}: {e}")
+            return Completion(error=redact(f"{self.name}: {type(e).__name__}: {e}"))
         if kind := status_failure(response.status_code):
             raise _Failed(Failure(kind, f"HTTP {response.status_code}: {_describe(response)}",
                                   retry_after=retry_after_seconds(response.headers.get("retry-after"))))
         if response.status_code >= 400:
-            return Completion(error=f"{self.base_url}: HTTP {response.status_code}: {_describe(response)}")
+            return Completion(error=redact(f"{self.name}: HTTP {response.status_code}: {_describe(response)}"))
         try:
             return response.json()
         except ValueError as err:  # a cut or garbled body (a proxy's error page, a dropped stream): try again

@@ -25,6 +25,7 @@ from kifqa.pipeline.examples import ExampleSource, FixedExamples, RetrievedExamp
 from kifqa.pipeline.recorder import CountingKB, Recorder
 from kifqa.pipeline.text import outermost
 from kifqa.pipeline.vectors import SavedVectors, memo
+from kifqa.redact import redact
 from kifqa.types import (
     Answer,
     Candidate,
@@ -147,7 +148,7 @@ class Pipeline:
         """The answers and trace of ``question``; never raises (errors land in the trace)."""
         if isinstance(question, str):
             question = Question(id="q0", text=question)
-        trace = Trace(question.id, question.text, kb=self.kb.spec, model=self.llm.identity)
+        trace = Trace(question.id, question.text, kb=redact(self.kb.spec), model=self.llm.identity)
         recorder = Recorder(trace)
         start = time.perf_counter()
         found = []
