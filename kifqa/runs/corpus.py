@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from kifqa.errors import ConfigError
@@ -395,14 +396,22 @@ def _csv_record(pending: deque[tuple[int, int, str]], source: Iterator[tuple[int
 
 
 def _parquet_rows(path: Path, start: int, columns: list[str] | None) -> Iterator[_Row]:
-    """The rows from row ``start`` (only ``columns``, when given), from the row group that holds it on."""
+    """The rows from row ``start`` (only ``columns``, when given), from the row group that holds it on. A
+    row group that cannot be read (a damaged page) gives an error row for each of its rows (the file's
+    metadata counts them), and the groups after it are read."""
     data = pq.ParquetFile(path)
     first_row = 0
     for group in range(data.num_row_groups):
         size = data.metadata.row_group(group).num_rows
         if first_row + size > start:
             skip = max(start - first_row, 0)
-            table = data.read_row_group(group, columns=columns).slice(skip)
+            try:
+                table = data.read_row_group(group, columns=columns).slice(skip)
+            except (pa.ArrowException, OSError) as err:
+                for i in range(first_row + skip, first_row + size):
+                    yield i + 1, i, f"unreadable Parquet row (row group {group}: {err})"
+                first_row += size
+                continue
             for batch in table.to_batches(max_chunksize=1024):
                 for i, fields in enumerate(batch.to_pylist(), start=first_row + skip):
                     yield i + 1, i, fields

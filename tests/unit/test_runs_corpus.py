@@ -154,3 +154,21 @@ def test_an_unterminated_quote_or_an_overlong_field_costs_its_row_only(fmt, tmp_
     assert corpus.n_errors == 3
     for size in (1, 2, 3):
         assert [q.id for r in corpus.rows(size) for q in r.questions()] == [q.id for q in questions]
+
+
+def test_a_damaged_parquet_row_group_gives_error_rows_and_the_rest_is_read(tmp_path):
+    path = tmp_path / "c.parquet"
+    table = pa.table({"id": [f"q{i}" for i in range(6)], "question": [f"question number {i}" for i in range(6)]})
+    pq.write_table(table, path, row_group_size=3, compression="none", use_dictionary=False)
+    chunk = pq.ParquetFile(path).metadata.row_group(0).column(1)
+    data = bytearray(path.read_bytes())
+    at = chunk.data_page_offset + chunk.total_compressed_size - 40  # a string's length, inside the first group
+    data[at:at + 4] = b"\xff\xff\xff\x7f"
+    path.write_bytes(bytes(data))
+    corpus = read_corpus(path)
+    questions = corpus.questions()
+    assert [q.id for q in questions] == ["#row1", "#row2", "#row3", "q3", "q4", "q5"]
+    assert all(q.error and q.error.startswith("unreadable Parquet row (row group 0:") for q in questions[:3])
+    assert [q.text for q in questions[3:]] == ["question number 3", "question number 4", "question number 5"]
+    assert corpus.n_errors == 3
+    assert [q.id for r in corpus.rows(2) for q in r.questions()] == [q.id for q in questions]
