@@ -26,6 +26,7 @@ from kifqa.pipeline.recorder import CountingKB, Recorder
 from kifqa.pipeline.text import outermost
 from kifqa.pipeline.vectors import SavedVectors, memo
 from kifqa.redact import redact
+from kifqa.sqlite import private_dir
 from kifqa.types import (
     Answer,
     Candidate,
@@ -47,7 +48,7 @@ def open_examples(settings: Settings) -> ExampleSource:
     if ex.mode == "fixed":
         return FixedExamples()
     pool = sqwd_pool(settings.data_dir, limit=ex.pool_limit)
-    cache_dir = settings.cache_dir / "examples"
+    cache_dir = private_dir(settings.cache_dir / "examples")  # embeddings of the pool's questions
     if ex.mode == "retrieved":
         return RetrievedExamples(pool, k=ex.k, cache_dir=cache_dir)
     return ClusteredExamples(pool, clusters=ex.clusters, block=ex.block, nearest=ex.nearest, cache_dir=cache_dir)
