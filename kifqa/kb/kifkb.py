@@ -108,7 +108,8 @@ class KifKnowledgeBase(KnowledgeBase):
         self.settings = settings
         self.index = index
         self.build = build_hash(index.path.parent) if index is not None else None
-        check_results(_stores(store))  # a cut or malformed SPARQL answer is an error, never a result
+        # a cut, malformed or oversized SPARQL answer is an error, never a result
+        check_results(_stores(store), max_bytes=settings.max_response_bytes)
         self.stats = KBStats()
         self._guard = Guard(self.spec, settings, self.stats)
         self._masks: Masks = masks(index) if index is not None else {}

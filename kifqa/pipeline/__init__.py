@@ -39,6 +39,7 @@ from kifqa.types import (
     Relation,
     Result,
     Trace,
+    clipped,
 )
 
 
@@ -181,7 +182,7 @@ class Pipeline:
     async def _parsed(self, kb: KnowledgeBase, question: str, text: str, rec: Recorder) -> list[Pattern]:
         """The patterns of draft ``text``, the known entity widened where the settings say so."""
         trace = rec.trace
-        trace.draft_output = text
+        trace.draft_output = clipped(text)
         patterns = draft.parse(text)
         if self.settings.widen_known and (wider := await draft.widened(kb, question, patterns[0].known)):
             trace.notes.append(f"known entity widened to a longer name in the question: "
