@@ -12,8 +12,11 @@ import tracemalloc
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
+import ray
 
+from kifqa.batch import run_job
 from kifqa.bench.loopback import LoopbackServer
 from kifqa.config import LLMResilience
 from kifqa.errors import KBError
@@ -149,3 +152,31 @@ def test_a_trace_keeps_model_output_up_to_a_bound_and_says_it_was_cut(local_kb) 
     assert trace.llm_calls[0].output.endswith(cut)
     assert trace.error is None or len(trace.error) <= TRACE_TEXT_CHARS + 50
     assert len(json.dumps(trace.to_dict())) < 8 * TRACE_TEXT_CHARS, "the trace stays small"
+
+
+@pytest.mark.slow
+def test_in_a_ray_job_the_flooded_question_gets_an_error_and_the_llm_actor_lives(settings, built_kb, tmp_path) -> None:
+    """One LLM actor answers every question one at a time: the question whose answer floods gets the
+    byte limit's error, and the questions after it are answered by the same actor."""
+    questions = ["flood: who wrote dracula", "where was sasha vujačić born", "what genre is the album thriller",
+                 "what is the nationality of kim jong-un"]
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"id": f"q{i}", "question": q}) + "\n" for i, q in enumerate(questions)))
+    with Hostile() as server:
+        job = settings.override(
+            llm={"backend": "openai", "model": "echo", "base_url": server.origin + "/v1", "cache": None,
+                 "max_concurrency": 1, "max_response_bytes": 4 * 2**20, "resilience": {"retries": 0}},
+            batch={"shard_size": 4, "max_tasks": 1, "kb_cache": False, "llm_actor_cpus": 0, "llm_actors": 1})
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        try:
+            summary = run_job(job, corpus, tmp_path / "out", progress=False)
+        finally:
+            ray.shutdown()
+        sent = server.flooded
+    traces = {t["question_id"]: t for t in pq.read_table(tmp_path / "out" / "traces").to_pylist()}
+    assert summary.questions == 4 and len(traces) == 4
+    assert "passed llm.max_response_bytes (4,194,304 bytes)" in (traces["q0"]["error"] or "")
+    for qid in ("q1", "q2", "q3"):
+        calls = json.loads(traces[qid]["trace"])["llm_calls"]
+        assert calls and calls[0]["output"].startswith("echo: "), (qid, traces[qid]["error"])
+    assert sent < FLOOD / 2
