@@ -45,6 +45,7 @@ import click
 
 from kifqa.cli.options import fail, load_settings, settings_options
 from kifqa.errors import KifqaError
+from kifqa.redact import redact
 
 if TYPE_CHECKING:
     from kifqa.config import Settings
@@ -209,7 +210,7 @@ async def _serve(settings: Settings, inputs: dict[str, str], path: Path) -> None
             loop = asyncio.get_running_loop()
             for signum in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(signum, stop.set)
-            click.echo(f"kifqa serve: {settings.llm.model} on {settings.kb.spec}, {settings.llm.threads} "
+            click.echo(f"kifqa serve: {settings.llm.model} on {redact(settings.kb.spec)}, {settings.llm.threads} "
                        f"thread(s), ready in {time.perf_counter() - start:.1f} s on {path} (pid {os.getpid()}); "
                        f"Ctrl-C stops it", err=True)
             await stop.wait()

@@ -39,7 +39,7 @@ from kif_lib.store.mixer import MixerStore
 
 from kifqa.config import KBSettings
 from kifqa.data.ids import is_sparql_iri
-from kifqa.data.text import index_key, spellings
+from kifqa.data.text import index_key, spellings, typed_key
 from kifqa.errors import KBError
 from kifqa.kb import ids
 from kifqa.kb.base import EntityProperties, FilterResult, KBStats, KnowledgeBase, PropertyUse
@@ -243,6 +243,8 @@ class KifKnowledgeBase(KnowledgeBase):
 
     async def _search(self, text: str, limit: int, *, properties: bool) -> list[Candidate]:
         check_query(text)
+        if not typed_key(text):
+            return []  # a text without a word (``-``, ``*``, ``?``) names nothing, on any search
         hits = await self._guard.run("search_properties" if properties else "search_entities",
                                      lambda: self._hits(text, limit, properties=properties), target="search")
         key, n = index_key(text), len(hits)

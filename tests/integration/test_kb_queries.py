@@ -195,10 +195,10 @@ def test_bad_search_text(kb: KifKnowledgeBase, text: str, message: str) -> None:
 
 
 @pytest.mark.parametrize("text", ["-", "*", "?", "!", "...", "- * ?"])
-def test_text_without_a_word_links_nothing(local_kb: KifKnowledgeBase, text: str) -> None:
-    assert asyncio.run(local_kb.search_entities(text)) == []
-    assert asyncio.run(local_kb.search_properties(text)) == []
-    assert asyncio.run(local_kb.search_entities("james brown")), "a text with words still finds its names"
+def test_text_without_a_word_links_nothing(kb: KifKnowledgeBase, text: str) -> None:
+    assert asyncio.run(kb.search_entities(text)) == []
+    assert asyncio.run(kb.search_properties(text)) == []
+    assert asyncio.run(kb.search_entities("james brown")), "a text with words still finds its names"
 
 
 def test_unknown_entities_have_nothing(kb: KifKnowledgeBase) -> None:
