@@ -5,6 +5,7 @@ no line the command or Ray logs, and not in the report."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -18,9 +19,14 @@ import pytest
 import yaml
 
 from kifqa.cli.options import fail
-from kifqa.errors import ConfigError
+from kifqa.config import LLMResilience
+from kifqa.errors import ConfigError, KBError
+from kifqa.kb.spec import open_kb
+from kifqa.llm.base import ChatRequest, Message
+from kifqa.llm.openai_compat import OpenAILLM
 from kifqa.redact import redact
 from tests.conftest import REPO
+from tests.fault_proxy import FaultProxy
 from tests.llm_server import ChatServer, Fault, echo_reply
 
 KIFQA = str(Path(sys.executable).with_name("kifqa"))
@@ -94,3 +100,28 @@ def test_a_password_in_base_url_reaches_no_file_log_or_report(settings, built_kb
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["config"]["llm"]["base_url"].startswith("http://***@127.0.0.1")
     assert manifest["config"]["kb"]["spec"].startswith("sparql+wikidata:http://***@127.0.0.1")
+
+
+def test_model_and_kb_errors_name_their_endpoints_with_the_password_masked(settings, oxigraph_server) -> None:
+    """The errors a model server's 400 and 503s and a KB's rejected query give, in process (fast)."""
+    with ChatServer() as server:
+        llm = OpenAILLM(model="m", base_url=server.url.replace("http://", f"http://u:{LLM_PASSWORD}@"),
+                        resilience=LLMResilience(retries=1, backoff_s=0.01))
+        server.fail(Fault(status=400), Fault(status=503), Fault(status=503))
+        bad, unavailable = llm.generate([ask("a")])[0], llm.generate([ask("b")])[0]
+    for error in (bad.error, unavailable.error):
+        assert error and "http://***@127.0.0.1" in error and LLM_PASSWORD not in error, error
+    with FaultProxy(oxigraph_server) as proxy:
+        proxy.poison = "<http://www.wikidata.org/entity/Q42>"
+        kb = open_kb(f"sparql+wikidata:{proxy.url.replace('http://', f'http://u:{KB_PASSWORD}@')}",
+                     settings.override(kb={"resilience": {"retries": 0}}))
+        try:
+            with pytest.raises(KBError) as rejected:
+                asyncio.run(kb.facts("Q42", "P19", "forward"))
+        finally:
+            asyncio.run(kb.aclose())
+    assert "***@127.0.0.1" in str(rejected.value) and KB_PASSWORD not in str(rejected.value), rejected.value
+
+
+def ask(text: str) -> ChatRequest:
+    return ChatRequest(messages=(Message("user", text),), max_tokens=8)
