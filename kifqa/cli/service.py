@@ -336,6 +336,8 @@ async def _handle(answer: Answerer, inputs: dict[str, str], limits: ServeLimits,
         return {"output": await asyncio.wait_for(answer(question, options), limits.question_timeout_s)}
     except TimeoutError:
         return {"error": f"no answer within {limits.question_timeout_s:g} s"}
+    except Exception as err:  # the server goes on for its other clients and questions
+        return {"error": f"the server failed on this question ({type(err).__name__}: {err})"}
 
 
 async def _reply(writer: asyncio.StreamWriter, reply: dict[str, str]) -> None:
