@@ -326,7 +326,8 @@ class KifKnowledgeBase(KnowledgeBase):
         that fails or reaches its row cap is split in two and each half run again, so that a bad
         lookup costs only its own caller (a lookup left alone by a split runs as without batching). A
         lookup that came alone runs the batch query too (its rows are read without KIF objects) under
-        the unbatched call's name; its error is its own."""
+        the unbatched call's name; its error is its own. A lookup whose IRI no SPARQL query can carry
+        fails alone before the batch is built."""
         kind, direction, _ = group
         if len(keys) == 1 and halved:
             return [await _outcome(self._single(group, keys[0]))]
@@ -606,7 +607,7 @@ async def _outcome(coro: Coroutine[Any, Any, T]) -> T | BaseException:
     except KBError as err:
         return err
     except Exception as err:
-        failed = KBError(f"{type(err).__name__}: {err}")
+        failed = KBError(redact(f"{type(err).__name__}: {err}"))
         failed.__cause__ = err
         return failed
 
