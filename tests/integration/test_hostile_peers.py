@@ -6,6 +6,7 @@ a huge model output is kept in the trace up to a bound, with a note of the cut."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 import tracemalloc
@@ -33,7 +34,8 @@ CHUNK = b"x" * 2**20
 
 
 class Hostile(LoopbackServer):
-    """Answers chat completions (``flood`` in a question streams 100 MiB; ``html`` answers an HTML page)
+    """Answers chat completions (``flood`` in a question streams 100 MiB; ``declared`` says 1 GiB will come;
+    ``html`` answers an HTML page)
     and SPARQL queries (100 MiB of a never-ending result); counts the bytes its floods got out."""
 
     def __init__(self) -> None:
@@ -59,6 +61,14 @@ class Hostile(LoopbackServer):
                 question = body["messages"][-1]["content"]
                 if "flood" in question:
                     self._flood(b'{"choices": [{"index": 0, "message": {"role": "assistant", "content": "')
+                elif "declared" in question:  # says 1 GiB is coming
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(2**30))
+                    self.end_headers()
+                    self.close_connection = True
+                    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                        self.wfile.write(CHUNK)
                 elif "html" in question:
                     self._answer(b"<html>sign in to the wifi</html>", "text/html")
                 else:
@@ -102,7 +112,7 @@ def test_a_model_server_streaming_100_mib_costs_one_request_and_the_client_goes_
         async def run() -> list[Any]:
             tracemalloc.start()
             try:
-                first = await llm.agenerate([ask("flood me"), ask("who wrote dracula")])
+                first = await llm.agenerate([ask("flood me"), ask("who wrote dracula"), ask("declared")])
                 peak = tracemalloc.get_traced_memory()[1]
             finally:
                 tracemalloc.stop()
@@ -110,10 +120,12 @@ def test_a_model_server_streaming_100_mib_costs_one_request_and_the_client_goes_
             await llm.aclose()
             return [*first, *after, peak]
 
-        flooded, normal, after, peak = asyncio.run(run())
+        flooded, normal, declared, after, peak = asyncio.run(run())
         sent = server.flooded
     assert flooded.error and "passed llm.max_response_bytes (4,194,304 bytes); reading stopped there" in flooded.error
     assert normal.ok and normal.text == "echo: who wrote dracula"
+    assert declared.error and "the answer is 1,073,741,824 bytes, over llm.max_response_bytes (4,194,304); not read" \
+        in declared.error
     assert after.ok and after.text == "echo: where was sasha vujačić born", "the client goes on"
     assert peak < 32 * 2**20, f"{peak / 2**20:.0f} MiB held while a 100 MiB answer came"
     assert sent < FLOOD / 2, f"{sent / 2**20:.0f} MiB sent: reading stopped near the limit"
