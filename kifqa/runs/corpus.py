@@ -1,9 +1,10 @@
 """Reads a corpus of questions (JSONL, CSV or Parquet) into :class:`Question` objects, one slice at a time.
 
-Every input row becomes exactly one question. A row that cannot be used (broken JSON, a missing or
+Every input row becomes exactly one question. A row that cannot be used (broken JSON, a CSV/TSV record
+with a quote left open or a field over 131,072 characters, a damaged Parquet row group, a missing or
 duplicate id, a question that is empty, too long or not a string) becomes a question whose ``error``
-says why; it keeps a unique id (``#row12``, ``q7#row12`` for a duplicate of ``q7``) so that its
-error trace can be found.
+says why, and the rows after it are read as rows; it keeps a unique id (``#row12``, ``q7#row12`` for a
+duplicate of ``q7``) so that its error trace can be found.
 
 :func:`read_corpus` scans the file once and keeps no question: per row only where it starts in the
 file (8 bytes; 16 in JSONL, whose row numbers are line numbers) and, while scanning, a 16-byte hash
