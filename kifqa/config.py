@@ -88,6 +88,9 @@ class KBSettings(Section):
     batch_wait_s: float = Field(default=0.005, ge=0, json_schema_extra=RUNTIME)
     #: Retries of a result the endpoint cut short (``X-SPARQL-MaxRows``); then the call fails.
     truncated_retries: int = Field(default=1, json_schema_extra=RUNTIME)
+    #: Bytes of one SPARQL answer read at most (decompressed); past them reading stops and the call fails
+    #: (a batch of 64 lookups at ``max_results`` rows is a few MB).
+    max_response_bytes: int = Field(default=64 * 2**20, ge=1024, json_schema_extra=RUNTIME)
     #: Retries, backoff and circuit breaker of the store's and the search's endpoints.
     resilience: Resilience = Field(default_factory=Resilience, json_schema_extra=RUNTIME)
     #: Your contact (a URL or e-mail) for the User-Agent of remote calls: required by the public Wikidata
@@ -126,6 +129,9 @@ class LLMSettings(Section):
     api_key_env: str = Field(default="OPENAI_API_KEY", json_schema_extra=RUNTIME)
     max_concurrency: int = Field(default=8, json_schema_extra=RUNTIME)
     timeout_s: float = Field(default=120.0, json_schema_extra=RUNTIME)
+    #: ``openai``: bytes of one answer read at most (decompressed); past them reading stops and the request
+    #: fails (a completion of a few thousand tokens is some kB).
+    max_response_bytes: int = Field(default=8 * 2**20, ge=1024, json_schema_extra=RUNTIME)
     #: SQLite record/replay cache; ``None`` (or an empty value, ``KIFQA_LLM__CACHE=``) disables it.
     cache: Path | None = Field(default=None, json_schema_extra=RUNTIME)
     #: ``record`` (read and write), ``replay`` (read only; a miss is an error) or ``off``.

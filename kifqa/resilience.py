@@ -47,6 +47,8 @@ from typing import Literal, TypeVar
 import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type
 
+from kifqa.redact import redact
+
 T = TypeVar("T")
 
 FailureKind = Literal["throttled", "unavailable", "connection", "timeout", "malformed", "truncated"]
@@ -149,10 +151,10 @@ def describe_http_error(err: BaseException) -> str:
     else the error's type and message."""
     if isinstance(err, httpx.HTTPStatusError):
         body = " ".join(err.response.text.split())[:300]
-        return f"HTTP {err.response.status_code} from {err.request.url}: {body or '(empty body)'}"
+        return redact(f"HTTP {err.response.status_code} from {err.request.url}: {body or '(empty body)'}")
     if isinstance(err, (TimeoutError, httpx.TimeoutException)):
         return "timed out"
-    return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+    return redact(f"{type(err).__name__}: {err}") if str(err) else type(err).__name__
 
 
 def connection_failure(err: BaseException) -> str:
@@ -196,9 +198,9 @@ class Endpoint:
 
     def __init__(self, name: str, policy: RetryPolicy, *, label: str | None = None) -> None:
         """``name`` starts its error messages; ``label`` (default ``name``) names it in
-        :func:`open_circuits`."""
-        self.name = name
-        self.label = label or name
+        :func:`open_circuits`; both with any credentials of a URL in them masked."""
+        self.name = redact(name)
+        self.label = redact(label or name)
         self.policy = policy
         self.retries = 0
         self._lock = threading.Lock()

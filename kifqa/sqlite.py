@@ -39,7 +39,10 @@ retry_busy = retry(
 @retry_busy
 def connect_wal(path: Path, schema: str, *, timeout_s: float = 30.0) -> sqlite3.Connection:
     """A connection to ``path`` in WAL mode (several processes read and write it), ``schema`` created if needed;
-    usable from any thread (callers serialize their use of it)."""
+    usable from any thread (callers serialize their use of it). A new file is created 0600 (SQLite gives its
+    ``-wal`` and ``-shm`` files the same mode): it may hold questions and prompts."""
+    if not path.exists():
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
     db = sqlite3.connect(path, timeout=timeout_s, check_same_thread=False, isolation_level=None)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=NORMAL")

@@ -259,6 +259,18 @@ class ConstraintOutcome:
         return f"constraint {self.constraint}: kept {self.kept} of {self.of} answers"
 
 
+#: Characters of one model output or error text a trace keeps; the rest is cut, and the cut says so.
+TRACE_TEXT_CHARS = 8192
+
+
+def clipped(text: str, limit: int = TRACE_TEXT_CHARS) -> str:
+    """``text`` as a trace keeps it: whole up to ``limit`` characters, else its first ``limit`` and a note
+    of how much was cut (a hostile server's answer must not bloat every trace)."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]} [cut: {len(text) - limit:,} more characters]"
+
+
 @dataclass
 class Trace:
     """Everything that explains one question's answer (or why it has none)."""
@@ -294,8 +306,8 @@ class Trace:
         return data
 
     def fail(self, kind: ErrorKind, error: str, *, step: str) -> None:
-        """Records that the question failed in ``step`` with an error of ``kind``."""
-        self.error, self.error_kind, self.error_step = error, kind, step
+        """Records that the question failed in ``step`` with an error of ``kind`` (:func:`clipped`)."""
+        self.error, self.error_kind, self.error_step = clipped(error), kind, step
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Trace:

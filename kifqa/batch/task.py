@@ -18,6 +18,7 @@ from kifqa.config import Settings
 from kifqa.kb.base import KBStats, KnowledgeBase
 from kifqa.llm.base import LLM
 from kifqa.pipeline.schedule import Answerer, in_prefix_order
+from kifqa.redact import redact
 from kifqa.resilience import open_circuits
 from kifqa.runs.corpus import Rows
 from kifqa.runs.folder import RunFolder
@@ -166,7 +167,7 @@ class _Progress:
 
 
 def _failed(question: Question, ctx: TaskContext, kind: ErrorKind, error: str, step: str) -> Result:
-    trace = Trace(question.id, question.text, kb=ctx.settings.kb.spec, model=ctx.llm.identity)
+    trace = Trace(question.id, question.text, kb=redact(ctx.settings.kb.spec), model=ctx.llm.identity)
     trace.fail(kind, error, step=step)
     return Result(question, [], trace)
 

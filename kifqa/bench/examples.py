@@ -27,6 +27,7 @@ import click
 
 from kifqa.config import Settings
 from kifqa.llm.base import LLM, ChatRequest, Completion
+from kifqa.redact import redact
 
 MODES = ("fixed", "retrieved", "clustered")
 
@@ -181,7 +182,7 @@ def render(runs: list[ModeRun], settings: Settings, *, jobs: int = 1) -> str:
     """The side-by-side table and how it was measured."""
     instances = runs[0].instances if runs else 1
     lines = [f"model {settings.llm.model} ({settings.llm.backend}, {instances} instance(s) of "
-             f"{settings.llm.threads} thread(s) and {settings.llm.parallel} slot(s)), kb {settings.kb.spec}, "
+             f"{settings.llm.threads} thread(s) and {settings.llm.parallel} slot(s)), kb {redact(settings.kb.spec)}, "
              f"{settings.llm.in_flight * instances} question(s) in flight, {jobs} mode(s) at once; load average "
              f"at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs",
              f"{'mode':16}{'n':>6}{'macro F1':>10}{'s/question':>12}{'CPU s/q':>9}{'evaluated tok/q':>17}"

@@ -21,6 +21,7 @@ from kifqa.config import Settings
 from kifqa.data.dbpedia_map import DBpediaLinks
 from kifqa.errors import KifqaError
 from kifqa.llm.factory import in_process_instances
+from kifqa.redact import redact
 
 if TYPE_CHECKING:
     from kifqa.eval.datasets import Distractors, GoldExtender
@@ -115,7 +116,7 @@ def _evaluate(settings: Settings, dataset: str, limit: int | None, start: int, c
         raise click.UsageError(f"{dataset} is the example pool of --examples {settings.examples.mode}: its questions "
                                "would be answered with examples from their own split; use --examples fixed")
     extender = gold_extender(settings, extend_other=extend_gold)
-    about = About(dataset=dataset, model=settings.llm.model, kb=settings.kb.spec,
+    about = About(dataset=dataset, model=settings.llm.model, kb=redact(settings.kb.spec),
                   examples=f"{settings.examples.mode} k={settings.examples.k}")
     if run_dir is not None:
         evaluation = evaluate_run(run_dir, load_gold(dataset, settings.data_dir, start=start), extender, limit=limit)

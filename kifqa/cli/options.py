@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from kifqa.errors import ConfigError, KifqaError
+from kifqa.redact import redact
 
 if TYPE_CHECKING:
     from kifqa.config import Settings
@@ -88,7 +89,7 @@ def _cpu_ticks() -> tuple[int, int]:
 
 def fail(err: KifqaError) -> click.ClickException:
     """A kifqa error as a one-line command-line failure: exit status 2 for a :class:`ConfigError` (the
-    command was given something wrong), 1 otherwise."""
-    failure = click.ClickException(f"{type(err).__name__}: {err}")
+    command was given something wrong), 1 otherwise; the credentials of any URL in it masked."""
+    failure = click.ClickException(redact(f"{type(err).__name__}: {err}"))
     failure.exit_code = 2 if isinstance(err, ConfigError) else 1  # type: ignore[misc]  # click reads it per instance
     return failure

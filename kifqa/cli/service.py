@@ -45,6 +45,7 @@ import click
 
 from kifqa.cli.options import fail, load_settings, settings_options
 from kifqa.errors import KifqaError
+from kifqa.redact import redact
 
 if TYPE_CHECKING:
     from kifqa.config import Settings
@@ -209,7 +210,7 @@ async def _serve(settings: Settings, inputs: dict[str, str], path: Path) -> None
             loop = asyncio.get_running_loop()
             for signum in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(signum, stop.set)
-            click.echo(f"kifqa serve: {settings.llm.model} on {settings.kb.spec}, {settings.llm.threads} "
+            click.echo(f"kifqa serve: {settings.llm.model} on {redact(settings.kb.spec)}, {settings.llm.threads} "
                        f"thread(s), ready in {time.perf_counter() - start:.1f} s on {path} (pid {os.getpid()}); "
                        f"Ctrl-C stops it", err=True)
             await stop.wait()
@@ -335,6 +336,8 @@ async def _handle(answer: Answerer, inputs: dict[str, str], limits: ServeLimits,
         return {"output": await asyncio.wait_for(answer(question, options), limits.question_timeout_s)}
     except TimeoutError:
         return {"error": f"no answer within {limits.question_timeout_s:g} s"}
+    except Exception as err:  # the server goes on for its other clients and questions
+        return {"error": f"the server failed on this question ({type(err).__name__}: {err})"}
 
 
 async def _reply(writer: asyncio.StreamWriter, reply: dict[str, str]) -> None:

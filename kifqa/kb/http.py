@@ -5,18 +5,22 @@ that cuts a result at its row limit (Virtuoso's ``X-SPARQL-MaxRows``, or its par
 answers, ``X-SQL-State: S1TAT``) would pass for a complete answer, and a truncated or non-JSON body
 would fail deep inside KIF. :func:`check_results` gives each SPARQL store an async client whose
 response hook raises :class:`ResultError` first; :class:`~kifqa.kb.guard.Guard` retries it by kind
-and finally reports it, so such a result is never taken as complete.
+and finally reports it, so such a result is never taken as complete. The hook also reads the body as
+it streams in, at most ``kb.max_response_bytes`` of it (:class:`ResponseTooLarge`, not retried), and
+refuses a 200 whose content type is not JSON.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from typing import Any, Literal
 
 import httpx
 from kif_lib import Store
 from kif_lib.store.sparql.httpx import HttpxSPARQL_Store
+
+from kifqa.redact import redact
 
 
 class ResultError(Exception):
@@ -27,11 +31,45 @@ class ResultError(Exception):
         self.kind: Literal["truncated", "malformed"] = kind
 
 
-async def check_response(response: httpx.Response) -> None:
-    """Raises :class:`ResultError` for a 200 whose result is cut short or is not SPARQL JSON results."""
+class ResponseTooLarge(Exception):
+    """An answer longer than ``kb.max_response_bytes``: reading stopped there (retrying would read it again)."""
+
+
+class _Bounded(httpx.AsyncByteStream):
+    """A response body that raises :class:`ResponseTooLarge` once more than ``limit`` bytes came in."""
+
+    def __init__(self, stream: httpx.AsyncByteStream, limit: int, url: str) -> None:
+        self._stream, self._limit, self._url = stream, limit, url
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        size = 0
+        async for chunk in self._stream:
+            size += len(chunk)
+            if size > self._limit:
+                raise ResponseTooLarge(f"the answer from {self._url} passed kb.max_response_bytes ({self._limit:,} "
+                                       "bytes); reading stopped there")
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+async def check_response(response: httpx.Response, *, max_bytes: int = 64 * 2**20) -> None:
+    """Bounds the body of every answer to ``max_bytes`` (:class:`ResponseTooLarge` when it passes them);
+    raises :class:`ResultError` for a 200 whose result is cut short, whose content type is not JSON or
+    that is not SPARQL JSON results."""
+    url = redact(str(response.request.url))
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > max_bytes:
+        raise ResponseTooLarge(f"the answer from {url} is {int(declared):,} bytes, over kb.max_response_bytes "
+                               f"({max_bytes:,}); not read")
+    if isinstance(response.stream, httpx.AsyncByteStream):
+        response.stream = _Bounded(response.stream, max_bytes, url)
     if response.status_code != 200:
         return  # KIF raises for the status
-    url = response.request.url
+    kind = response.headers.get("content-type", "")
+    if kind and "json" not in kind.lower():
+        raise ResultError("malformed", f"malformed result from {url}: content type {kind[:80]!r}, not JSON")
     if rows := response.headers.get("X-SPARQL-MaxRows"):
         raise ResultError("truncated", f"truncated result from {url}: the endpoint cut it at {rows} rows "
                                        "(X-SPARQL-MaxRows)")
@@ -58,11 +96,15 @@ def _is_results(data: Any) -> bool:
     return isinstance(results, dict) and isinstance(results.get("bindings"), list)
 
 
-def check_results(stores: Iterable[Store]) -> None:
-    """Gives the httpx SPARQL stores among ``stores`` an async client that runs :func:`check_response`."""
+def check_results(stores: Iterable[Store], *, max_bytes: int = 64 * 2**20) -> None:
+    """Gives the httpx SPARQL stores among ``stores`` an async client that runs :func:`check_response`
+    (answers of at most ``max_bytes``)."""
+
+    async def hook(response: httpx.Response) -> None:
+        await check_response(response, max_bytes=max_bytes)
+
     for store in stores:
         backend = getattr(store, "backend", None) if isinstance(store, HttpxSPARQL_Store) else None
         if isinstance(backend, HttpxSPARQL_Store.HttpxBackend) and backend._aclient is None:
             # KIF builds this client lazily with only its headers; we build it the same way, plus the hook.
-            backend._aclient = httpx.AsyncClient(headers=backend._headers,
-                                                 event_hooks={"response": [check_response]})
+            backend._aclient = httpx.AsyncClient(headers=backend._headers, event_hooks={"response": [hook]})

@@ -191,12 +191,16 @@ class LabelIndex:
         return [text for text, key in keys.items() if key in found]
 
     def search(self, kind: Kind, text: str, limit: int) -> list[Hit]:
-        """Entities of ``kind`` matching ``text``: all exact matches, then up to ``limit`` in all."""
+        """Entities of ``kind`` matching ``text``: all exact matches, then up to ``limit`` in all. Text without
+        a word (``-``, ``*``, ``?``) matches nothing: its typed words are those of any name made of punctuation."""
+        typed = typed_key(text)
+        if not typed:
+            return []
         key = index_key(text)
         with self._lock:
             exact = self._con.execute(  # the typed words: the same ``norm`` has the same words
                 "SELECT e.id, max(n.is_label) FROM name n JOIN entity e ON e.rowid = n.entity "
-                "WHERE n.kind = ? AND n.words = ? GROUP BY e.id", (kind, typed_key(text))).fetchall()
+                "WHERE n.kind = ? AND n.words = ? GROUP BY e.id", (kind, typed)).fetchall()
             found: dict[str, tuple[float, float, str]] = {
                 id: (3.0 if is_label else 2.0, 0.0, "label" if is_label else "alias") for id, is_label in exact}
             tokens = _TOKEN.findall(key)[:_MAX_TOKENS]

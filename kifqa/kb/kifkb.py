@@ -39,7 +39,7 @@ from kif_lib.store.mixer import MixerStore
 
 from kifqa.config import KBSettings
 from kifqa.data.ids import is_sparql_iri
-from kifqa.data.text import index_key, spellings
+from kifqa.data.text import index_key, spellings, typed_key
 from kifqa.errors import KBError
 from kifqa.kb import ids
 from kifqa.kb.base import EntityProperties, FilterResult, KBStats, KnowledgeBase, PropertyUse
@@ -61,6 +61,7 @@ from kifqa.kb.sparql import (
     row_of,
     sparql_store,
 )
+from kifqa.redact import redact
 from kifqa.types import Candidate, Direction, Fact
 
 T = TypeVar("T")
@@ -93,7 +94,7 @@ class KifKnowledgeBase(KnowledgeBase):
     Args:
         store: KIF store answering filters.
         search: KIF search finding entities and properties by name.
-        spec: The spec it was opened from (for messages).
+        spec: The spec it was opened from (for messages and traces; its credentials are masked).
         settings: Timeouts, retries, concurrency and result limits.
         index: The label index of a locally built base: labels and descriptions come from it; without
             one they are asked from ``store`` through KIF (and cached).
@@ -101,15 +102,16 @@ class KifKnowledgeBase(KnowledgeBase):
 
     def __init__(self, store: Store, search: Search, *, spec: str, settings: KBSettings,
                  index: LabelIndex | None = None) -> None:
-        self.spec = spec
+        self.spec = redact(spec)
         self.store = store
         self.search = search
         self.settings = settings
         self.index = index
         self.build = build_hash(index.path.parent) if index is not None else None
-        check_results(_stores(store))  # a cut or malformed SPARQL answer is an error, never a result
+        # a cut, malformed or oversized SPARQL answer is an error, never a result
+        check_results(_stores(store), max_bytes=settings.max_response_bytes)
         self.stats = KBStats()
-        self._guard = Guard(spec, settings, self.stats)
+        self._guard = Guard(self.spec, settings, self.stats)
         self._masks: Masks = masks(index) if index is not None else {}
         core = sparql_store(store)
         #: Each filter shape compiled once (``None``: the store does not speak SPARQL itself).
@@ -250,6 +252,8 @@ class KifKnowledgeBase(KnowledgeBase):
 
     async def _search(self, text: str, limit: int, *, properties: bool) -> list[Candidate]:
         check_query(text)
+        if not typed_key(text):
+            return []  # a text without a word (``-``, ``*``, ``?``) names nothing, on any search
         hits = await self._guard.run("search_properties" if properties else "search_entities",
                                      lambda: self._hits(text, limit, properties=properties), target="search")
         key, n = index_key(text), len(hits)
@@ -331,7 +335,8 @@ class KifKnowledgeBase(KnowledgeBase):
         that fails or reaches its row cap is split in two and each half run again, so that a bad
         lookup costs only its own caller (a lookup left alone by a split runs as without batching). A
         lookup that came alone runs the batch query too (its rows are read without KIF objects) under
-        the unbatched call's name; its error is its own."""
+        the unbatched call's name; its error is its own. A lookup whose IRI no SPARQL query can carry
+        fails alone before the batch is built."""
         kind, direction, _ = group
         if len(keys) == 1 and halved:
             return [await _outcome(self._single(group, keys[0]))]
@@ -611,7 +616,7 @@ async def _outcome(coro: Coroutine[Any, Any, T]) -> T | BaseException:
     except KBError as err:
         return err
     except Exception as err:
-        failed = KBError(f"{type(err).__name__}: {err}")
+        failed = KBError(redact(f"{type(err).__name__}: {err}"))
         failed.__cause__ = err
         return failed
 

@@ -22,6 +22,7 @@ import atexit
 import ctypes
 import logging
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -180,15 +181,23 @@ class VirtuosoServer:
             return False
 
     def _load(self, client: str, sql_port: int) -> None:
-        """Bulk-loads the N-Triples file (``ld_dir`` + ``rdf_loader_run``), checks that the loader reported no
-        error, and counts the graph's triples."""
+        """Locks the SQL port, then bulk-loads the N-Triples file (``ld_dir`` + ``rdf_loader_run``), checks that
+        the loader reported no error, and counts the graph's triples.
+
+        A fresh database's ``dba`` password is ``dba``: the first statement of the session sets it to a random
+        one, kept nowhere (only the HTTP endpoint is used afterwards), so no other local user can log in to
+        the SQL port. The statements reach ``isql`` on its standard input, never on a command line that
+        ``ps`` would show."""
         assert self._process is not None
         folder, name, graph = (_sql_text(str(x)) for x in (self.rdf_path.parent, self.rdf_path.name, self.graph))
-        sql = (f"ld_dir({folder}, {name}, {graph}); rdf_loader_run(); "
-               "SELECT ll_error FROM DB.DBA.LOAD_LIST WHERE ll_error IS NOT NULL;")
-        with tempfile.TemporaryFile() as out, subprocess.Popen(
-                [client, f"127.0.0.1:{sql_port}", "dba", "dba", f"exec={sql}"], stdin=subprocess.DEVNULL,
-                stdout=out, stderr=subprocess.STDOUT) as loader:
+        sql = (f"USER_SET_PASSWORD('dba', {_sql_text(secrets.token_urlsafe(24))});\n"
+               f"ld_dir({folder}, {name}, {graph});\nrdf_loader_run();\n"
+               "SELECT ll_error FROM DB.DBA.LOAD_LIST WHERE ll_error IS NOT NULL;\n")
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as statements:
+            statements.write(sql.encode())
+            statements.seek(0)
+            loader = subprocess.Popen([client, f"127.0.0.1:{sql_port}", "dba", "dba"], stdin=statements,
+                                      stdout=out, stderr=subprocess.STDOUT)
             try:
                 wait_until(lambda: loader.poll() is not None, self._process, timeout_s=self.startup_timeout_s,
                            failed=lambda why: KBError(f"Virtuoso did not load {self.rdf_path}: {why}: {self._log()}"))

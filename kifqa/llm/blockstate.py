@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kifqa.llm.weights import KNOWN_MODELS
+from kifqa.sqlite import private_dir
 
 #: Bumped when the layout of the files or the key changes.
 FORMAT = 1
@@ -76,8 +77,7 @@ class StateStore:
     files itself, by name)."""
 
     def __init__(self, folder: Path) -> None:
-        self.folder = Path(folder)
-        self.folder.mkdir(parents=True, exist_ok=True)
+        self.folder = private_dir(Path(folder))  # the states hold the few-shot prompts
 
     def name(self, key: StateKey) -> str:
         """The state file's name inside :attr:`folder`."""

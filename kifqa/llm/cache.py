@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -79,7 +80,8 @@ class CachedLLM(LLM):
         #: Whether the file's table has the ``usage`` column (files recorded before it lack it).
         self._usage = False
         if mode != "off":
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            _owner_only(self.path)
             self._db = self._open()
 
     @retry_busy
@@ -167,3 +169,15 @@ class CachedLLM(LLM):
                 self._db.close()
                 self._db = None
         await self.llm.aclose()
+
+
+def _owner_only(path: Path) -> None:
+    """Tightens a record file of this user's (and its ``-wal``/``-shm`` files) to 0600: it holds prompts and
+    answers. A file of another user's is left as it is (replaying a shared cassette)."""
+    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        try:
+            info = file.stat()
+        except FileNotFoundError:
+            continue
+        if info.st_uid == os.getuid() and info.st_mode & 0o077:
+            file.chmod(0o600)

@@ -60,6 +60,7 @@ def open_backend(settings: Settings) -> LLM:
             timeout_s=cfg.timeout_s,
             resilience=cfg.resilience,
             body=cfg.extra,
+            max_response_bytes=cfg.max_response_bytes,
         )
     if cfg.backend == "gold":
         from kifqa.llm.gold import GoldLLM

@@ -12,6 +12,7 @@ Servers differ in how they take a grammar, so the server family is a setting:
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -23,6 +24,7 @@ from kifqa.errors import ConfigError
 from kifqa.llm.aio import PerLoop
 from kifqa.llm.base import LLM, ChatRequest, Completion
 from kifqa.llm.wire import chat_body, error_message, parse_completion
+from kifqa.redact import redact
 from kifqa.resilience import Endpoint, Failure, GaveUp, RetryPolicy, http_failure, retry_after_seconds, status_failure
 
 ServerFamily = Literal["llamacpp", "vllm", "vllm-legacy", "openai"]
@@ -61,6 +63,7 @@ class OpenAILLM(LLM):
         timeout_s: float = 120.0,
         resilience: Resilience | None = None,
         body: Mapping[str, Any] | None = None,
+        max_response_bytes: int = 8 * 2**20,
     ) -> None:
         """Configures a client; nothing is sent until the first request.
 
@@ -75,18 +78,23 @@ class OpenAILLM(LLM):
                 whose body is not JSON), backoff (``max_backoff_s`` also caps a server's ``Retry-After``)
                 and circuit breaker; :class:`~kifqa.config.LLMResilience`'s defaults when ``None``.
             body: Extra fields merged into every request body (e.g. ``{"top_k": 1}``).
+            max_response_bytes: Bytes of one answer read at most (decompressed): past them reading stops and
+                the request fails, unretried (a hostile or broken server cannot fill the memory).
         """
         resilience = resilience or LLMResilience()
         if max_concurrency < 1 or resilience.retries < 0 or timeout_s <= 0:
             raise ConfigError("openai backend: max_concurrency >= 1, retries >= 0 and timeout_s > 0 are needed")
         self.model = model
         self.base_url = base_url.rstrip("/")
+        #: The base URL as messages name it (its credentials masked).
+        self.name = redact(self.base_url)
         self.server = server
         self.max_concurrency = max_concurrency
         self.timeout_s = timeout_s
         self.body = dict(body or {})
+        self.max_response_bytes = max_response_bytes
         self.identity = f"openai/{server}:{model}"
-        self.endpoint = Endpoint(self.base_url, RetryPolicy(
+        self.endpoint = Endpoint(self.name, RetryPolicy(
             truncated_retries=0, timeout_s=timeout_s, max_retry_after_s=resilience.max_backoff_s,
             **resilience.model_dump()))
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -126,29 +134,36 @@ class OpenAILLM(LLM):
             data = await self.endpoint.run(lambda: self._post(client, body), self._classify, slot=self._limits.get)
         except GaveUp as e:
             tries = f" (gave up after {e.attempts} attempts)" if e.attempts else ""
-            return Completion(error=f"{self.base_url}: {e}{tries}")
+            return Completion(error=redact(f"{self.name}: {e}{tries}"))
         if isinstance(data, Completion):
             return data
         return parse_completion(data, latency_s=time.perf_counter() - start)
 
     async def _post(self, client: httpx.AsyncClient, body: dict[str, Any]) -> Any:
-        """One attempt: the decoded JSON answer or an error :class:`Completion`; raises what a retry may fix."""
+        """One attempt: the decoded JSON answer or an error :class:`Completion`; raises what a retry may fix.
+        The answer is read as it streams in, at most :attr:`max_response_bytes` of it."""
         try:
-            response = await client.post("chat/completions", json=body)
+            async with client.stream("POST", "chat/completions", json=body) as response:
+                content = await _read_within(response, self.max_response_bytes)
         except httpx.TransportError:  # timeouts and connection failures: retried (see _classify)
             raise
         except httpx.HTTPError as e:  # e.g. an undecodable body or a redirect loop: not transient
-            return Completion(error=f"{self.base_url}: {type(e).__name__}: {e}")
+            return Completion(error=redact(f"{self.name}: {type(e).__name__}: {e}"))
+        except _TooLarge as e:
+            return Completion(error=f"{self.name}: {e}")
         if kind := status_failure(response.status_code):
-            raise _Failed(Failure(kind, f"HTTP {response.status_code}: {_describe(response)}",
+            raise _Failed(Failure(kind, f"HTTP {response.status_code}: {_describe(response, content)}",
                                   retry_after=retry_after_seconds(response.headers.get("retry-after"))))
         if response.status_code >= 400:
-            return Completion(error=f"{self.base_url}: HTTP {response.status_code}: {_describe(response)}")
+            return Completion(error=redact(f"{self.name}: HTTP {response.status_code}: {_describe(response, content)}"))
+        kind_of_content = response.headers.get("content-type", "")
+        if kind_of_content and "json" not in kind_of_content.lower():  # a proxy's page, a captive portal: try again
+            raise _Failed(Failure("malformed", f"invalid response: content type {kind_of_content[:80]!r}, not JSON: "
+                                               f"{_start(content)!r}"))
         try:
-            return response.json()
+            return json.loads(content)
         except ValueError as err:  # a cut or garbled body (a proxy's error page, a dropped stream): try again
-            raise _Failed(Failure("malformed",
-                                  f"invalid response: the body is not JSON: {response.text[:200]!r}")) from err
+            raise _Failed(Failure("malformed", f"invalid response: the body is not JSON: {_start(content)!r}")) from err
 
     def _classify(self, error: BaseException) -> Failure | None:
         """What a failed attempt was, for the retry policy."""
@@ -157,12 +172,36 @@ class OpenAILLM(LLM):
         return http_failure(error, timed_out=f"no answer within {self.timeout_s:g} s")
 
 
-def _describe(response: httpx.Response) -> str:
-    """The error message in ``response`` (OpenAI's ``{"error": ...}``) or the start of its text."""
+class _TooLarge(Exception):
+    """An answer longer than the client reads."""
+
+
+async def _read_within(response: httpx.Response, limit: int) -> bytes:
+    """The body of ``response`` (decompressed), read as it streams in; :class:`_TooLarge` as soon as it
+    passes ``limit`` bytes (or says it will, in ``Content-Length``), the rest left unread."""
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise _TooLarge(f"the answer is {int(declared):,} bytes, over llm.max_response_bytes ({limit:,}); not read")
+    chunks, size = [], 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > limit:
+            raise _TooLarge(f"the answer passed llm.max_response_bytes ({limit:,} bytes); reading stopped there")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _start(content: bytes) -> str:
+    """The start of a body, as text."""
+    return content[:200].decode("utf-8", "replace")
+
+
+def _describe(response: httpx.Response, content: bytes) -> str:
+    """The error message in an answer (OpenAI's ``{"error": ...}``) or the start of its text."""
     try:
-        data = response.json()
+        data = json.loads(content)
     except ValueError:
-        return response.text[:200] or response.reason_phrase
+        return _start(content) or response.reason_phrase
     if isinstance(data, Mapping) and "error" in data:
         return error_message(data["error"])
     return str(data)[:200]

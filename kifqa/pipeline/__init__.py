@@ -25,6 +25,8 @@ from kifqa.pipeline.examples import ExampleSource, FixedExamples, RetrievedExamp
 from kifqa.pipeline.recorder import CountingKB, Recorder
 from kifqa.pipeline.text import outermost
 from kifqa.pipeline.vectors import SavedVectors, memo
+from kifqa.redact import redact
+from kifqa.sqlite import private_dir
 from kifqa.types import (
     Answer,
     Candidate,
@@ -37,6 +39,7 @@ from kifqa.types import (
     Relation,
     Result,
     Trace,
+    clipped,
 )
 
 
@@ -46,7 +49,7 @@ def open_examples(settings: Settings) -> ExampleSource:
     if ex.mode == "fixed":
         return FixedExamples()
     pool = sqwd_pool(settings.data_dir, limit=ex.pool_limit)
-    cache_dir = settings.cache_dir / "examples"
+    cache_dir = private_dir(settings.cache_dir / "examples")  # embeddings of the pool's questions
     if ex.mode == "retrieved":
         return RetrievedExamples(pool, k=ex.k, cache_dir=cache_dir)
     return ClusteredExamples(pool, clusters=ex.clusters, block=ex.block, nearest=ex.nearest, cache_dir=cache_dir)
@@ -147,7 +150,7 @@ class Pipeline:
         """The answers and trace of ``question``; never raises (errors land in the trace)."""
         if isinstance(question, str):
             question = Question(id="q0", text=question)
-        trace = Trace(question.id, question.text, kb=self.kb.spec, model=self.llm.identity)
+        trace = Trace(question.id, question.text, kb=redact(self.kb.spec), model=self.llm.identity)
         recorder = Recorder(trace)
         start = time.perf_counter()
         found = []
@@ -179,7 +182,7 @@ class Pipeline:
     async def _parsed(self, kb: KnowledgeBase, question: str, text: str, rec: Recorder) -> list[Pattern]:
         """The patterns of draft ``text``, the known entity widened where the settings say so."""
         trace = rec.trace
-        trace.draft_output = text
+        trace.draft_output = clipped(text)
         patterns = draft.parse(text)
         if self.settings.widen_known and (wider := await draft.widened(kb, question, patterns[0].known)):
             trace.notes.append(f"known entity widened to a longer name in the question: "

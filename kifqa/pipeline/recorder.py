@@ -8,7 +8,7 @@ from contextlib import contextmanager
 
 from kifqa.kb.base import EntityProperties, FilterResult, KnowledgeBase
 from kifqa.llm.base import LLM, ChatRequest, Completion
-from kifqa.types import Candidate, Direction, LLMCall, Trace
+from kifqa.types import Candidate, Direction, LLMCall, Trace, clipped
 
 
 class Recorder:
@@ -37,7 +37,7 @@ class Recorder:
         self.trace.llm_calls.append(LLMCall(
             step=self.current_step, prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens,
             cached_prompt_tokens=u.cached_prompt_tokens, latency_s=u.latency_s, cache_hit=u.cache_hit,
-            output=completion.text, error=completion.error))
+            output=clipped(completion.text), error=None if completion.error is None else clipped(completion.error)))
         return completion
 
 

@@ -1,9 +1,10 @@
 """Reads a corpus of questions (JSONL, CSV or Parquet) into :class:`Question` objects, one slice at a time.
 
-Every input row becomes exactly one question. A row that cannot be used (broken JSON, a missing or
+Every input row becomes exactly one question. A row that cannot be used (broken JSON, a CSV/TSV record
+with a quote left open or a field over 131,072 characters, a damaged Parquet row group, a missing or
 duplicate id, a question that is empty, too long or not a string) becomes a question whose ``error``
-says why; it keeps a unique id (``#row12``, ``q7#row12`` for a duplicate of ``q7``) so that its
-error trace can be found.
+says why, and the rows after it are read as rows; it keeps a unique id (``#row12``, ``q7#row12`` for a
+duplicate of ``q7``) so that its error trace can be found.
 
 :func:`read_corpus` scans the file once and keeps no question: per row only where it starts in the
 file (8 bytes; 16 in JSONL, whose row numbers are line numbers) and, while scanning, a 16-byte hash
@@ -20,6 +21,7 @@ import json
 import re
 from array import array
 from bisect import bisect_left, bisect_right
+from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
@@ -28,6 +30,7 @@ from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from kifqa.errors import ConfigError
@@ -327,40 +330,94 @@ def _csv_header(path: Path | str, fmt: str) -> tuple[str, ...] | None:
 def _csv_rows(lines: Iterable[tuple[int, int, str]], number: int, header: tuple[str, ...], *,
               delimiter: str, at_start: bool) -> Iterator[_Row]:
     """The records numbered from ``number`` (after the header, skipped ``at_start`` of the file), blank
-    lines skipped as :class:`csv.DictReader` skips them; a record may span lines (quoted newlines),
-    so each starts where the previous one's lines end."""
-    end = [0]
-
-    def text() -> Iterator[str]:
-        for offset, size, line in lines:
-            end[0] = offset + size
-            yield line
-
-    records = csv.reader(text(), delimiter=delimiter)
+    lines skipped as :class:`csv.DictReader` skips them. A record may span lines (quoted newlines) when
+    it reads whole within :data:`MAX_RECORD_CHARS` with the header's fields; otherwise (a quote left
+    open, a field over the limit) its first line is an error row and the lines after it are read again as
+    records, so an unterminated quote costs one row, never the rows after it."""
+    source = iter(lines)
+    pending: deque[tuple[int, int, str]] = deque()  # lines read ahead and given back
+    kind = "TSV" if delimiter == "\t" else "CSV"
     if at_start:
-        next(records, None)
-    start = end[0]
-    for values in records:
-        if values:
-            if len(values) > len(header):
-                yield number, start, "row has more fields than the header"
-            elif len(values) < len(header):
-                yield number, start, "row has fewer fields than the header"
-            else:
-                yield number, start, dict(zip(header, values))
-            number += 1
-        start = end[0]
+        _csv_record(pending, source, delimiter)
+    while (record := _csv_record(pending, source, delimiter)) is not None:
+        taken, values = record
+        if values == []:
+            continue  # a blank line
+        start = taken[0][0]
+        if isinstance(values, list) and len(values) == len(header):
+            yield number, start, dict(zip(header, values))
+        elif isinstance(values, list) and len(taken) == 1:
+            yield number, start, f"row has {'more' if len(values) > len(header) else 'fewer'} fields than the header"
+        else:
+            pending.extendleft(reversed(taken[1:]))  # its later lines are read again, as records of their own
+            why = values if isinstance(values, str) else "a quote left open (its fields do not match the header)"
+            yield number, start, f"unreadable {kind} row: {why}"
+        number += 1
+
+
+#: Characters one CSV/TSV record may hold (Python's ``csv.field_size_limit`` by default): past them the
+#: record is an error row (a quote left open would otherwise take in every later line).
+MAX_RECORD_CHARS = 131_072
+
+
+class _RecordOverrun(Exception):
+    """A record ran past :data:`MAX_RECORD_CHARS`, or past the end of the file inside a quote."""
+
+
+def _csv_record(pending: deque[tuple[int, int, str]], source: Iterator[tuple[int, int, str]],
+                delimiter: str) -> tuple[list[tuple[int, int, str]], list[str] | str] | None:
+    """The next record: the lines it took and its values, or why they cannot be read; ``None`` at the
+    end of the file. A record of several lines must read strictly (a quote closed by another row's stray
+    one does not); a line alone is read as leniently as :mod:`csv` reads by default."""
+    taken: list[tuple[int, int, str]] = []
+    chars = 0
+
+    def feed() -> Iterator[str]:
+        nonlocal chars
+        while True:
+            line = pending.popleft() if pending else next(source, None)
+            if line is None:
+                if taken:
+                    raise _RecordOverrun("the file ends inside a quoted field (a quote left open)")
+                return
+            taken.append(line)
+            chars += len(line[2])
+            if chars > MAX_RECORD_CHARS:
+                raise _RecordOverrun(f"over {MAX_RECORD_CHARS:,} characters (a quote left open, or a field "
+                                     "too long)")
+            yield line[2]
+
+    try:
+        values = next(csv.reader(feed(), delimiter=delimiter, strict=True), None)
+    except _RecordOverrun as err:
+        return taken, str(err)
+    except csv.Error as err:
+        if len(taken) > 1:
+            return taken, f"{err} (a quote left open?)"
+        try:  # one line, read as leniently as csv reads by default (a stray quote inside a field is kept)
+            return taken, next(csv.reader([taken[0][2]], delimiter=delimiter), [])
+        except csv.Error as again:
+            return taken, str(again)
+    return (taken, values) if values is not None else None
 
 
 def _parquet_rows(path: Path | str, start: int, columns: list[str] | None) -> Iterator[_Row]:
-    """The rows from row ``start`` (only ``columns``, when given), from the row group that holds it on."""
+    """The rows from row ``start`` (only ``columns``, when given), from the row group that holds it on. A
+    row group that cannot be read (a damaged page) gives an error row for each of its rows (the file's
+    metadata counts them), and the groups after it are read."""
     data = _parquet(path)
     first_row = 0
     for group in range(data.num_row_groups):
         size = data.metadata.row_group(group).num_rows
         if first_row + size > start:
             skip = max(start - first_row, 0)
-            table = data.read_row_group(group, columns=columns).slice(skip)
+            try:
+                table = data.read_row_group(group, columns=columns).slice(skip)
+            except (pa.ArrowException, OSError) as err:
+                for i in range(first_row + skip, first_row + size):
+                    yield i + 1, i, f"unreadable Parquet row (row group {group}: {err})"
+                first_row += size
+                continue
             for batch in table.to_batches(max_chunksize=1024):
                 for i, fields in enumerate(batch.to_pylist(), start=first_row + skip):
                     yield i + 1, i, fields

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kifqa.config import Settings
+from kifqa.redact import redact_data
 from kifqa.runs.corpus import Corpus
 from kifqa.runs.storage import shown
 
@@ -37,7 +38,7 @@ def new_manifest(settings: Settings, corpus: Corpus, key: str, n_shards: int,
         "shards": n_shards,
         "started_at": previous["started_at"] if previous else now(),
         "finished_at": None,
-        "config": settings.model_dump(mode="json"),
+        "config": redact_data(settings.model_dump(mode="json")),
         "runs": [*(previous or {}).get("runs", []), {"started_at": now()}],
     }
 

@@ -77,6 +77,7 @@ def test_kifqa_ask_never_crashes_on_hostile_text(argument: str, settings: Settin
         done = subprocess.run([str(kifqa), "ask", argument, "--config", str(config), *flags],
                               capture_output=True, timeout=120, env=env)
         assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+        assert not set(done.stdout) & {0x01, 0x02, 0x1b}, "control characters are printed escaped"
         if flags == ["--json"]:
             assert json.loads(done.stdout.decode("utf-8"))["trace"]["question_id"] == "q0"
 

@@ -194,6 +194,13 @@ def test_bad_search_text(kb: KifKnowledgeBase, text: str, message: str) -> None:
         asyncio.run(kb.search_properties(text))
 
 
+@pytest.mark.parametrize("text", ["-", "*", "?", "!", "...", "- * ?"])
+def test_text_without_a_word_links_nothing(kb: KifKnowledgeBase, text: str) -> None:
+    assert asyncio.run(kb.search_entities(text)) == []
+    assert asyncio.run(kb.search_properties(text)) == []
+    assert asyncio.run(kb.search_entities("james brown")), "a text with words still finds its names"
+
+
 def test_unknown_entities_have_nothing(kb: KifKnowledgeBase) -> None:
     assert asyncio.run(kb.properties_of("Q999999999")) == EntityProperties(uses=())
     assert asyncio.run(kb.facts("Q999999999", "P19", "forward")).facts == ()

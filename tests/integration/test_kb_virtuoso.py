@@ -254,3 +254,34 @@ def test_pipeline_answers_from_the_dbpedia_base(dbpedia_kb: KifKnowledgeBase,
     assert {a.answer for a in result.answers} == want and want
     if answer is not None:
         assert answer in want
+
+
+def test_virtuoso_locks_its_sql_port_with_a_random_password_no_command_line_shows(tmp_path: Path, monkeypatch) -> None:
+    """A base of two triples: its SQL port refuses the factory ``dba``/``dba`` login once loaded, and no process
+    kifqa started carried a password (or any SQL) in its arguments, which ``ps`` shows to every user."""
+    import subprocess
+
+    from kifqa.kb import virtuoso
+
+    data = tmp_path / "tiny.nt"
+    data.write_text('<http://x.org/a> <http://x.org/p> <http://x.org/b> .\n<http://x.org/b> <http://x.org/p> "c" .\n')
+    started: list[list[str]] = []
+    real_popen = subprocess.Popen
+
+    def recording_popen(args, *rest, **kwargs):
+        started.append([str(a) for a in args])
+        return real_popen(args, *rest, **kwargs)
+
+    monkeypatch.setattr(virtuoso.subprocess, "Popen", recording_popen)
+    with VirtuosoServer(data, graph="http://x.org/g") as server:
+        assert server.triples == 2
+        assert server._run is not None
+        sql_port = re.search(r"ServerPort = 127\.0\.0\.1:(\d+)", (server._run / "virtuoso.ini").read_text())[1]
+        _, client = virtuoso.virtuoso_binaries()
+        factory = real_popen([client, f"127.0.0.1:{sql_port}", "dba", "dba", "exec=SELECT 1;"],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        output = factory.communicate(timeout=60)[0].decode(errors="replace")
+        assert factory.returncode != 0 and "Bad login" in output, output
+        assert "password" not in (server._run / "virtuoso.ini").read_text().lower()
+    assert len(started) == 2, started  # the server and the loader
+    assert all(not any(w in arg.upper() for w in ("PASSWORD", "PWD", "SELECT", "LD_DIR")) for a in started for arg in a)

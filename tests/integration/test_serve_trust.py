@@ -162,13 +162,16 @@ class Client:
 
 
 def serve(tmp_path: Path, limits: ServeLimits, checks) -> None:
-    """Runs ``checks(connect)`` against a server answering ``answer: <question>`` (``slow`` sleeps)."""
+    """Runs ``checks(connect)`` against a server answering ``answer: <question>`` (``slow`` sleeps, ``crash``
+    raises)."""
     path = tmp_path / "s.sock"
     inputs = {"config": "x"}
 
     async def answer(question: str, options: dict[str, bool]) -> str:
         if question == "slow":
             await asyncio.sleep(30)
+        if question == "crash":
+            raise RuntimeError("the renderer broke")
         return f"answer: {question}"
 
     async def main() -> None:
@@ -198,6 +201,8 @@ def test_malformed_and_oversized_requests_get_error_replies_and_the_connection_g
         assert "error" in await client.ask(b"\xff\xfe\n")
         assert await client.ask(request("who wrote dracula", inputs={"config": "y"})) == \
             {"refused": "it runs other settings (config)"}
+        assert await client.ask(request("crash")) == \
+            {"error": "the server failed on this question (RuntimeError: the renderer broke)"}
         assert await client.ask(request("who wrote dracula")) == {"output": "answer: who wrote dracula"}
 
     serve(tmp_path, ServeLimits(), checks)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import pytest
 from kif_lib import Store
 
-from kifqa.kb.http import ResultError, check_response, check_results
+from kifqa.kb.http import ResponseTooLarge, ResultError, check_response, check_results
 
 URL = "https://sparql.example.org/sparql"
 ROWS = b'{"head": {"vars": ["x"]}, "results": {"bindings": [{"x": {"type": "literal", "value": "1"}}]}}'
@@ -49,6 +50,7 @@ def test_an_error_status_is_left_to_kif() -> None:
     ({}, b"<html>upstream hiccup</html>", "malformed", "not JSON"),
     ({}, b'{"results": {}}', "malformed", "not SPARQL results"),
     ({}, b"[]", "malformed", "not SPARQL results"),
+    ({"Content-Type": "text/html"}, ROWS, "malformed", "content type 'text/html', not JSON"),
 ])
 def test_cut_and_malformed_results_raise(headers, body, kind, message) -> None:
     with pytest.raises(ResultError, match=message) as info:
@@ -60,5 +62,40 @@ def test_only_httpx_sparql_stores_get_the_hook() -> None:
     store = Store("sparql-httpx", URL, headers={"User-Agent": "kifqa-test"})
     check_results([store, Store("empty")])
     client = store.backend._aclient
-    assert client is not None and client.event_hooks["response"] == [check_response]
+    assert client is not None and len(client.event_hooks["response"]) == 1
     assert client.headers["User-Agent"] == "kifqa-test"
+
+
+def test_an_answer_past_the_byte_limit_stops_being_read() -> None:
+    """Declared too long, it is not read; streamed past the limit (no length given), reading stops there."""
+    sent = []
+
+    def endless() -> Iterator[bytes]:
+        yield b'{"head": {"vars": ["x"]}, "results": {"bindings": ['
+        while True:
+            sent.append(1)
+            yield b'{"x": {"type": "literal", "value": "' + b"x" * 65_000 + b'"}},'
+
+    async def fetch(response: httpx.Response) -> None:
+        transport = httpx.MockTransport(lambda request: response)
+
+        async def hook(answer: httpx.Response) -> None:
+            await check_response(answer, max_bytes=1 << 20)
+
+        async with httpx.AsyncClient(transport=transport, event_hooks={"response": [hook]}) as client:
+            await client.post(URL)
+
+    with pytest.raises(ResponseTooLarge, match=r"is 2,000,000 bytes, over kb.max_response_bytes \(1,048,576\)"):
+        asyncio.run(fetch(httpx.Response(200, headers={"Content-Length": "2000000"}, content=b"")))
+    with pytest.raises(ResponseTooLarge, match="passed kb.max_response_bytes"):
+        asyncio.run(fetch(httpx.Response(200, content=AsyncChunks(endless()))))
+    assert len(sent) < 20, "reading stopped near the limit"
+
+
+class AsyncChunks(httpx.AsyncByteStream):
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self.chunks = chunks
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self.chunks:
+            yield chunk

@@ -128,3 +128,47 @@ def test_a_slice_of_a_file_changed_since_the_scan_says_so(tmp_path):
     path.write_text('{"id": "x", "question": "a longer first row moves the second"}\n{"id": "b", "question": "who is b"}\n')
     with pytest.raises(ConfigError, match="changed since the job read it"):
         rows[1].questions()
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv"])
+def test_an_unterminated_quote_or_an_overlong_field_costs_its_row_only(fmt, tmp_path):
+    """A quote left open would take in every later line (csv reads to the next quote or the end of the
+    file), and a field over csv's 131,072-character limit would raise: each is one error row, and the
+    rows after it are read as rows, at any slicing; a quoted newline still joins its lines, and a stray
+    quote inside one line's field is kept as before."""
+    sep = "\t" if fmt == "tsv" else ","
+    lines = [f"id{sep}question", f'q1{sep}"who wrote dracula', f"q2{sep}where was sasha vujačić born",
+             f'q3{sep}"what genre is', 'the album thriller"', f"q4{sep}" + "x" * 140_000, f'q5{sep}"who is "it" here',
+             f"q6{sep}what is the nationality of kim jong-un", f'q7{sep}"the last one, unterminated']
+    path = tmp_path / f"c.{fmt}"
+    path.write_text("\n".join(lines) + "\n")
+    corpus = read_corpus(path)
+    questions = corpus.questions()
+    assert [(q.id, q.error is None) for q in questions] == [
+        ("#row1", False), ("q2", True), ("q3", True), ("#row4", False), ("q5", True), ("q6", True),
+        ("#row7", False)]
+    assert questions[1].text == "where was sasha vujačić born" and questions[2].text == "what genre is\nthe album thriller"
+    kind = fmt.upper()
+    assert questions[0].error.startswith(f"unreadable {kind} row:")
+    assert "131,072 characters" in questions[3].error and "quote left open" in questions[6].error
+    assert corpus.n_errors == 3
+    for size in (1, 2, 3):
+        assert [q.id for r in corpus.rows(size) for q in r.questions()] == [q.id for q in questions]
+
+
+def test_a_damaged_parquet_row_group_gives_error_rows_and_the_rest_is_read(tmp_path):
+    path = tmp_path / "c.parquet"
+    table = pa.table({"id": [f"q{i}" for i in range(6)], "question": [f"question number {i}" for i in range(6)]})
+    pq.write_table(table, path, row_group_size=3, compression="none", use_dictionary=False)
+    chunk = pq.ParquetFile(path).metadata.row_group(0).column(1)
+    data = bytearray(path.read_bytes())
+    at = chunk.data_page_offset + chunk.total_compressed_size - 40  # a string's length, inside the first group
+    data[at:at + 4] = b"\xff\xff\xff\x7f"
+    path.write_bytes(bytes(data))
+    corpus = read_corpus(path)
+    questions = corpus.questions()
+    assert [q.id for q in questions] == ["#row1", "#row2", "#row3", "q3", "q4", "q5"]
+    assert all(q.error and q.error.startswith("unreadable Parquet row (row group 0:") for q in questions[:3])
+    assert [q.text for q in questions[3:]] == ["question number 3", "question number 4", "question number 5"]
+    assert corpus.n_errors == 3
+    assert [q.id for r in corpus.rows(2) for q in r.questions()] == [q.id for q in questions]
