@@ -161,3 +161,20 @@ def test_dbpedia_through_its_stand_ins_answers_as_the_local_dbpedia_base(
     assert [[(f.subject, f.value) for f in r.facts] for r in facts] == \
         [[(f.subject, f.value) for f in r.facts] for r in local_facts] and facts[0].facts
     assert lookup.counts.requests == 1 and lookup.user_agents == {user_agent(settings.override(kb={"contact": CONTACT}))}
+
+
+def test_the_full_text_search_finds_what_the_prefix_search_misses(settings: Settings, built_kb: BuiltKB,
+                                                                  front: WDQSLike) -> None:
+    """``wbsearchentities`` matches names by prefix, punctuation and spelling included; where it finds nothing
+    the text names, the API's full-text search (words, ``word~`` misspelt) is asked, and its items are labelled
+    from the store."""
+    with _api(built_kb) as api:
+        async def search(kb: KifKnowledgeBase) -> list[Any]:
+            return [await kb.search_entities(t, limit=10) for t in ("blood the last vampire", "shinobu satou",
+                                                                   "James Brown")]
+        vampire, satou, brown = _run(_public(settings, front, api), search)
+    assert [(c.id, c.label) for c in vampire] == [("Q885189", "Blood: The Last Vampire")]
+    assert ("Q11383520", "Shinobu Satō") in [(c.id, c.label) for c in satou]
+    assert brown[0].label == "James Brown"
+    # Two prefix searches found nothing named so: two full-text searches; James Brown needed none.
+    assert api.counts.requests == 5 and api.counts.without_maxlag == 0
