@@ -97,7 +97,8 @@ class KifKnowledgeBase(KnowledgeBase):
         index: The label index of a locally built base: labels and descriptions come from it; without
             one they are asked from ``store`` through KIF (and cached).
         fulltext: A full-text search of items (KIF ``wikidata-wapi-query``), asked when ``search`` finds no
-            item that the text names: its words in any order, without punctuation, misspelt (``word~``).
+            item that the text names: its words in any order, without punctuation, misspelt (``word~``); where
+            neither finds anything, ``search`` is asked once more without the text's last word.
     """
 
     def __init__(self, store: Store, search: Search, *, spec: str, settings: KBSettings,
@@ -256,6 +257,10 @@ class KifKnowledgeBase(KnowledgeBase):
                                      lambda: self._hits(text, limit, properties=properties), target="search")
         if not properties and self.fulltext is not None and not _names(text, hits):
             hits += await self._fulltext_hits(text, limit, known={c.id for c in hits})
+            if not hits and len(words := text.split()) > 1:  # a name the text starts with ("single-player mode")
+                shorter = " ".join(words[:-1])
+                hits = await self._guard.run("search_entities", lambda: self._hits(shorter, limit, properties=False),
+                                             target="search")
         key, n = index_key(text), len(hits)
         found = []
         for rank, c in enumerate(hits):

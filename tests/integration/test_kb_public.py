@@ -167,14 +167,17 @@ def test_the_full_text_search_finds_what_the_prefix_search_misses(settings: Sett
                                                                   front: WDQSLike) -> None:
     """``wbsearchentities`` matches names by prefix, punctuation and spelling included; where it finds nothing
     the text names, the API's full-text search (words, ``word~`` misspelt) is asked, and its items are labelled
-    from the store."""
+    from the store; where neither finds anything, the prefix search without the text's last word."""
     with _api(built_kb) as api:
         async def search(kb: KifKnowledgeBase) -> list[Any]:
             return [await kb.search_entities(t, limit=10) for t in ("blood the last vampire", "shinobu satou",
-                                                                   "James Brown")]
-        vampire, satou, brown = _run(_public(settings, front, api), search)
+                                                                   "James Brown", "single-player mode")]
+        vampire, satou, brown, single = _run(_public(settings, front, api), search)
     assert [(c.id, c.label) for c in vampire] == [("Q885189", "Blood: The Last Vampire")]
     assert ("Q11383520", "Shinobu Satō") in [(c.id, c.label) for c in satou]
     assert brown[0].label == "James Brown"
-    # Two prefix searches found nothing named so: two full-text searches; James Brown needed none.
-    assert api.counts.requests == 5 and api.counts.without_maxlag == 0
+    # Neither search finds "mode": the prefix search without the last word does.
+    assert ("Q208850", "single-player video game") in [(c.id, c.label) for c in single]
+    # Prefix searches that found nothing named so were followed by full-text ones (3), and one by a shorter
+    # prefix search; James Brown needed neither.
+    assert api.counts.requests == 4 + 3 + 1 and api.counts.without_maxlag == 0
