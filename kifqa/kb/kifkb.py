@@ -9,6 +9,7 @@ event loop and run many coroutines on it at once.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import threading
 import weakref
@@ -98,7 +99,8 @@ class KifKnowledgeBase(KnowledgeBase):
             one they are asked from ``store`` through KIF (and cached).
         fulltext: A full-text search of items (KIF ``wikidata-wapi-query``), asked when ``search`` finds no
             item that the text names: its words in any order, without punctuation, misspelt (``word~``); where
-            neither finds anything, ``search`` is asked once more without the text's last word.
+            neither finds anything, ``search`` is asked for the text without its last word, and so on, until it
+            finds something.
     """
 
     def __init__(self, store: Store, search: Search, *, spec: str, settings: KBSettings,
@@ -257,10 +259,12 @@ class KifKnowledgeBase(KnowledgeBase):
                                      lambda: self._hits(text, limit, properties=properties), target="search")
         if not properties and self.fulltext is not None and not _names(text, hits):
             hits += await self._fulltext_hits(text, limit, known={c.id for c in hits})
-            if not hits and len(words := text.split()) > 1:  # a name the text starts with ("single-player mode")
-                shorter = " ".join(words[:-1])
-                hits = await self._guard.run("search_entities", lambda: self._hits(shorter, limit, properties=False),
-                                             target="search")
+            words = text.split()
+            while not hits and len(words) > 1:  # a name the text starts with ("single-player mode game")
+                words = words[:-1]
+                shorter = " ".join(words)
+                hits = await self._guard.run("search_entities", functools.partial(self._hits, shorter, limit,
+                                                                                  properties=False), target="search")
         key, n = index_key(text), len(hits)
         found = []
         for rank, c in enumerate(hits):
