@@ -99,8 +99,8 @@ class KifKnowledgeBase(KnowledgeBase):
             one they are asked from ``store`` through KIF (and cached).
         fulltext: A full-text search of items (KIF ``wikidata-wapi-query``), asked when ``search`` finds no
             item that the text names: its words in any order, without punctuation, misspelt (``word~``); where
-            neither finds anything, ``search`` is asked for the text without its last word, and so on, until it
-            finds something.
+            neither finds anything, ``search`` is asked for the text's shorter runs of words (:func:`_parts`)
+            until one finds an item named so (:func:`_starts`).
     """
 
     def __init__(self, store: Store, search: Search, *, spec: str, settings: KBSettings,
@@ -259,12 +259,11 @@ class KifKnowledgeBase(KnowledgeBase):
                                      lambda: self._hits(text, limit, properties=properties), target="search")
         if not properties and self.fulltext is not None and not _names(text, hits):
             hits += await self._fulltext_hits(text, limit, known={c.id for c in hits})
-            words = text.split()
-            while not hits and len(words) > 1:  # a name the text starts with ("single-player mode game")
-                words = words[:-1]
-                shorter = " ".join(words)
-                hits = await self._guard.run("search_entities", functools.partial(self._hits, shorter, limit,
-                                                                                  properties=False), target="search")
+            for part in [] if hits else _parts(text):
+                found = await self._guard.run("search_entities", functools.partial(self._hits, part, limit,
+                                                                                   properties=False), target="search")
+                if hits := [c for c in found if _starts(part, c)]:
+                    break
         key, n = index_key(text), len(hits)
         found = []
         for rank, c in enumerate(hits):
@@ -645,6 +644,24 @@ def _names(text: str, hits: list[Candidate]) -> bool:
     """Whether one of ``hits`` has a label or alias that is ``text`` as a question types it (:func:`typed_key`)."""
     key = typed_key(text)
     return any(typed_key(name) == key for c in hits for name in (c.label, *c.aliases))
+
+
+def _parts(text: str) -> list[str]:
+    """The runs of ``text``'s words that a draft's span may hold a name in: without its first or its last words,
+    those of more words (as a question types them) first, then those without last words ("single-player mode
+    game": "single-player" before "game"; "was born in slovenj gradec": "slovenj gradec")."""
+    words = text.split()
+    runs = [" ".join(words[:i]) for i in range(len(words) - 1, 0, -1)] + \
+        [" ".join(words[i:]) for i in range(1, len(words))]
+    return sorted(runs, key=lambda run: -len(typed_key(run).split()))
+
+
+def _starts(part: str, hit: Candidate) -> bool:
+    """Whether ``hit`` is named ``part`` (as a question types it), or, for a part of two words or more, has a name
+    that starts with it ("single player" of "single-player video game")."""
+    key = typed_key(part)
+    names = [typed_key(name) for name in (hit.label, *hit.aliases)]
+    return key in names or (len(key.split()) > 1 and any(name.startswith(key + " ") for name in names))
 
 
 def _stores(store: Store) -> list[Store]:

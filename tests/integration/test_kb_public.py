@@ -171,13 +171,17 @@ def test_the_full_text_search_finds_what_the_prefix_search_misses(settings: Sett
     with _api(built_kb) as api:
         async def search(kb: KifKnowledgeBase) -> list[Any]:
             return [await kb.search_entities(t, limit=10) for t in ("blood the last vampire", "shinobu satou",
-                                                                   "James Brown", "single-player mode game")]
-        vampire, satou, brown, single = _run(_public(settings, front, api), search)
+                                                                   "James Brown", "single-player mode game",
+                                                                   "was born in slovenj gradec")]
+        vampire, satou, brown, single, gradec = _run(_public(settings, front, api), search)
     assert [(c.id, c.label) for c in vampire] == [("Q885189", "Blood: The Last Vampire")]
     assert ("Q11383520", "Shinobu Satō") in [(c.id, c.label) for c in satou]
     assert brown[0].label == "James Brown"
-    # Neither search finds "mode game": the prefix search without the last word, then the last two, does.
-    assert ("Q208850", "single-player video game") in [(c.id, c.label) for c in single]
-    # Prefix searches that found nothing named so were followed by full-text ones (3), and one by two shorter
-    # prefix searches; James Brown needed neither.
-    assert api.counts.requests == 4 + 3 + 2 and api.counts.without_maxlag == 0
+    # Neither search finds these spans' names: the prefix search of their shorter runs of words does, and only
+    # an item named so is taken ("was" finds "Washington, D.C.", which is not).
+    assert [(c.id, c.label) for c in single] == [("Q208850", "single-player video game")]
+    assert [(c.id, c.label) for c in gradec] == [("Q15918", "Slovenj Gradec")]
+    # Prefix searches that found nothing named so were followed by full-text ones (4); James Brown needed none;
+    # "single-player mode game" took 2 runs ("single-player mode", "single-player"), "was born in slovenj gradec"
+    # 6 (those of 4 and 3 words, "was born", "slovenj gradec").
+    assert api.counts.requests == 5 + 4 + 2 + 6 and api.counts.without_maxlag == 0
