@@ -312,7 +312,9 @@ WDQS_LIMIT = EndpointLimit(max_concurrent=5, per_second=5.0, budget_s_per_s=0.9,
 
 #: The Wikidata API's limit: serial requests (Wikimedia's API etiquette), at most 10 a second.
 WIKIDATA_API_LIMIT = EndpointLimit(max_concurrent=1, per_second=10.0)
-#: DBpedia Lookup's: a few in flight, within the fair use of its public instance.
+#: DBpedia's SPARQL endpoint's published fair use: 50 connections and 100 requests a second per address.
+DBPEDIA_SPARQL_LIMIT = EndpointLimit(max_concurrent=50, per_second=100.0)
+#: DBpedia Lookup's (it publishes no rate): a few in flight, 10 a second.
 DBPEDIA_LOOKUP_LIMIT = EndpointLimit(max_concurrent=2, per_second=10.0)
 
 
@@ -320,7 +322,7 @@ def _default_limits() -> dict[str, EndpointLimit]:
     return {
         "query.wikidata.org": WDQS_LIMIT,
         "www.wikidata.org": WIKIDATA_API_LIMIT,
-        "dbpedia.org": EndpointLimit(max_concurrent=50),
+        "dbpedia.org": DBPEDIA_SPARQL_LIMIT,
         "lookup.dbpedia.org": DBPEDIA_LOOKUP_LIMIT,
     }
 

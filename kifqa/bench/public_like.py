@@ -34,8 +34,9 @@ _THROTTLING = ("429", "maxlag", "Retry-After", "Too Many Requests", "throttl")
 def measure_public_like(settings: Settings, corpus: Path, root: Path) -> dict[str, object]:
     """The job on ``corpus`` through the public code path against fresh Wikidata stand-ins; its figures."""
     with wikidata_standins(settings, api={"lag": BENCH_LAG}) as wd:
+        # The KB cache is keyed on kb.endpoints: the stand-ins' fresh ports give it a fresh namespace.
         run = settings.override(kb={"spec": "wikidata", "endpoints": wd.endpoints}, examples={"mode": "fixed"},
-                                cache_dir=str(root / "cache"), batch={"kb_cache": True})
+                                batch={"kb_cache": True})
         with actor_pools(run) as pools:
             wd.sparql.reset_counts()
             wd.api.reset_counts()
@@ -59,7 +60,7 @@ def measure_public_like(settings: Settings, corpus: Path, root: Path) -> dict[st
         "questions": summary.ran, "answered": summary.answered, "seconds": round(wall, 1),
         "questions_per_s": round(rate, 2), "sustained_questions_per_s": round(sustained, 2),
         "hours_per_100k": round(100_000 / sustained / 3600, 2),
-        "error_rows": summary.errors,
+        "kb_cache_hit_rate": round(summary.kb_cache_hit_rate, 3), "error_rows": summary.errors,
         "throttling_error_rows": sum(1 for e in errors if e and any(w in e for w in _THROTTLING)),
         "wdqs": {"requests_per_question": round(sparql.requests / q, 3),
                  "charged_s_per_question": round(sparql.charged_s / q, 4), "throttled_429": sparql.throttled,
@@ -90,7 +91,8 @@ def render_public_like(f: dict[str, Any]) -> str:
         f"{'API requests without maxlag':40}{'-':>10}{a['without_maxlag']:>10}",
         f"questions/s {f['questions_per_s']}, sustained by the budgets {f['sustained_questions_per_s']}: "
         f"{f['hours_per_100k']} h for 100,000 questions",
-        f"error rows {f['error_rows']} (from throttling: {f['throttling_error_rows']}); answered {f['answered']}",
+        f"error rows {f['error_rows']} (from throttling: {f['throttling_error_rows']}); answered {f['answered']}; "
+        f"KB cache hit rate {f['kb_cache_hit_rate']}",
         f"load average {f['load_average']} (after the run; other processes share the CPUs)"])
 
 

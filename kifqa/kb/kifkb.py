@@ -9,6 +9,7 @@ event loop and run many coroutines on it at once.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import threading
 import weakref
@@ -98,13 +99,18 @@ class KifKnowledgeBase(KnowledgeBase):
         settings: Timeouts, retries, concurrency and result limits.
         index: The label index of a locally built base: labels and descriptions come from it; without
             one they are asked from ``store`` through KIF (and cached).
+        fulltext: A full-text search of items (KIF ``wikidata-wapi-query``), asked when ``search`` finds no
+            item that the text names: its words in any order, without punctuation, misspelt (``word~``); where
+            neither finds anything, ``search`` is asked for the text's shorter runs of words (:func:`_parts`)
+            until one finds an item named so (:func:`_starts`).
     """
 
     def __init__(self, store: Store, search: Search, *, spec: str, settings: KBSettings,
-                 index: LabelIndex | None = None) -> None:
+                 index: LabelIndex | None = None, fulltext: Search | None = None) -> None:
         self.spec = redact(spec)
         self.store = store
         self.search = search
+        self.fulltext = fulltext
         self.settings = settings
         self.index = index
         self.build = build_hash(index.path.parent) if index is not None else None
@@ -243,7 +249,7 @@ class KifKnowledgeBase(KnowledgeBase):
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._loop))
 
     async def _aclose_engines(self) -> None:
-        engines: list[Store | Search] = [*_stores(self.store), self.search]
+        engines: list[Store | Search] = [*_stores(self.store), self.search, *([self.fulltext] if self.fulltext else [])]
         for engine in engines:
             await engine.aclose()
             engine.close()
@@ -256,6 +262,13 @@ class KifKnowledgeBase(KnowledgeBase):
             return []  # a text without a word (``-``, ``*``, ``?``) names nothing, on any search
         hits = await self._guard.run("search_properties" if properties else "search_entities",
                                      lambda: self._hits(text, limit, properties=properties), target="search")
+        if not properties and self.fulltext is not None and not _names(text, hits):
+            hits += await self._fulltext_hits(text, limit, known={c.id for c in hits})
+            for part in [] if hits else _parts(text):
+                found = await self._guard.run("search_entities", functools.partial(self._hits, part, limit,
+                                                                                   properties=False), target="search")
+                if hits := [c for c in found if _starts(part, c)]:
+                    break
         key, n = index_key(text), len(hits)
         found = []
         for rank, c in enumerate(hits):
@@ -274,6 +287,18 @@ class KifKnowledgeBase(KnowledgeBase):
                     for h in self.search.index.search("property" if properties else "item", text, limit)]
         find = self.search.aproperty_descriptor if properties else self.search.aitem_descriptor
         return [_candidate(entity, desc) for entity, desc in await _collect(find(text, limit=limit))]
+
+    async def _fulltext_hits(self, text: str, limit: int, *, known: set[str]) -> list[Candidate]:
+        """The items the full-text search finds for ``text``'s words (those of three letters or more may be
+        misspelt), not in ``known``, labelled from the store."""
+        fulltext = self.fulltext
+        assert fulltext is not None
+        query = " ".join(w + "~" if len(w) > 2 else w for w in typed_key(text).split())
+        items = await self._guard.run("search_fulltext", lambda: _collect(fulltext.aitem(query, limit=limit)),
+                                      target="search")
+        fresh = list(dict.fromkeys(id for id in map(ids.to_id, items) if id not in known))
+        names = await self._labels(fresh)
+        return [Candidate(id=id, label=names[id]) for id in fresh if id in names]
 
     async def _properties_of(self, entity: str) -> EntityProperties:
         e = ids.entity(entity)
@@ -638,6 +663,30 @@ def _id_order(id: str) -> tuple[int, str]:
 
 async def _collect(it: AsyncIterator[T]) -> list[T]:
     return [x async for x in it]
+
+
+def _names(text: str, hits: list[Candidate]) -> bool:
+    """Whether one of ``hits`` has a label or alias that is ``text`` as a question types it (:func:`typed_key`)."""
+    key = typed_key(text)
+    return any(typed_key(name) == key for c in hits for name in (c.label, *c.aliases))
+
+
+def _parts(text: str) -> list[str]:
+    """The runs of ``text``'s words that a draft's span may hold a name in: without its first or its last words,
+    those of more words (as a question types them) first, then those without last words ("single-player mode
+    game": "single-player" before "game"; "was born in slovenj gradec": "slovenj gradec")."""
+    words = text.split()
+    runs = [" ".join(words[:i]) for i in range(len(words) - 1, 0, -1)] + \
+        [" ".join(words[i:]) for i in range(1, len(words))]
+    return sorted(runs, key=lambda run: -len(typed_key(run).split()))
+
+
+def _starts(part: str, hit: Candidate) -> bool:
+    """Whether ``hit`` is named ``part`` (as a question types it), or, for a part of two words or more, has a name
+    that starts with it ("single player" of "single-player video game")."""
+    key = typed_key(part)
+    names = [typed_key(name) for name in (hit.label, *hit.aliases)]
+    return key in names or (len(key.split()) > 1 and any(name.startswith(key + " ") for name in names))
 
 
 def _stores(store: Store) -> list[Store]:

@@ -7,7 +7,8 @@ an async client (built as KIF builds it, with its headers) whose response hook r
 
 - the Wikidata API's ``maxlag`` refusal (HTTP 200, ``MediaWiki-API-Error: maxlag``) becomes
   :class:`MaxlagError`, which :class:`~kifqa.kb.guard.Guard` waits out like a 429, at least its ``Retry-After``;
-- any other API error, a missing ``search``/``docs`` list, or a hit with a field kifqa does not know becomes
+- any other API error, a missing ``search``/``query.search``/``docs`` list, or a ``wbsearchentities`` hit with a
+  field kifqa does not know becomes
   :class:`SearchAnswerError`, an error of that call only (retrying cannot help);
 - every Wikidata API request carries ``maxlag`` (``kb.maxlag_s``), as Wikimedia asks of automated clients.
 """
@@ -78,7 +79,10 @@ async def check_wbsearch(response: httpx.Response) -> None:
         maxlag = response.request.url.params.get("maxlag")
         raise MaxlagError(f"the Wikidata API is lagged {lag} s, above maxlag {maxlag}: waiting {wait:g} s",
                           response=response, retry_after_s=wait)
-    if response.request.url.params.get("action") != "wbsearchentities":
+    action = response.request.url.params.get("action")
+    if action == "query":
+        _check_fulltext(data, error, f"full-text search answer from {response.request.url.host}")
+    if action != "wbsearchentities":
         return
     where = f"wbsearchentities answer from {response.request.url.host}"
     if error is not None:
@@ -95,6 +99,18 @@ async def check_wbsearch(response: httpx.Response) -> None:
             raise SearchAnswerError(f"{where}: hit {n} ({hit['id']}) has fields kifqa does not know: "
                                     f"{', '.join(unknown)}; the API's format changed: check kifqa.kb.services "
                                     "against the API's documentation")
+
+
+def _check_fulltext(data: Any, error: Any, where: str) -> None:
+    """A ``list=search`` answer (CirrusSearch's full text) in the shape KIF's ``wikidata-wapi-query`` reads."""
+    if error is not None:
+        raise SearchAnswerError(f"{where}: API error {json.dumps(error)[:300]}")
+    query = data.get("query") if isinstance(data, dict) else None
+    if not isinstance(query, dict) or not isinstance(query.get("search"), list):
+        raise SearchAnswerError(f"{where} has no `query.search` list (keys: {_keys(data)})")
+    for n, hit in enumerate(query["search"]):
+        if not isinstance(hit, dict) or not isinstance(hit.get("title"), str):
+            raise SearchAnswerError(f"{where}: hit {n} has no `title` (keys: {_keys(hit)})")
 
 
 async def check_lookup(response: httpx.Response) -> None:

@@ -70,6 +70,9 @@ class ResolvedKB:
     store: Store
     search: Search
     index: LabelIndex | None
+    #: The full-text search asked where ``search`` finds nothing the text names (``wikidata``: the API's
+    #: CirrusSearch, ``list=search``).
+    fulltext: Search | None
     #: :func:`endpoint_info` of the pair.
     info: dict[str, Any]
 
@@ -129,7 +132,7 @@ def _resolved(spec: str, settings: Settings) -> ResolvedKB:
     if spec in _SERVICES:
         info["service"], info["search_service"] = _SERVICES[spec]
     return ResolvedKB(store=store, search=search, index=search.index if isinstance(search, LocalSearch) else None,
-                      info=info)
+                      fulltext=_wikidata_fulltext(settings) if spec == "wikidata" else None, info=info)
 
 
 #: The public services (SPARQL, search) of the specs that always run KIF's public plugins.
@@ -173,7 +176,8 @@ def open_kb(spec: str | None, settings: Settings) -> KifKnowledgeBase:
     """The knowledge base a spec names (``None``: ``settings.kb.spec``). Close it with ``await kb.aclose()``."""
     spec = spec or settings.kb.spec
     resolved = resolve(spec, settings)
-    kb = KifKnowledgeBase(resolved.store, resolved.search, spec=spec, settings=settings.kb, index=resolved.index)
+    kb = KifKnowledgeBase(resolved.store, resolved.search, spec=spec, settings=settings.kb, index=resolved.index,
+                          fulltext=resolved.fulltext)
     # The limits of ``batch.limits`` on each host, kept in this process (a batch job's KB actors share theirs).
     if resolved.host and (limit := settings.batch.limits.get(resolved.host)):
         kb.request_gate = LocalGate(limit)
@@ -223,6 +227,15 @@ def _wikidata(settings: Settings) -> tuple[Store, Search]:
     search = Search("wikidata-wapi", iri=api.url, lookahead=1, **_remote(settings))
     services.check_wikidata_api(search, maxlag_s=settings.kb.maxlag_s)
     return store, search
+
+
+def _wikidata_fulltext(settings: Settings) -> Search:
+    """KIF's ``wikidata-wapi-query`` search (the API's full text) at the Wikidata API or its mirror, checked as
+    ``wikidata-wapi`` is."""
+    search = Search("wikidata-wapi-query", iri=_service(settings, "www.wikidata.org").url, lookahead=1,
+                    **_remote(settings))
+    services.check_wikidata_api(search, maxlag_s=settings.kb.maxlag_s)
+    return search
 
 
 def _dbpedia(settings: Settings) -> tuple[Store, Search]:

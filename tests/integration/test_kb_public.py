@@ -1,6 +1,7 @@
 """``--kb wikidata`` as a user runs it: KIF's own ``wdqs`` store and ``wikidata-wapi`` search, pointed by
 ``kb.endpoints`` at the stand-ins (a WDQS-like front over the built base's Oxigraph, a Wikidata-API-like server
-over its label index), with kifqa's limits, retries and User-Agent."""
+over its label index), with kifqa's limits, retries and User-Agent; ``--kb dbpedia`` the same way against a Virtuoso
+and a DBpedia-Lookup-like server."""
 
 from __future__ import annotations
 
@@ -13,13 +14,16 @@ from typing import Any
 import pytest
 from kif_lib import Filter, Item, Property
 
+from kifqa.bench.standins.dbpedia_lookup import DBpediaLookupLike
 from kifqa.bench.standins.wikidata_api import Lag, WikidataAPILike
 from kifqa.bench.wdqs_like import WDQSLike
 from kifqa.config import Settings
 from kifqa.errors import KBError
+from kifqa.kb import dbpedia
 from kifqa.kb.build import BuiltKB
 from kifqa.kb.kifkb import KifKnowledgeBase
-from kifqa.kb.spec import open_kb
+from kifqa.kb.spec import open_kb, user_agent
+from kifqa.kb.virtuoso import VirtuosoServer
 
 CONTACT = "https://github.com/kifqa-tester (kifqa-tester@users.noreply.github.com)"
 WD = "http://www.wikidata.org/entity/"
@@ -132,3 +136,52 @@ def test_a_changed_search_answer_fails_that_search_only(settings: Settings, buil
     assert isinstance(unknown, KBError) and "fields kifqa does not know: sitelinks" in str(unknown)
     assert isinstance(fine, list) and fine[0].label == "James Brown"
     assert api.counts.requests == 3  # a format error is not retried
+
+
+def test_dbpedia_through_its_stand_ins_answers_as_the_local_dbpedia_base(
+        settings: Settings, dbpedia_build: dbpedia.DBpediaBuild, virtuoso_server: VirtuosoServer,
+        dbpedia_kb: KifKnowledgeBase) -> None:
+    """``--kb dbpedia``: KIF's DBpedia mapping (posted as forms) against the Virtuoso, KIF's ``dbpedia-lookup``
+    against the Lookup-like server."""
+    resource = "http://dbpedia.org/resource/James_Brown"
+    with DBpediaLookupLike(dbpedia_build.index_path, latency_s=0.0) as lookup:
+        kb = open_kb("dbpedia", settings.override(kb={"contact": CONTACT, "endpoints": {
+            "dbpedia.org": virtuoso_server.url, "lookup.dbpedia.org": lookup.url}}))
+
+        async def ask(kb: KifKnowledgeBase) -> tuple[Any, ...]:
+            found = await kb.search_entities("James Brown", limit=10)
+            uses = await kb.properties_of(resource)
+            facts = [await kb.facts(resource, u.property.id, u.direction) for u in uses.uses]
+            return found, uses, facts
+        found, uses, facts = _run(kb, ask)
+    local_uses = asyncio.run(dbpedia_kb.properties_of(resource))
+    local_facts = [asyncio.run(dbpedia_kb.facts(resource, u.property.id, u.direction)) for u in local_uses.uses]
+    assert found[0].id == resource and found[0].label == "James Brown"
+    assert [(u.property.id, u.direction) for u in uses.uses] == [(u.property.id, u.direction) for u in local_uses.uses]
+    assert [[(f.subject, f.value) for f in r.facts] for r in facts] == \
+        [[(f.subject, f.value) for f in r.facts] for r in local_facts] and facts[0].facts
+    assert lookup.counts.requests == 1 and lookup.user_agents == {user_agent(settings.override(kb={"contact": CONTACT}))}
+
+
+def test_the_full_text_search_finds_what_the_prefix_search_misses(settings: Settings, built_kb: BuiltKB,
+                                                                  front: WDQSLike) -> None:
+    """``wbsearchentities`` matches names by prefix, punctuation and spelling included; where it finds nothing
+    the text names, the API's full-text search (words, ``word~`` misspelt) is asked, and its items are labelled
+    from the store; where neither finds anything, the prefix search without the text's last word."""
+    with _api(built_kb) as api:
+        async def search(kb: KifKnowledgeBase) -> list[Any]:
+            return [await kb.search_entities(t, limit=10) for t in ("blood the last vampire", "shinobu satou",
+                                                                   "James Brown", "single-player mode game",
+                                                                   "was born in slovenj gradec")]
+        vampire, satou, brown, single, gradec = _run(_public(settings, front, api), search)
+    assert [(c.id, c.label) for c in vampire] == [("Q885189", "Blood: The Last Vampire")]
+    assert ("Q11383520", "Shinobu Satō") in [(c.id, c.label) for c in satou]
+    assert brown[0].label == "James Brown"
+    # Neither search finds these spans' names: the prefix search of their shorter runs of words does, and only
+    # an item named so is taken ("was" finds "Washington, D.C.", which is not).
+    assert [(c.id, c.label) for c in single] == [("Q208850", "single-player video game")]
+    assert [(c.id, c.label) for c in gradec] == [("Q15918", "Slovenj Gradec")]
+    # Prefix searches that found nothing named so were followed by full-text ones (4); James Brown needed none;
+    # "single-player mode game" took 2 runs ("single-player mode", "single-player"), "was born in slovenj gradec"
+    # 6 (those of 4 and 3 words, "was born", "slovenj gradec").
+    assert api.counts.requests == 5 + 4 + 2 + 6 and api.counts.without_maxlag == 0

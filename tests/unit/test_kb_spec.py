@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kif_lib import Search, Store
@@ -171,3 +172,15 @@ def test_open_kb_defaults_to_the_settings_spec(remote_settings: Settings) -> Non
         assert kb.request_gate.requests.limit == remote_settings.batch.limits["query.wikidata.org"]
     finally:
         asyncio.run(kb.aclose())
+
+
+def test_the_kb_cache_keeps_a_mirrors_answers_apart(remote_settings: Settings) -> None:
+    from types import SimpleNamespace
+
+    from kifqa.batch.kbpool import _namespace
+    public = remote_settings.override(kb={"spec": "wikidata"})
+    mirrored = _mirrored(public, {"query.wikidata.org": "http://mirror:7001/sparql"})
+    kb: Any = SimpleNamespace(build=None)
+    assert _namespace(public, kb) != _namespace(mirrored, kb)
+    assert _namespace(mirrored, kb) == _namespace(_mirrored(public, {"query.wikidata.org": "http://mirror:7001/sparql"}),
+                                                  kb)

@@ -5,12 +5,13 @@ local index's typo and token tiers."""
 from __future__ import annotations
 
 import bisect
+import functools
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from kifqa.data.text import index_key
+from kifqa.data.text import index_key, typed_key
 from kifqa.kb.index import Kind
 
 
@@ -67,6 +68,18 @@ class Names:
         for rows in self._sorted.values():
             rows.sort()
         self._keys = {kind: [r[0] for r in rows] for kind, rows in self._sorted.items()}
+        #: Each word of the items' names and descriptions (:func:`typed_key`'s), and the items that hold it.
+        self._holders: dict[str, set[int]] = {}
+        for _, entity, name, _ in self._sorted.get("item", []):
+            for word in typed_key(name).split():
+                self._holders.setdefault(word, set()).add(entity)
+        for rowid, e in self.entities.items():
+            if e.kind == "item":
+                for word in typed_key(e.description).split():
+                    self._holders.setdefault(word, set()).add(rowid)
+        self._by_length: dict[int, list[str]] = {}
+        for word in self._holders:
+            self._by_length.setdefault(len(word), []).append(word)
 
     def prefixed(self, kind: Kind, text: str) -> list[Match]:
         """The entities of ``kind`` with a name that starts with ``text`` (folded), one match each (an exact
@@ -100,3 +113,45 @@ class Names:
                 if entity not in best or (match.exact, is_label) > (best[entity].exact, best[entity].type == "label"):
                     best[entity] = match
         return sorted(best.values(), key=lambda m: (not m.exact, -m.entity.degree, m.entity.id))
+
+    def fulltext(self, terms: list[tuple[str, bool]]) -> list[Named]:
+        """The items whose names and description hold every term (a word, and whether it may be misspelt: a
+        fuzzy term matches words within the edit distance of Elasticsearch's ``AUTO`` fuzziness), ranked as
+        a full-text search ranks: more terms matched as written first, then by popularity."""
+        exact: dict[int, int] = {}
+        every: set[int] | None = None
+        for word, fuzzy in terms:
+            holders = set(self._holders.get(word, ()))
+            for held in holders:
+                exact[held] = exact.get(held, 0) + 1
+            if fuzzy and (distance := _fuzziness(word)):
+                for other in self._near(word, distance):
+                    holders |= self._holders[other]
+            every = holders if every is None else every & holders
+        ranked = sorted(every or (), key=lambda r: (-exact.get(r, 0), -self.entities[r].degree, self.entities[r].id))
+        return [self.entities[r] for r in ranked]
+
+
+    @functools.lru_cache(maxsize=4096)  # noqa: B019  # the names live as long as the server
+    def _near(self, word: str, distance: int) -> tuple[str, ...]:
+        """The words of the names within ``distance`` edits of ``word`` (itself excepted)."""
+        return tuple(other for size in range(len(word) - distance, len(word) + distance + 1)
+                     for other in self._by_length.get(size, ()) if other != word and _within(word, other, distance))
+
+
+def _fuzziness(word: str) -> int:
+    """Elasticsearch's ``AUTO`` fuzziness: no edit for 1-2 characters, one for 3-5, two beyond."""
+    return 0 if len(word) <= 2 else 1 if len(word) <= 5 else 2
+
+
+def _within(a: str, b: str, limit: int) -> bool:
+    """Whether the edit distance of ``a`` and ``b`` (insertions, deletions, substitutions) is at most ``limit``."""
+    previous = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        current = [i]
+        for j, y in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x != y)))
+        if min(current) > limit:
+            return False
+        previous = current
+    return previous[-1] <= limit

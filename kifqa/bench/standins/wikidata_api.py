@@ -8,6 +8,9 @@ It answers what KIF's ``wikidata-wapi`` search and a user's scripts ask of the r
   ``datatype`` for properties, and ``search-continue`` when there are more. Names match by prefix, case and
   accents folded; exact matches come first, then the most used entities (statements in the base);
 - ``action=wbgetentities`` (``ids``, ``props`` labels, aliases, descriptions; English);
+- ``action=query&list=search`` (CirrusSearch's full text, ``srsearch``, ``srlimit``, ``sroffset``): items whose
+  names and description hold every word (``word~``: or a word within Elasticsearch's ``AUTO`` edit distance),
+  more words as written first, then the most used; each hit's ``title`` is its id, ``snippet`` its description;
 - ``maxlag``: while the simulated replication lag (:class:`Lag`) is above a request's ``maxlag``, the request
   gets MediaWiki's refusal: HTTP 200, ``MediaWiki-API-Error: maxlag``, ``Retry-After`` and an ``error`` of code
   ``maxlag``;
@@ -33,6 +36,7 @@ from urllib.parse import parse_qs, urlsplit
 from kifqa.bench.loopback import LoopbackServer
 from kifqa.bench.standins.ledger import ClientRate, Ledger
 from kifqa.bench.standins.names import Match, Named, Names
+from kifqa.data.text import typed_key
 from kifqa.kb import ids
 
 #: The real API's page size limit for ``wbsearchentities`` (and its default).
@@ -44,7 +48,7 @@ MAXLAG_RETRY_AFTER_S = 5.0
 @dataclass(frozen=True)
 class Lag:
     """A simulated replication lag: ``lag_s`` seconds during the first ``for_s`` seconds of every ``every_s``
-    seconds since the server started, none otherwise."""
+    seconds since the server's first request, none otherwise."""
 
     lag_s: float
     every_s: float
@@ -100,7 +104,7 @@ class WikidataAPILike(LoopbackServer):
         #: The ``User-Agent`` of every request.
         self.user_agents: set[str] = set()
         self._lock = threading.Lock()
-        self._started = time.monotonic()
+        self._started: float | None = None
         super().__init__(self._handler(), name="wikidata-api-like", port=port)
 
     @property
@@ -125,6 +129,7 @@ class WikidataAPILike(LoopbackServer):
             self.counts.inside_waits += self.ledger.arrived(who, now)
             if "maxlag" not in params:
                 self.counts.without_maxlag += 1
+            self._started = now if self._started is None else self._started
             lag = self.lag.at(now - self._started) if self.lag else 0.0
             maxlag = _number(params.get("maxlag"))
             if maxlag is not None and lag > maxlag:
@@ -157,6 +162,8 @@ class WikidataAPILike(LoopbackServer):
             return self._search(params)
         if action == "wbgetentities":
             return self._entities(params)
+        if action == "query" and params.get("list") == "search":
+            return self._fulltext(params)
         return _error("badvalue", f'Unrecognized value for parameter "action": {action}.')
 
     def _search(self, params: dict[str, str]) -> dict[str, Any]:
@@ -179,6 +186,26 @@ class WikidataAPILike(LoopbackServer):
             answer["search-continue"] = offset + limit
         answer["success"] = 1
         return self.mangle(text, answer) if self.mangle else answer
+
+    def _fulltext(self, params: dict[str, str]) -> dict[str, Any]:
+        text = params.get("srsearch")
+        if not text:
+            return _error("missingparam", 'The "srsearch" parameter must be set.')
+        limit = int(_number(params.get("srlimit")) or 10)
+        offset = int(_number(params.get("sroffset")) or 0)
+        if not 1 <= limit <= 500:
+            return _error("badinteger", f'Invalid value "{limit}" for integer parameter "srlimit".')
+        terms = [(word, term.endswith("~")) for term in text.split()
+                 for word in typed_key(term.rstrip("~0123456789") if "~" in term else term).split()]
+        found = self.names.fulltext(terms)
+        page = found[offset:offset + limit]
+        answer: dict[str, Any] = {"batchcomplete": ""}
+        if offset + limit < len(found):
+            answer["continue"] = {"sroffset": offset + limit, "continue": "-||"}
+        answer["query"] = {"searchinfo": {"totalhits": len(found)}, "search": [
+            {"ns": 0, "title": e.id, "pageid": int(e.id[1:]) if e.id[1:].isdigit() else 0, "size": 1000,
+             "wordcount": 0, "snippet": e.description, "timestamp": "2025-01-01T00:00:00Z"} for e in page]}
+        return answer
 
     def _entities(self, params: dict[str, str]) -> dict[str, Any]:
         wanted = [i for i in params.get("ids", "").split("|") if i]
