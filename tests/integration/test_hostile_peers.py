@@ -54,8 +54,11 @@ class Hostile(LoopbackServer):
             def log_message(self, format: str, *args: Any) -> None:
                 """Quiet."""
 
-            def do_GET(self) -> None:  # a search API
-                self._flood(b'{"search": [')
+            def do_GET(self) -> None:
+                if self.path.startswith("/w/api.php"):  # a search API
+                    self._flood(b'{"search": [')
+                else:  # e.g. the batch job's preflight GET /v1/models
+                    self._answer(b'{"data": []}', "application/json")
 
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
