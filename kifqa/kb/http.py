@@ -17,7 +17,8 @@ from collections.abc import AsyncIterator, Iterable
 from typing import Any, Literal
 
 import httpx
-from kif_lib import Store
+from kif_lib import Search, Store
+from kif_lib.search.httpx import HttpxSearch
 from kif_lib.store.sparql.httpx import HttpxSPARQL_Store
 
 from kifqa.redact import redact
@@ -54,10 +55,9 @@ class _Bounded(httpx.AsyncByteStream):
         await self._stream.aclose()
 
 
-async def check_response(response: httpx.Response, *, max_bytes: int = 64 * 2**20) -> None:
-    """Bounds the body of every answer to ``max_bytes`` (:class:`ResponseTooLarge` when it passes them);
-    raises :class:`ResultError` for a 200 whose result is cut short, whose content type is not JSON or
-    that is not SPARQL JSON results."""
+def bound_body(response: httpx.Response, max_bytes: int) -> None:
+    """Makes reading ``response``'s body raise :class:`ResponseTooLarge` past ``max_bytes`` (at once if its
+    ``Content-Length`` says it will pass them)."""
     url = redact(str(response.request.url))
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > max_bytes:
@@ -65,6 +65,13 @@ async def check_response(response: httpx.Response, *, max_bytes: int = 64 * 2**2
                                f"({max_bytes:,}); not read")
     if isinstance(response.stream, httpx.AsyncByteStream):
         response.stream = _Bounded(response.stream, max_bytes, url)
+
+
+async def check_response(response: httpx.Response, *, max_bytes: int = 64 * 2**20) -> None:
+    """Bounds the body of every answer to ``max_bytes`` (:func:`bound_body`); raises :class:`ResultError`
+    for a 200 whose result is cut short, whose content type is not JSON or that is not SPARQL JSON results."""
+    bound_body(response, max_bytes)
+    url = redact(str(response.request.url))
     if response.status_code != 200:
         return  # KIF raises for the status
     kind = response.headers.get("content-type", "")
@@ -94,6 +101,19 @@ def _is_results(data: Any) -> bool:
         return True
     results = data.get("results")
     return isinstance(results, dict) and isinstance(results.get("bindings"), list)
+
+
+def bound_searches(searches: Iterable[Search], *, max_bytes: int) -> None:
+    """Gives KIF's httpx searches (the Wikidata and DBpedia APIs) an async client whose answers are read
+    up to ``max_bytes`` (:func:`bound_body`)."""
+
+    async def hook(response: httpx.Response) -> None:
+        bound_body(response, max_bytes)
+
+    for search in searches:
+        if isinstance(search, HttpxSearch) and search._aclient is None:
+            # KIF builds this client lazily with only its headers; we build it the same way, plus the hook.
+            search._aclient = httpx.AsyncClient(headers=search._headers, event_hooks={"response": [hook]})
 
 
 def check_results(stores: Iterable[Store], *, max_bytes: int = 64 * 2**20) -> None:

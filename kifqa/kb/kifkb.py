@@ -47,7 +47,7 @@ from kifqa.kb.base import EntityProperties, FilterResult, KBStats, KnowledgeBase
 from kifqa.kb.build import build_hash
 from kifqa.kb.coalesce import Coalescer
 from kifqa.kb.guard import Guard, RequestGate
-from kifqa.kb.http import check_results
+from kifqa.kb.http import bound_searches, check_results
 from kifqa.kb.index import LabelIndex
 from kifqa.kb.search import LocalSearch, check_query
 from kifqa.kb.sparql import (
@@ -116,6 +116,7 @@ class KifKnowledgeBase(KnowledgeBase):
         self.build = build_hash(index.path.parent) if index is not None else None
         # a cut, malformed or oversized SPARQL answer is an error, never a result
         check_results(_stores(store), max_bytes=settings.max_response_bytes)
+        bound_searches([search], max_bytes=settings.max_response_bytes)
         self.stats = KBStats()
         self._guard = Guard(self.spec, settings, self.stats)
         self._masks: Masks = masks(index) if index is not None else {}

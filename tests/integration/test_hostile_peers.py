@@ -16,11 +16,13 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 import ray
+from kif_lib import Search
 
 from kifqa.batch import run_job
 from kifqa.bench.loopback import LoopbackServer
 from kifqa.config import LLMResilience
 from kifqa.errors import KBError
+from kifqa.kb.http import ResponseTooLarge, bound_searches
 from kifqa.kb.spec import open_kb
 from kifqa.llm.base import ChatRequest, Message
 from kifqa.llm.openai_compat import OpenAILLM
@@ -51,6 +53,12 @@ class Hostile(LoopbackServer):
 
             def log_message(self, format: str, *args: Any) -> None:
                 """Quiet."""
+
+            def do_GET(self) -> None:
+                if self.path.startswith("/w/api.php"):  # a search API
+                    self._flood(b'{"search": [')
+                else:  # e.g. the batch job's preflight GET /v1/models
+                    self._answer(b'{"data": []}', "application/json")
 
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
@@ -191,4 +199,23 @@ def test_in_a_ray_job_the_flooded_question_gets_an_error_and_the_llm_actor_lives
     for qid in ("q1", "q2", "q3"):
         calls = json.loads(traces[qid]["trace"])["llm_calls"]
         assert calls and calls[0]["output"].startswith("echo: "), (qid, traces[qid]["error"])
+    assert sent < FLOOD / 2
+
+
+def test_a_search_api_streaming_100_mib_is_read_up_to_the_limit() -> None:
+    """KIF's httpx searches (the Wikidata and DBpedia APIs) get a client that reads up to the byte limit."""
+    with Hostile() as server:
+        search = Search("wikidata-wapi", iri=f"{server.origin}/w/api.php")
+        bound_searches([search], max_bytes=2**20)
+
+        async def find() -> None:
+            try:
+                async for _ in search.aitem_descriptor("dracula", limit=5):
+                    pass
+            finally:
+                await search.aclose()
+
+        with pytest.raises(ResponseTooLarge, match=r"passed kb.max_response_bytes \(1,048,576 bytes\)"):
+            asyncio.run(find())
+        sent = server.flooded
     assert sent < FLOOD / 2
