@@ -16,7 +16,7 @@ from typing import cast
 import ray
 from ray import ObjectRef
 from ray.actor import ActorHandle
-from ray.exceptions import RayError
+from ray.exceptions import ActorDiedError, ActorUnavailableError, RayError
 
 from kifqa.config import Settings
 from kifqa.llm.aio import PerLoop
@@ -155,13 +155,13 @@ class ActorLLM(LLM):
             self._start(actor, batch, picks)
 
     def _start(self, actor: ActorHandle, batch: list[tuple[ChatRequest, asyncio.Future[Completion]]],
-               picks: ExitStack) -> None:
-        task = asyncio.get_running_loop().create_task(self._call(actor, batch, picks))
+               picks: ExitStack, tries: int = 0) -> None:
+        task = asyncio.get_running_loop().create_task(self._call(actor, batch, picks, tries))
         self._calls.add(task)
         task.add_done_callback(self._calls.discard)
 
     async def _call(self, actor: ActorHandle, batch: list[tuple[ChatRequest, asyncio.Future[Completion]]],
-                    picks: ExitStack) -> None:
+                    picks: ExitStack, tries: int) -> None:
         with picks:
             call: ObjectRef[list[Completion]] = actor.agenerate.remote([request for request, _ in batch])
             futures = [future for _, future in batch]
@@ -172,14 +172,28 @@ class ActorLLM(LLM):
 
             for future in futures:
                 future.add_done_callback(given_up)
+            completions: list[Completion] | None
             try:
                 completions = await call
             except RayError as err:
-                first_line = str(err).partition("\n")[0]
-                completions = [Completion(error=f"LLM actor failed: {type(err).__name__}: {first_line}")] * len(batch)
+                if isinstance(err, (ActorUnavailableError, ActorDiedError)) and tries < len(_ACTOR_BACKOFF_S):
+                    completions = None  # its node was lost: sent again below, once Ray may have restarted it
+                else:
+                    failed = f"LLM actor failed: {type(err).__name__}: {str(err).partition(chr(10))[0]}"
+                    completions = [Completion(error=failed)] * len(batch)
+        if completions is None:
+            await asyncio.sleep(_ACTOR_BACKOFF_S[tries])
+            if pending := [(request, future) for request, future in batch if not future.done()]:
+                pick = ExitStack()
+                self._start(pick.enter_context(self._pool.pick(pending[0][0].prefix_key)), pending, pick, tries + 1)
+            return
         for future, completion in zip(futures, completions, strict=True):
             if not future.done():
                 future.set_result(completion)
+
+
+#: Seconds before a call whose actor was unavailable (its node lost, Ray restarting it) is sent again.
+_ACTOR_BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 
 
 def _actor_llm(actors: list[ActorHandle], identity: str, per_call: int) -> ActorLLM:
