@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from kifqa.errors import ConfigError
 from kifqa.runs.lock import Lease, local_lock
 from kifqa.runs.schema import ANSWER_SCHEMA, TRACE_SCHEMA
 from kifqa.runs.storage import is_uri, local_path, resolve, shown
@@ -112,7 +113,11 @@ class RunFolder:
 
     def create(self) -> None:
         if self.remote:
-            self._fs.create_dir(self._base, recursive=True)
+            try:
+                self._fs.create_dir(self._base, recursive=True)
+            except OSError as err:
+                raise ConfigError(f"{self.uri}: cannot write here ({_first_line(err)}); check that the bucket "
+                                  "exists and that the credentials may write to it") from None
             return
         for folder in (self._base, self._answers, self._traces):
             with contextlib.suppress(FileExistsError):

@@ -25,6 +25,7 @@ from click.testing import CliRunner
 
 from kifqa.batch import run_job
 from kifqa.cli import cli
+from kifqa.errors import ConfigError
 from kifqa.eval.sources import evaluate_run
 from kifqa.report.sources import load_folder
 from kifqa.runs import ANSWER_SCHEMA, TRACE_SCHEMA, RunFolder, read_corpus, read_run
@@ -125,6 +126,11 @@ def test_a_job_on_the_object_store_answers_as_on_disk_and_records_no_secret(
     assert page.exit_code == 0 and (tmp_path / "page.html").stat().st_size > 0, page.output
     no_out = CliRunner().invoke(cli, ["report", out])
     assert no_out.exit_code != 0 and "say where to write its page (--out)" in no_out.output
+
+
+def test_a_missing_bucket_is_a_clear_error(s3: S3Server) -> None:
+    with pytest.raises(ConfigError, match=r"s3://no-such-bucket/runs/x: cannot write here .*bucket exists"):
+        RunFolder("s3://no-such-bucket/runs/x").create()
 
 
 def test_two_attempts_of_a_shard_never_mix_and_the_loser_is_removed(s3: S3Server) -> None:
