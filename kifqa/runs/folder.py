@@ -281,7 +281,11 @@ class RunFolder:
         for index, reason in sorted(self.broken().items()):
             stamp = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:6]}"
             target = f"{self._base}/set-aside/{stamp}"
-            self._fs.create_dir(target, recursive=True)
+            if self.remote:
+                self._fs.create_dir(target, recursive=True)
+            else:
+                for folder in (f"{self._base}/set-aside", target):
+                    Path(folder).mkdir(mode=0o700, exist_ok=True)
             name = self.shard_file(index)
             for folder in ("traces", "answers"):
                 source = f"{self._base}/{folder}/{name}"
