@@ -37,9 +37,19 @@ def new_manifest(settings: Settings, corpus: Corpus, key: str, n_shards: int,
         "shards": n_shards,
         "started_at": previous["started_at"] if previous else now(),
         "finished_at": None,
-        "config": settings.model_dump(mode="json"),
+        "config": _without_credentials(settings.model_dump(mode="json")),
         "runs": [*(previous or {}).get("runs", []), {"started_at": now()}],
     }
+
+
+def _without_credentials(config: dict[str, Any]) -> dict[str, Any]:
+    """The settings with the corpus and output locations as :func:`~kifqa.runs.storage.shown` names them (a URI
+    may carry a key)."""
+    batch = config.get("batch") or {}
+    for name in ("corpus", "out"):
+        if batch.get(name):
+            batch[name] = shown(batch[name])
+    return config
 
 
 def code_version() -> str:

@@ -3,6 +3,7 @@ and what kifqa records of a location holds no credential."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from kifqa.cli import cli
 from kifqa.config import Settings
 from kifqa.errors import ConfigError
 from kifqa.runs import RunFolder, read_corpus
+from kifqa.runs.manifest import new_manifest
 from kifqa.runs.storage import is_uri, shown
 from tests.unit.test_cli_run import _summary
 
@@ -52,3 +54,13 @@ def test_an_unknown_scheme_or_a_missing_corpus_is_a_clear_error(tmp_path: Path) 
         read_corpus(tmp_path / "q.jsonl")
     with pytest.raises(ConfigError, match="cannot open this location"):
         RunFolder("nosuch://bucket/runs/x")
+
+
+def test_the_manifest_names_locations_without_credentials(tmp_path: Path) -> None:
+    corpus = tmp_path / "q.jsonl"
+    corpus.write_text('{"id": "q1", "question": "who?"}\n')
+    settings = Settings().override(batch={"corpus": "s3://AKIA123:s3cret@bucket/q.jsonl",
+                                          "out": "s3://AKIA123:s3cret@bucket/runs/x"})
+    manifest = new_manifest(settings, read_corpus(corpus), "key", 1, None)
+    assert "s3cret" not in json.dumps(manifest) and "AKIA123" not in json.dumps(manifest)
+    assert manifest["config"]["batch"]["out"] == "s3://bucket/runs/x"
