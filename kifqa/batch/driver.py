@@ -93,7 +93,9 @@ def run_job(settings: Settings, corpus: str | Path | None = None, out: str | Pat
             pools: Pools | None = None, pipeline: PipelineFactory = default_pipeline,
             open_kb: KBFactory | None = None, open_llm: LLMFactory | None = None,
             progress: bool = True) -> Summary:
-    """Answers every question of ``corpus`` into ``out`` (both default to ``settings.batch``).
+    """Answers every question of ``corpus`` into ``out`` (both default to ``settings.batch``; each a local
+    path or a URI, :mod:`kifqa.runs.storage`). The job holds ``out`` while it runs (:meth:`RunFolder.lock`):
+    :class:`~kifqa.runs.lock.FolderInUse` when another run holds it.
 
     Runs on ``pools`` (see :func:`~kifqa.batch.pools.actor_pools`) when given; otherwise starts
     them, if there is anything to run, with ``open_kb`` and ``open_llm`` replacing the backends,
