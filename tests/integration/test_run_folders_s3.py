@@ -12,6 +12,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -183,6 +184,27 @@ def test_a_held_lease_stops_a_second_run_and_an_expired_or_orphaned_one_is_taken
         run_job(_settings(tmp_path), corpus, out, progress=False, **fakes(flags))
     s3.put("runs/lease/lease.json", Holder("other", "another-host", 1, time.time() - 700, time.time() - 100).dumps())
     assert run_job(_settings(tmp_path), corpus, out, progress=False, **fakes(flags)).ok, "an expired lease is taken"
+
+
+def test_of_two_runs_taking_a_folder_at_once_exactly_one_holds_it(s3: S3Server) -> None:
+    start, held, refused = threading.Barrier(2), [], []
+
+    def take() -> None:
+        start.wait()
+        try:
+            with RunFolder(s3.uri("runs/race")).lock():
+                held.append(s3.objects("runs/race/")["runs/race/lease.json"])
+                time.sleep(2.0)
+        except FolderInUse as err:
+            refused.append(str(err))
+
+    runs = [threading.Thread(target=take) for _ in range(2)]
+    for run in runs:
+        run.start()
+    for run in runs:
+        run.join()
+    assert len(held) == 1 and len(refused) == 1, (held, refused)
+    assert "is in use by another run" in refused[0]
 
 
 def test_a_killed_driver_resumes_from_the_object_store(cluster, s3: S3Server, tmp_path: Path, flags: Path) -> None:
