@@ -15,7 +15,8 @@ MASK = "***"
 
 _USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)[^/?#@\s\"'<>]+@")
 _SECRET_PARAMETER = re.compile(
-    r"(?P<name>[?&;](?:api[_-]?key|key|token|access[_-]?token|auth|password|passwd|secret|client[_-]?secret|"
+    r"(?P<name>[?&;](?:api[_-]?key|key|access[_-]?key|secret[_-]?key|token|access[_-]?token|session[_-]?token|auth|"
+    r"password|passwd|secret|client[_-]?secret|"
     r"sig|signature)=)[^&#;\s\"'<>]*", re.IGNORECASE)
 
 

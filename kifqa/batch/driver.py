@@ -17,6 +17,7 @@ from typing import Any
 import ray
 from ray import ObjectRef
 from ray.exceptions import RayError, RayTaskError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from tqdm import tqdm
 
 from kifqa.batch.kbpool import KBFactory, kb_in_tasks
@@ -92,7 +93,9 @@ def run_job(settings: Settings, corpus: str | Path | None = None, out: str | Pat
             pools: Pools | None = None, pipeline: PipelineFactory = default_pipeline,
             open_kb: KBFactory | None = None, open_llm: LLMFactory | None = None,
             progress: bool = True) -> Summary:
-    """Answers every question of ``corpus`` into ``out`` (both default to ``settings.batch``).
+    """Answers every question of ``corpus`` into ``out`` (both default to ``settings.batch``; each a local
+    path or a URI, :mod:`kifqa.runs.storage`). The job holds ``out`` while it runs (:meth:`RunFolder.lock`):
+    :class:`~kifqa.runs.lock.FolderInUse` when another run holds it.
 
     Runs on ``pools`` (see :func:`~kifqa.batch.pools.actor_pools`) when given; otherwise starts
     them, if there is anything to run, with ``open_kb`` and ``open_llm`` replacing the backends,
@@ -265,10 +268,14 @@ def _run_shards(settings: Settings, out: str, todo: list[Shard], pools: Pools,
                 pipeline: PipelineFactory, progress: bool) -> _Run:
     b = settings.batch
     run = _Run(llm_actors=len(pools.llm_actors), kb_actors=len(pools.kb_actors))
-    counter = Progress.remote()  # type: ignore[attr-defined]  # mypy ignores the @ray.remote decorator
+    # On the driver's node: the job lives as long as that node does, whichever node is lost.
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+    counter = Progress.options(scheduling_strategy=here).remote()  # type: ignore[attr-defined]  # mypy ignores @ray.remote
     ctx = TaskContext(job=uuid.uuid4().hex, settings=settings, out=out, kb=pools.kb,
                       open_kb=pools.open_kb, llm=pools.llm, pipeline=pipeline, progress=counter)
-    task = ray.remote(run_shard).options(num_cpus=0, max_retries=b.task_max_retries)
+    # Spread over the nodes: the tasks' CPU work shares the cluster, and a lost node takes only its share
+    # (Ray reruns them elsewhere; the run folder is wherever ``out`` is, never a node's own disk).
+    task = ray.remote(run_shard).options(num_cpus=0, max_retries=b.task_max_retries, scheduling_strategy="SPREAD")
     max_tasks = b.max_task_count(cpus=cluster_cpus())
     busy, kb, blocks = pools.llm_busy_seconds(), pools.kb_stats(), pools.blocks()
     start = time.perf_counter()

@@ -25,7 +25,7 @@ from typing import Any, cast
 
 import ray
 from ray.actor import ActorHandle
-from ray.exceptions import RayError, RayTaskError
+from ray.exceptions import ActorDiedError, ActorUnavailableError, RayError, RayTaskError
 
 import kifqa.kb as kb_package
 from kifqa.batch.kbcache import KBCache
@@ -35,7 +35,7 @@ from kifqa.config import Settings
 from kifqa.errors import ConfigError, KBError
 from kifqa.kb.base import EntityProperties, FilterResult, KBStats, KnowledgeBase
 from kifqa.kb.guard import retry_after
-from kifqa.llm.routing import LeastLoaded
+from kifqa.llm.routing import RESEND_BACKOFF_S, LeastLoaded
 from kifqa.resilience import open_circuits
 from kifqa.types import Candidate, Direction
 
@@ -208,14 +208,26 @@ class ActorKB(_ForwardingKB):
         self._pool = LeastLoaded(actors)
 
     async def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        with self._pool.pick() as actor:
-            try:
-                return await actor.call.remote(name, args, kwargs)
-            except RayTaskError as err:
-                raise (err.cause if isinstance(err.cause, Exception) else KBError(str(err))) from None
-            except RayError as err:
-                first_line = str(err).partition("\n")[0]
-                raise KBError(f"KB actor failed: {type(err).__name__}: {first_line}") from err
+        # An actor lost with its node fails its calls until Ray has restarted it elsewhere: a lookup is a
+        # read, so it is tried again, on the least busy actor then, for up to about half a minute.
+        waits = iter(RESEND_BACKOFF_S)
+        while True:
+            with self._pool.pick() as actor:
+                try:
+                    return await actor.call.remote(name, args, kwargs)
+                except RayTaskError as err:
+                    raise (err.cause if isinstance(err.cause, Exception) else KBError(str(err))) from None
+                except RayError as err:
+                    lost = isinstance(err, (ActorUnavailableError, ActorDiedError))
+                    wait_s = next(waits, None) if lost else None
+                    if wait_s is None:
+                        raise _actor_failed(err) from err
+            await asyncio.sleep(wait_s)
+
+
+def _actor_failed(err: RayError) -> KBError:
+    first_line = str(err).partition("\n")[0]
+    return KBError(f"KB actor failed: {type(err).__name__}: {first_line}")
 
 
 class TaskKB(_ForwardingKB):
@@ -256,6 +268,7 @@ def start_kb_pool(settings: Settings, open_kb: KBFactory, limiter: ActorHandle |
     to be ready)."""
     b = settings.batch
     actor = ray.remote(KBActor).options(
-        num_cpus=0, max_concurrency=b.kb_actor_concurrency, max_restarts=3, max_task_retries=2)
+        num_cpus=0, max_concurrency=b.kb_actor_concurrency, max_restarts=3, max_task_retries=2,
+        scheduling_strategy="SPREAD")  # a lost node takes one of them, not all (they need no CPU: else all on one)
     return [cast(ActorHandle, actor.remote(settings, open_kb, limiter))
             for _ in range(b.kb_actor_count(cpus=cluster_cpus()))]

@@ -39,7 +39,7 @@ from kifqa.errors import ConfigError
 from kifqa.llm.aio import PerLoop
 from kifqa.llm.base import LLM, ChatRequest, Completion, Message
 from kifqa.llm.blockstate import BlockStats
-from kifqa.llm.routing import LeastLoaded
+from kifqa.llm.routing import RESEND_BACKOFF_S, LeastLoaded
 from kifqa.llm.vllm_engine import EngineDead
 from kifqa.resilience import open_circuits
 
@@ -49,8 +49,6 @@ log = logging.getLogger(__name__)
 LLMFactory = Callable[[Settings], LLM]
 
 _WARM_UP = ChatRequest(messages=(Message("user", "Hi"),), max_tokens=1)
-#: Times a request whose actor failed (died, or could not be reached) is sent to another actor.
-RESENDS = 2
 #: The Hugging Face token variable (gated models), forwarded to vLLM actors.
 HF_TOKEN = "HF_TOKEN"
 
@@ -196,7 +194,8 @@ class ActorLLM(LLM):
 
     async def _call(self, actor: ActorHandle, batch: list[_Pending], picks: ExitStack) -> None:
         """One call to ``actor``; when the actor fails (its process died, or it cannot be reached), its
-        requests go to another actor, up to :data:`RESENDS` times each. A failed call, or one whose every
+        requests go to another actor after the waits of :data:`~kifqa.llm.routing.RESEND_BACKOFF_S` (its node
+        may be lost while Ray restarts it), once per wait. A failed call, or one whose every
         answer is an error, makes the routing avoid the actor for a while."""
         with picks:
             call: ObjectRef[list[Completion]] = actor.agenerate.remote([p.request for p in batch])
@@ -216,18 +215,19 @@ class ActorLLM(LLM):
                 first_line = str(err).partition("\n")[0]
                 completions = [Completion(error=f"LLM actor failed: {type(err).__name__}: {first_line}")] * len(batch)
                 if not isinstance(err, RayTaskError):  # the actor died or cannot be reached, not the call
-                    resent = [p for p in batch if p.resends < RESENDS and not p.future.done()]
+                    resent = [p for p in batch if p.resends < len(RESEND_BACKOFF_S) and not p.future.done()]
             else:
                 if any(c.ok for c in completions) or not completions:
                     self._pool.succeeded(actor)
                 else:  # an actor whose every answer is an error fails fast: it must not look idle
                     self._pool.failed(actor)
-        if resent:
-            log.warning("an LLM actor failed; sending its %d request(s) to another actor", len(resent))
-            self._send([_Pending(p.request, p.future, p.resends + 1) for p in resent])
         for pending, completion in zip(batch, completions, strict=True):
             if pending not in resent and not pending.future.done():
                 pending.future.set_result(completion)
+        if resent:
+            log.warning("an LLM actor failed; sending its %d request(s) to another actor", len(resent))
+            await asyncio.sleep(RESEND_BACKOFF_S[max(p.resends for p in resent)])
+            self._send([_Pending(p.request, p.future, p.resends + 1) for p in resent])
 
 
 @dataclass(eq=False)

@@ -15,6 +15,10 @@ lookups coalesced and one query per lookup (``kb.batch_size: 1``), each against 
 prints, for both: questions/s, endpoint queries and charged seconds per question, the 429s, the
 requests sent while a Retry-After ran, the hours 100,000 questions would take, and whether the two
 runs gave the same answers and traces (apart from SPARQL text, batch names and timings).
+
+``--out-uri URI`` writes the job's run folder to local disk and to ``URI`` (an object store, e.g.
+``s3://bucket/prefix`` at the server the ``AWS_*`` variables name) in turn, twice each, on the same warm
+actors, and prints the questions/s of both and their ratio (goal: the object store at least 0.8 of disk).
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from kifqa.eval.datasets import load_sqwd
 from kifqa.kb.build import locate
 from kifqa.kb.server import OxigraphServer
 from kifqa.llm.gold import SPLITS
+from kifqa.runs.storage import shown
 
 #: Targets on a 2-core machine (docs/batch.md).
 TARGETS = {"questions_per_s": 40.0, "driver_peak_rss_mib": 1024.0, "trace_bytes_per_question": 4096.0,
@@ -66,11 +71,13 @@ TARGETS = {"questions_per_s": 40.0, "driver_peak_rss_mib": 1024.0, "trace_bytes_
 @click.option("--task-concurrency", type=click.IntRange(min=1), default=None, help="Default: the configured one.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Keep the corpus and the job's output here (default: a temporary folder, removed).")
+@click.option("--out-uri", help="Write the run folder to local disk and to this URI (s3://bucket/prefix) in turn, "
+                                "twice each, and print both questions/s and their ratio (goal >= 0.8).")
 @click.option("--config", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="A YAML settings file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 def batch(n: int | None, endpoint: str, kb_actor_concurrency: int | None, kb_actors: int, kb_placement: str | None,
           shard_size: int | None, max_tasks: int | None, task_concurrency: int | None, out: Path | None,
-          config: Path | None, as_json: bool) -> None:
+          out_uri: str | None, config: Path | None, as_json: bool) -> None:
     """Questions/s, CPU per question by actor kind, driver RSS, output size and resume time of a large job;
     with ``--endpoint wdqs-like``, batched against unbatched KB lookups behind WDQS's rules."""
     options = {"kb_actors": kb_actors, "kb_placement": kb_placement, "shard_size": shard_size, "max_tasks": max_tasks,
@@ -89,6 +96,11 @@ def batch(n: int | None, endpoint: str, kb_actor_concurrency: int | None, kb_act
         if endpoint == "public-like":
             figures = measure_public_like(settings, held_out(settings, root / "questions.jsonl", n or 600), root)
             click.echo(json.dumps(figures, indent=2) if as_json else render_public_like(figures))
+            return
+        if out_uri is not None:
+            figures = measure_output(settings, corpus(settings, root / "questions.jsonl", n or 5000), root / "out",
+                                     out_uri)
+            click.echo(json.dumps(figures, indent=2) if as_json else render_output(figures))
             return
         figures = measure(settings, corpus(settings, root / "questions.jsonl", n or 5000), root / "out")
     click.echo(json.dumps(figures, indent=2) if as_json else render(figures))
@@ -230,6 +242,40 @@ def measure(settings: Settings, corpus: Path, out: Path) -> dict[str, object]:
         "resume_s": round(resume_s, 2), "resume_skipped_all": again.shards_skipped == again.shards and not again.ran,
         "load_average": [round(x, 2) for x in os.getloadavg()],
     }
+
+
+#: The goal of ``--out-uri``: questions/s with the run folder on the object store over local disk's.
+OUTPUT_RATIO_GOAL = 0.8
+
+
+def measure_output(settings: Settings, corpus: Path, local: Path, uri: str) -> dict[str, object]:
+    """The job on ``corpus`` on warm actors with its run folder on local disk and at ``uri`` in turn (disk,
+    URI, disk, URI: drifting load falls on both); questions/s of each run and of both places."""
+    runs: dict[str, list[tuple[int, float]]] = {"local": [], "uri": []}
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    with actor_pools(settings) as pools:
+        for turn in range(2):
+            for place, out in (("local", str(local / f"run-{turn}")), ("uri", f"{uri.rstrip('/')}/{stamp}-{turn}")):
+                start = time.perf_counter()
+                summary = run_job(settings, corpus, out, pools=pools, progress=False)
+                runs[place].append((summary.ran, time.perf_counter() - start))
+    rate = {place: sum(q for q, _ in done) / sum(s for _, s in done) for place, done in runs.items()}
+    return {"questions": runs["local"][0][0], "uri": shown(uri), "cpus": os.cpu_count(),
+            "local_questions_per_s": [round(q / s, 2) for q, s in runs["local"]],
+            "uri_questions_per_s": [round(q / s, 2) for q, s in runs["uri"]],
+            "ratio": round(rate["uri"] / rate["local"], 3), "goal": OUTPUT_RATIO_GOAL,
+            "load_average": [round(x, 2) for x in os.getloadavg()]}
+
+
+def render_output(f: dict[str, Any]) -> str:
+    return "\n".join([
+        f"batch job on the zero-cost gold model, {f['questions']} questions, run folder on local disk and at "
+        f"{f['uri']} in turn, twice each, on the same warm actors, {f['cpus']} CPUs",
+        f"local disk       {f['local_questions_per_s']} questions/s",
+        f"object store     {f['uri_questions_per_s']} questions/s",
+        f"ratio            {f['ratio']} (object store over local disk, all runs; goal >= {f['goal']:g})",
+        f"load average     {f['load_average']} (after the runs; other processes share the CPUs)",
+    ])
 
 
 def _cpu(pools: Pools) -> dict[str, float]:

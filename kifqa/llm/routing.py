@@ -17,6 +17,9 @@ T = TypeVar("T")
 AVOID_S = 1.0
 #: The longest a failing member is avoided before it is tried again.
 MAX_AVOID_S = 30.0
+#: Seconds before a call whose Ray actor died or cannot be reached (its node lost, Ray restarting it) is sent
+#: again, to the member the pool then picks; one resend per wait, about half a minute in all.
+RESEND_BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 
 
 class LeastLoaded(Generic[T]):

@@ -28,6 +28,7 @@ import re
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from kifqa.errors import ConfigError
 from kifqa.runs.lock import Lease, local_lock
 from kifqa.runs.schema import ANSWER_SCHEMA, TRACE_SCHEMA
 from kifqa.runs.storage import is_uri, local_path, resolve, shown
@@ -49,6 +51,8 @@ _TRACES = re.compile(r"shard-(\d{5,})\.parquet")
 _ANSWERS = re.compile(r"shard-(\d{5,})(?:\.[0-9a-f]{8,})?\.parquet")
 #: The keys a traces file's Parquet metadata holds: its rows, its answers file and that file's rows.
 _ROWS, _ANSWERS_FILE, _ANSWER_ROWS = b"kifqa.rows", b"kifqa.answers", b"kifqa.answer_rows"
+#: Shards whose footers are read at once.
+_READERS = 16
 
 
 @dataclass(frozen=True)
@@ -112,7 +116,11 @@ class RunFolder:
 
     def create(self) -> None:
         if self.remote:
-            self._fs.create_dir(self._base, recursive=True)
+            try:
+                self._fs.create_dir(self._base, recursive=True)
+            except OSError as err:
+                raise ConfigError(f"{self.uri}: cannot write here ({_first_line(err)}); check that the bucket "
+                                  "exists and that the credentials may write to it") from None
             return
         for folder in (self._base, self._answers, self._traces):
             with contextlib.suppress(FileExistsError):
@@ -133,22 +141,12 @@ class RunFolder:
     def shards(self) -> dict[int, ShardFiles]:
         """The finished shards by index (those that read back whole; the others are warned of)."""
         found: dict[int, ShardFiles] = {}
-        for info in self._list(self._traces):
-            name = info.base_name
-            match = _TRACES.fullmatch(name)
-            if name.startswith(_TMP):
-                continue
-            if match is None or name != self.shard_file(int(match[1])):
-                self._warn(f"traces/{name}", "not a shard file: ignored")
-                continue
-            key = (name, info.size or 0, info.mtime_ns or 0)
-            if key not in self._checked:
-                self._checked[key] = self._check(int(match[1]))
-            checked = self._checked[key]
+        for index, checked in self._scan().items():
             if isinstance(checked, ShardFiles):
-                found[checked.index] = checked
+                found[index] = checked
             else:
-                self._warn(f"traces/{name}", f"{checked}: left out (the next run of the job recomputes it)")
+                self._warn(f"traces/{self.shard_file(index)}",
+                           f"{checked}: left out (the next run of the job recomputes it)")
         return found
 
     def finished(self) -> set[int]:
@@ -157,16 +155,27 @@ class RunFolder:
 
     def broken(self) -> dict[int, str]:
         """The shards whose traces file is there but does not read back whole, and why."""
-        out: dict[int, str] = {}
+        return {index: checked for index, checked in self._scan().items() if isinstance(checked, str)}
+
+    def _scan(self) -> dict[int, ShardFiles | str]:
+        """Each traces file's shard checked (:meth:`_check`), a file's footers read once while it is unchanged,
+        :data:`_READERS` at a time (on an object store each read is a request or two)."""
+        keys: dict[int, tuple[str, int, int]] = {}
         for info in self._list(self._traces):
-            match = _TRACES.fullmatch(info.base_name)
-            if match is not None and info.base_name == self.shard_file(int(match[1])):
-                checked = self._checked.get((info.base_name, info.size or 0, info.mtime_ns or 0))
-                if checked is None:
-                    checked = self._check(int(match[1]))
-                if isinstance(checked, str):
-                    out[int(match[1])] = checked
-        return out
+            name, match = info.base_name, _TRACES.fullmatch(info.base_name)
+            if name.startswith(_TMP):
+                continue
+            if match is None or name != self.shard_file(int(match[1])):
+                self._warn(f"traces/{name}", "not a shard file: ignored")
+                continue
+            keys[int(match[1])] = (name, info.size or 0, info.mtime_ns or 0)
+        unseen = [(index, key) for index, key in keys.items() if key not in self._checked]
+        if unseen:
+            with ThreadPoolExecutor(max_workers=_READERS) as pool:
+                checked = pool.map(self._check, [index for index, _ in unseen])
+                for (_, key), result in zip(unseen, checked, strict=True):
+                    self._checked[key] = result
+        return {index: self._checked[key] for index, key in keys.items()}
 
     def _check(self, index: int) -> ShardFiles | str:
         """Shard ``index`` if its traces and answers files read back whole, else why not."""
@@ -276,7 +285,11 @@ class RunFolder:
         for index, reason in sorted(self.broken().items()):
             stamp = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:6]}"
             target = f"{self._base}/set-aside/{stamp}"
-            self._fs.create_dir(target, recursive=True)
+            if self.remote:
+                self._fs.create_dir(target, recursive=True)
+            else:
+                for folder in (f"{self._base}/set-aside", target):
+                    Path(folder).mkdir(mode=0o700, exist_ok=True)
             name = self.shard_file(index)
             for folder in ("traces", "answers"):
                 source = f"{self._base}/{folder}/{name}"

@@ -115,8 +115,6 @@ class Lease:
         self._since = time.time()
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
-        #: Set when another run took the lease over while this one held it.
-        self.lost = threading.Event()
 
     def __enter__(self) -> Lease:
         held = self._read()
@@ -160,9 +158,9 @@ class Lease:
         while not self._stop.wait(self._lease_s / 3):
             try:
                 held = self._read()
-                if held is not None and held.owner != self._owner:
-                    log.error("the lease on %s was taken over by another run (%s)", self._where, held.said())
-                    self.lost.set()
+                if held is not None and held.owner != self._owner:  # it expired while the store was unreachable
+                    log.error("the lease on %s was taken over by another run (%s): two runs now write to it",
+                              self._where, held.said())
                     return
                 self._write()
             except OSError as err:  # the store is unreachable for now: try again at the next renewal

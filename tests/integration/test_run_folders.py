@@ -82,6 +82,7 @@ def test_a_shard_cut_short_is_set_aside_and_recomputed_and_every_later_command_w
     manifest = json.loads((out / "manifest.json").read_text())
     assert [s["index"] for s in manifest["runs"][-1]["set_aside"]] == [1, 2, 3]
     moved = sorted(p.name for p in (out / "set-aside").rglob("*.parquet"))
+    assert {stat.S_IMODE(p.stat().st_mode) for p in (out / "set-aside").rglob("*")} == {0o700, 0o600}
     assert moved == ["answers-shard-00001.parquet", "answers-shard-00002.parquet", "traces-shard-00001.parquet",
                      "traces-shard-00002.parquet", "traces-shard-00003.parquet"]
 

@@ -12,6 +12,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,10 +26,13 @@ from click.testing import CliRunner
 
 from kifqa.batch import run_job
 from kifqa.cli import cli
+from kifqa.errors import ConfigError
+from kifqa.eval.datasets import load_sqwd
 from kifqa.eval.sources import evaluate_run
 from kifqa.report.sources import load_folder
 from kifqa.runs import ANSWER_SCHEMA, TRACE_SCHEMA, RunFolder, read_corpus, read_run
 from kifqa.runs.lock import FolderInUse, Holder
+from kifqa.types import Question, Result, Trace
 from tests.integration.test_batch_job import _settings, fakes
 from tests.s3_server import SECRET, S3Server, s3_server
 
@@ -127,6 +131,31 @@ def test_a_job_on_the_object_store_answers_as_on_disk_and_records_no_secret(
     assert no_out.exit_code != 0 and "say where to write its page (--out)" in no_out.output
 
 
+def test_a_missing_bucket_is_a_clear_error(s3: S3Server) -> None:
+    with pytest.raises(ConfigError, match=r"s3://no-such-bucket/runs/x: cannot write here .*bucket exists"):
+        RunFolder("s3://no-such-bucket/runs/x").create()
+
+
+def test_kifqa_eval_scores_a_run_folder_on_the_object_store_as_on_disk(s3: S3Server, data_dir: Path,
+                                                                        tmp_path: Path) -> None:
+    gold = load_sqwd(data_dir, "valid")[:6]
+    results = [Result(Question(q.id, q.text), [], Trace(q.id, q.text, kb="local", model="m", n_answers=0,
+                                                        error="no entity", error_step="entities")) for q in gold]
+    for where in (s3.uri("runs/scored"), tmp_path / "run"):
+        folder = RunFolder(where)
+        folder.create()
+        for index, part in enumerate((results[:4], results[4:])):
+            folder.write_shard(index, pa.Table.from_pylist([], schema=ANSWER_SCHEMA),
+                               pa.Table.from_pylist([r.trace.to_row() for r in part], schema=TRACE_SCHEMA))
+    metrics = []
+    for where, scores in ((s3.uri("runs/scored"), tmp_path / "remote"), (str(tmp_path / "run"), tmp_path / "local")):
+        done = CliRunner().invoke(cli, ["eval", "--run", where, "--dataset", "sqwd:valid", "--out", str(scores),
+                                        "--no-report"], env={"KIFQA_DATA_DIR": str(data_dir)})
+        assert done.exit_code == 0, done.output
+        metrics.append(json.loads((scores / "metrics.json").read_text()))
+    assert metrics[0]["questions"] == 6 and metrics[0]["all"] == metrics[1]["all"]
+
+
 def test_two_attempts_of_a_shard_never_mix_and_the_loser_is_removed(s3: S3Server) -> None:
     folder = RunFolder(s3.uri("runs/twice"))
     folder.create()
@@ -177,6 +206,27 @@ def test_a_held_lease_stops_a_second_run_and_an_expired_or_orphaned_one_is_taken
         run_job(_settings(tmp_path), corpus, out, progress=False, **fakes(flags))
     s3.put("runs/lease/lease.json", Holder("other", "another-host", 1, time.time() - 700, time.time() - 100).dumps())
     assert run_job(_settings(tmp_path), corpus, out, progress=False, **fakes(flags)).ok, "an expired lease is taken"
+
+
+def test_of_two_runs_taking_a_folder_at_once_exactly_one_holds_it(s3: S3Server) -> None:
+    start, held, refused = threading.Barrier(2), [], []
+
+    def take() -> None:
+        start.wait()
+        try:
+            with RunFolder(s3.uri("runs/race")).lock():
+                held.append(s3.objects("runs/race/")["runs/race/lease.json"])
+                time.sleep(2.0)
+        except FolderInUse as err:
+            refused.append(str(err))
+
+    runs = [threading.Thread(target=take) for _ in range(2)]
+    for run in runs:
+        run.start()
+    for run in runs:
+        run.join()
+    assert len(held) == 1 and len(refused) == 1, (held, refused)
+    assert "is in use by another run" in refused[0]
 
 
 def test_a_killed_driver_resumes_from_the_object_store(cluster, s3: S3Server, tmp_path: Path, flags: Path) -> None:
