@@ -5,7 +5,9 @@ Each side computes the same blocks (the configured example mode's, then the rela
 prompt; ``--blocks`` keeps the first few) into an empty state folder of its own, so nothing is restored, with
 the configured model, slots and threads. Its seconds exclude loading the instances, which the run before
 the blocks pays once either way. Other work on the cores lowers the ratio, so the load average before and
-after each side is printed with it: only an idle machine measures the scaling.
+after each side is printed with it, and the cores each side kept busy (this process's CPU seconds over its wall
+seconds): a second instance that finds no free core keeps no more busy, and only an idle machine measures the
+scaling.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class Side:
     blocks: int
     load_s: float
     prepare_s: float
+    prepare_cpu_s: float
     computed: int
     load_average: tuple[float, float]
 
@@ -60,10 +63,11 @@ def warm(config: Path | None, name: str | None, blocks: int | None, instances: i
                f"{settings.llm.threads} thread(s) and {settings.llm.parallel} slot(s) per instance, "
                f"{os.cpu_count()} CPUs")
     click.echo(f"{'instances':>9} {'blocks':>6} {'load s':>7} {'blocks s':>9} {'blocks/min':>10} "
-               f"{'load avg before/after':>22}")
+               f"{'cores busy':>10} {'load avg before/after':>22}")
     for side in sides:
         click.echo(f"{side.instances:>9} {side.computed:>6} {side.load_s:>7.1f} {side.prepare_s:>9.1f} "
                    f"{60 * side.computed / max(side.prepare_s, 1e-9):>10.2f} "
+                   f"{side.prepare_cpu_s / max(side.prepare_s, 1e-9):>10.2f} "
                    f"{side.load_average[0]:>11.2f}/{side.load_average[1]:.2f}")
     one, more = sides
     click.echo(f"speed-up {one.prepare_s / max(more.prepare_s, 1e-9):.2f}x with {more.instances} instances "
@@ -87,4 +91,4 @@ def measure(settings: Settings, requests: list[ChatRequest], count: int) -> Side
             for m in local:
                 asyncio.run(m.aclose())
         return Side(instances=count, blocks=len(requests), load_s=done.load_s, prepare_s=done.prepare_s,
-                    computed=done.computed, load_average=(before, os.getloadavg()[0]))
+                    prepare_cpu_s=done.prepare_cpu_s, computed=done.computed, load_average=(before, os.getloadavg()[0]))

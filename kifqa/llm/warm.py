@@ -38,6 +38,9 @@ class Warmed:
     #: Wall seconds loading the instances, then preparing the prefixes.
     load_s: float
     prepare_s: float
+    #: CPU seconds of this process (llama.cpp's threads included) while preparing the prefixes: over
+    #: ``prepare_s``, how many cores the instances kept busy.
+    prepare_cpu_s: float
 
 
 def split(items: Sequence[T], parts: int) -> list[list[T]]:
@@ -65,7 +68,7 @@ def warm(models: Sequence[LocalLLM], requests: Sequence[ChatRequest], *,
     start = time.perf_counter()
     with ThreadPoolExecutor(max_workers=len(models), thread_name_prefix="warm") as pool:
         list(pool.map(LocalLLM.load, models))
-    loaded = time.perf_counter()
+    loaded, cpu = time.perf_counter(), time.process_time()
     if on_loaded is not None:
         on_loaded()
     before = [replace(m.blocks()) for m in models]  # copies: an instance's counters keep counting
@@ -84,4 +87,4 @@ def warm(models: Sequence[LocalLLM], requests: Sequence[ChatRequest], *,
     done = BlockStats.total(m.blocks() - b for m, b in zip(models, before)) or BlockStats()
     return Warmed(shares=tuple(map(len, shares)), computed=done.computed, restored=done.restored,
                   refused=done.refused, bytes=done.bytes, load_s=loaded - start,
-                  prepare_s=time.perf_counter() - loaded)
+                  prepare_s=time.perf_counter() - loaded, prepare_cpu_s=time.process_time() - cpu)
