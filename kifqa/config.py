@@ -79,7 +79,7 @@ class KBSettings(Section):
     max_results: int = 10_000
     #: Per-request timeout in seconds.
     timeout_s: float = Field(default=30.0, json_schema_extra=RUNTIME)
-    #: Most KB calls one knowledge base runs at once.
+    #: Most KB calls one knowledge base runs at once, on its store and on its search each.
     max_concurrency: int = Field(default=8, json_schema_extra=RUNTIME)
     #: Most concurrent lookups (``properties_of``, ``facts``; ``named`` where there is no label index) coalesced
     #: into one query; 1: one query each.

@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 from kifqa.batch import Pools, actor_pools, run_job
 from kifqa.batch.kbpool import kb_in_tasks
 from kifqa.batch.llmpool import cluster_cpus
-from kifqa.bench.public_like import measure_public_like, render_public_like
+from kifqa.bench.public_like import PUBLIC_DEFAULTS, measure_public_like, render_public_like
 from kifqa.bench.wdqs_like import WDQSLike
 from kifqa.cli.options import load_settings
 from kifqa.config import WDQS_LIMIT, Settings
@@ -83,7 +83,7 @@ def batch(n: int | None, endpoint: str, kb_actor_concurrency: int | None, kb_act
     options = {"kb_actors": kb_actors, "kb_placement": kb_placement, "shard_size": shard_size, "max_tasks": max_tasks,
                "task_concurrency": task_concurrency, "kb_actor_concurrency": kb_actor_concurrency}
     # Behind the endpoint's latency and limits a question waits longer: more in flight give batches to fill.
-    defaults = _WDQS_DEFAULTS if endpoint in ("wdqs-like", "public-like") else {}
+    defaults = {"wdqs-like": _WDQS_DEFAULTS, "public-like": PUBLIC_DEFAULTS}.get(endpoint, {})
     given = {k: v for k, v in options.items() if v is not None}
     settings = _bench_settings(load_settings(config), {**defaults, **given})
     with tempfile.TemporaryDirectory(prefix="kifqa-bench-") as tmp:

@@ -25,6 +25,9 @@ from kifqa.bench.standins.stack import wikidata_standins
 from kifqa.bench.standins.wikidata_api import Lag
 from kifqa.config import Settings
 
+#: Job settings unless given: 32 questions in flight. The services' limits hold the job near 1 question a second,
+#: so more in flight only wait longer each, and the last of 600 would pass ``batch.question_timeout_s``.
+PUBLIC_DEFAULTS = {"max_tasks": 2, "task_concurrency": 16, "kb_actor_concurrency": 256}
 #: The API's simulated replication lag: above ``maxlag=5`` for 3 s of every 30 s.
 BENCH_LAG = Lag(lag_s=8.0, every_s=30.0, for_s=3.0)
 #: Words of an error that throttling left (a 429, a ``maxlag`` refusal, a wait given up).

@@ -84,7 +84,8 @@ class Guard:
         #: has its own circuit and ``Retry-After`` holds.
         self.endpoints = {target: Endpoint(target, policy(settings), label=f"{name} ({target})")
                           for target in ("store", "search")}
-        self._semaphore = asyncio.Semaphore(settings.max_concurrency)
+        #: The concurrency cap of each target (a search waiting its service's turn never holds back the store).
+        self._semaphores = {target: asyncio.Semaphore(settings.max_concurrency) for target in ("store", "search")}
         #: Each attempt on a target waits for its gate (one attempt is one HTTP request to a SPARQL store, or
         #: the page requests of one search: KIF's searches here send them one at a time).
         self.gates: dict[str, RequestGate | None] = {"store": None, "search": None}
@@ -107,9 +108,9 @@ class Guard:
         gate = self.gates[target]
         try:
             if gate is None:
-                return await self.endpoints[target].run(call, classify, slot=lambda: self._semaphore)
+                return await self.endpoints[target].run(call, classify, slot=lambda: self._semaphores[target])
             return await self.endpoints[target].run(self._paused_on_429(call, gate), classify,
-                                                    slot=lambda: self._gated(gate))
+                                                    slot=lambda: self._gated(target, gate))
         except GaveUp as err:
             tries = f" after {err.attempts} attempts" if err.attempts > 1 else ""
             raise KBError(f"{self.name}: {kind} failed{tries}: {err}") from err.__cause__
@@ -122,9 +123,9 @@ class Guard:
             self.stats.seconds += time.perf_counter() - started
 
     @asynccontextmanager
-    async def _gated(self, gate: RequestGate) -> AsyncIterator[None]:
-        """The concurrency cap, then the shared gate, held while one request is out."""
-        async with self._semaphore:
+    async def _gated(self, target: str, gate: RequestGate) -> AsyncIterator[None]:
+        """The target's concurrency cap, then its gate, held while one request is out."""
+        async with self._semaphores[target]:
             await gate.acquire()
             started = time.monotonic()
             try:

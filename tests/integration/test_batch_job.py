@@ -264,6 +264,25 @@ def test_a_retry_after_pauses_every_kb_actor(cluster, tmp_path):
         ray.kill(actor)
 
 
+def test_the_search_service_has_its_own_lane_of_the_limit(cluster):
+    """The Wikidata API's one request in flight is held apart from WDQS's five: a search waits for the search
+    lane only."""
+    limiter = EndpointLimiter.remote(EndpointLimit(max_concurrent=5), EndpointLimit(max_concurrent=1))
+
+    async def lanes() -> None:
+        assert await limiter.lanes.remote() == ["store", "search"]
+        await limiter.acquire.remote("a", "search")
+        second = asyncio.ensure_future(asyncio.wrap_future(limiter.acquire.remote("b", "search").future()))
+        await asyncio.wait_for(asyncio.gather(*(limiter.acquire.remote("c", "store") for _ in range(2))), 10)
+        await asyncio.sleep(0.3)
+        assert not second.done(), "a second search waits while one is in flight"
+        await limiter.release.remote("a", None, "search")
+        await asyncio.wait_for(second, 10)
+
+    asyncio.run(lanes())
+    ray.kill(limiter)
+
+
 def test_jobs_share_running_pools(cluster, tmp_path, flags):
     settings, doubles = _settings(tmp_path), fakes(flags)
     corpus = _corpus(tmp_path, 5)
