@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from kif_lib import Filter, Item, Property
 
+from kifqa.api import open_pipeline
 from kifqa.bench.standins.dbpedia_lookup import DBpediaLookupLike
 from kifqa.bench.standins.wikidata_api import Lag, WikidataAPILike
 from kifqa.bench.wdqs_like import WDQSLike
@@ -24,6 +25,7 @@ from kifqa.kb.build import BuiltKB
 from kifqa.kb.kifkb import KifKnowledgeBase
 from kifqa.kb.spec import open_kb, user_agent
 from kifqa.kb.virtuoso import VirtuosoServer
+from kifqa.types import Question
 
 CONTACT = "https://github.com/kifqa-tester (kifqa-tester@users.noreply.github.com)"
 WD = "http://www.wikidata.org/entity/"
@@ -185,3 +187,25 @@ def test_the_full_text_search_finds_what_the_prefix_search_misses(settings: Sett
     # "single-player mode game" took 2 runs ("single-player mode", "single-player"), "was born in slovenj gradec"
     # 6 (those of 4 and 3 words, "was born", "slovenj gradec").
     assert api.counts.requests == 5 + 4 + 2 + 6 and api.counts.without_maxlag == 0
+
+
+def test_a_changed_search_answer_is_that_questions_error_only(settings: Settings, built_kb: BuiltKB,
+                                                               front: WDQSLike) -> None:
+    """Through the whole pipeline (gold drafts): the question whose search answer lost its ``search`` list gets
+    an error trace saying so; the other question is answered."""
+    def mangle(text: str, answer: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in answer.items() if k != "search"} if text.lower() == "water lilies" else answer
+
+    questions = [Question(id="sqwd-valid-200", text="what kind of film is water lilies"),
+                 Question(id="sqwd-valid-212", text="who was born in aarhus")]
+    with _api(built_kb, mangle=mangle) as api:
+        run = settings.override(llm={"backend": "gold", "cache": None, "cache_mode": "off"}, kb={
+            "spec": "wikidata", "contact": CONTACT,
+            "endpoints": {"query.wikidata.org": front.url, "www.wikidata.org": api.url}})
+
+        async def answer_all() -> list[Any]:
+            async with open_pipeline(settings=run) as pipeline:
+                return [await pipeline.answer(q) for q in questions]
+        broken, fine = asyncio.run(answer_all())
+    assert broken.trace.error and "has no `search` list" in broken.trace.error and not broken.answers
+    assert fine.trace.error is None and fine.answers
