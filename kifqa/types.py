@@ -259,6 +259,21 @@ class ConstraintOutcome:
         return f"constraint {self.constraint}: kept {self.kept} of {self.of} answers"
 
 
+@dataclass(frozen=True, kw_only=True)
+class TriedDraft:
+    """One draft tried for a question, the first and each second draft, and how far it got."""
+
+    draft: tuple[Pattern, ...] = ()
+    #: The entities its known entity found and kept.
+    entities: tuple[str, ...] = ()
+    #: The score of its best relation option; ``None`` where it has none.
+    best_option: float | None = None
+    #: Whether the answers come from it.
+    taken: bool = False
+    #: Why it went no further than its draft (the model call failed, the draft is not a pattern list).
+    error: str | None = None
+
+
 @dataclass
 class Trace:
     """Everything that explains one question's answer (or why it has none)."""
@@ -285,6 +300,8 @@ class Trace:
     error_kind: ErrorKind | None = None
     #: The outcome of each constraint pattern of the draft, in draft order.
     constraints: list[ConstraintOutcome] = field(default_factory=list)
+    #: The drafts tried, in order: the first, then any second ones (:mod:`kifqa.pipeline.redraft`).
+    attempts: list[TriedDraft] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -311,6 +328,9 @@ class Trace:
             "constraints": lambda d: ConstraintOutcome(**{**_fields(ConstraintOutcome, d),
                                                          "constraint": Pattern(**d["constraint"]),
                                                          "result": ConstraintResult(d["result"])}),
+            "attempts": lambda d: TriedDraft(**{**_fields(TriedDraft, d),
+                                                "draft": tuple(Pattern(**p) for p in d.get("draft") or ()),
+                                                "entities": tuple(d.get("entities") or ())}),
         }
         values = {"question_id": "", "question": "", **_fields(cls, data)}
         for key, make in nested.items():

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from importlib import resources
-from typing import TYPE_CHECKING
+from typing import Literal
 
 from kifqa.data.text import article_split, name_key, normalize
 from kifqa.kb.base import KnowledgeBase, PropertyUse
 from kifqa.llm.base import ChatRequest, Message
+from kifqa.pipeline import ranking
+from kifqa.pipeline.context import Context, StepError
 from kifqa.pipeline.entities import Linking, names
+from kifqa.pipeline.ranking import NamedRelation
 from kifqa.pipeline.text import ALIAS_MATCH, SPELLING_MATCH, article_before, masked, names_tokens, similarity, tokens
-from kifqa.types import UNKNOWN, Candidate, ChoiceOption, Direction, Pattern, Relation, RelationChoice
-
-if TYPE_CHECKING:
-    from kifqa.pipeline.ranking import NamedRelation
+from kifqa.types import UNKNOWN, Candidate, ChoiceOption, Direction, ErrorKind, Pattern, Relation, RelationChoice
 
 _SYSTEM = resources.files("kifqa.pipeline").joinpath("prompts/choose_system.txt").read_text().strip()
 _SYSTEM_ABSTAIN = "Reply 0 if none of the options answers the question."
@@ -101,6 +101,58 @@ class Option:
         pattern = (Pattern(name, self.property.label, UNKNOWN) if self.direction == "forward"
                    else Pattern(UNKNOWN, self.property.label, name))
         return ChoiceOption(pattern, self.property.description[:60])
+
+
+async def step(ctx: Context, pattern: Pattern, linking: Linking) -> tuple[Option, ...]:
+    """Step 3's options for ``pattern``'s kept entities, best first (:func:`options`; none without kept entities),
+    ranked by closeness in meaning where the settings say so and weighed by what similar questions of the pool ask
+    for (:meth:`~kifqa.pipeline.context.Context.votes`)."""
+    if not linking.kept:
+        return ()
+    by_entity = await uses(ctx.kb, linking.kept)
+    closeness = None
+    if ctx.settings.rank_relations == "meaning":
+        properties = list({u.property.id: u.property for us in by_entity.values() for u in us}.values())
+        closeness = await asyncio.to_thread(ranking.closeness, ctx.question, pattern.predicate, properties,
+                                            saved=ctx.vectors)
+    votes = await ctx.votes(pattern.known)
+    return tuple(options(pattern, linking, by_entity, question=ctx.question, closeness=closeness, precedent=votes))
+
+
+#: How an option was chosen: the precedent votes over the draft's named option (:func:`overruled`), the ranking's
+#: obvious one (:func:`obvious`), the votes where the ranking is unsure (:func:`voted`), or the model.
+ChosenBy = Literal["overruled", "obvious", "voted", "model"]
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Step 3's result: the option taken, how, and the draft's named option it replaced where the votes overruled
+    it."""
+
+    option: Option
+    by: ChosenBy
+    named: Option | None = None
+
+
+async def choose(ctx: Context, pattern: Pattern, ranked: Sequence[Option]) -> Choice:
+    """Step 3's choice among ``ranked``: without the model where the votes overrule the draft's named option, where
+    the ranking has an obvious one or where the votes settle it; else the model's among the contenders
+    (:func:`contenders`)."""
+    s = ctx.settings
+    if (chosen := overruled(ranked)) is not None:
+        return Choice(chosen, "overruled", ranked[0])
+    if (chosen := obvious(ranked, lead=s.sure_lead)) is not None:
+        return Choice(chosen, "obvious")
+    if (chosen := voted(ranked, lead=s.votes_lead)) is not None:
+        return Choice(chosen, "voted")
+    shown = contenders(ranked, lead=s.sure_lead, most=s.max_options)
+    out = await ctx.recorder.generate(ctx.llm, request(ctx.question, pattern, shown, abstain=s.abstain))
+    if out.error:
+        raise StepError(f"model call failed: {out.error}", kind=ErrorKind.MODEL)
+    chosen = parse(out.text, shown, abstain=s.abstain)
+    if chosen is None:
+        raise StepError(f"none of the {len(shown)} relation options answers the question", kind=ErrorKind.ABSTAINED)
+    return Choice(chosen, "model")
 
 
 async def uses(kb: KnowledgeBase, entities: list[Candidate]) -> dict[str, list[PropertyUse]]:
@@ -192,7 +244,7 @@ def _match(predicate: str, prop: Candidate, closeness: Mapping[str, float] | Non
     return max(named, described)
 
 
-def overruled(ranked: list[Option]) -> Option | None:
+def overruled(ranked: Sequence[Option]) -> Option | None:
     """The option the precedent votes take instead of the first, which the draft's predicate names exactly:
     the other property and direction with the most votes, when it has :data:`OVERRULING` or more and the first
     fewer than :data:`OVERRULED_BELOW` ("which actor was born in atlanta" drafted with ``actor``: none of the
@@ -224,7 +276,7 @@ def narrows(kind: Option, relation: Option) -> bool:
     return relation.votes > kind.votes and relation.direction == kind.direction
 
 
-def unasked(ranked: list[Option]) -> bool:
+def unasked(ranked: Sequence[Option]) -> bool:
     """Whether the precedent votes ask for none of the options: the first has fewer than :data:`OVERRULED_BELOW`
     of them and none :data:`OVERRULING` or more. The votes then ask for a relation the draft's entity does not
     have: "whats the name of a baseball pitcher" drafted over ``baseball`` (85 % of the votes for ``position
@@ -232,7 +284,7 @@ def unasked(ranked: list[Option]) -> bool:
     return bool(ranked) and ranked[0].votes < OVERRULED_BELOW and all(o.votes < OVERRULING for o in ranked)
 
 
-def obvious(ranked: list[Option], *, lead: float | None = None) -> Option | None:
+def obvious(ranked: Sequence[Option], *, lead: float | None = None) -> Option | None:
     """The option to take without asking the model: the only one; the best of those whose
     property the draft's predicate names exactly, when it is strictly best (a label beats an
     alias; then the draft's direction, then the search's order of near-match entities); or the first,
@@ -245,7 +297,7 @@ def obvious(ranked: list[Option], *, lead: float | None = None) -> Option | None
     return None
 
 
-def voted(ranked: list[Option], *, lead: float | None) -> Option | None:
+def voted(ranked: Sequence[Option], *, lead: float | None) -> Option | None:
     """The option the precedent votes settle where :func:`obvious` found none: the one with the most votes, when
     its share leads every other property and direction's by ``lead`` or more (``None``: never). On the tuning
     sets (valid 0-199 and 1,300 training questions, both bases) the 1.5B model was asked 66 times and chose the
@@ -259,17 +311,17 @@ def voted(ranked: list[Option], *, lead: float | None) -> Option | None:
     return best if best.votes - rest >= lead else None
 
 
-def contenders(ranked: list[Option], *, lead: float | None, most: int) -> list[Option]:
+def contenders(ranked: Sequence[Option], *, lead: float | None, most: int) -> list[Option]:
     """The options the model chooses among where :func:`obvious` found none: the first ``most``, of those only
     the ones the first does not lead by ``lead`` or more (all of them with ``lead`` ``None``): the model decides
     what the ranking cannot, never an option the ranking puts far below. On the tuning sets (valid 0-199 and
     800 training questions, both bases) it changed 14 of the 1.5B model's 41 choices: 3 became right, none
     wrong (docs/architecture.md)."""
-    shown = ranked[:most]
+    shown = list(ranked[:most])
     return shown if lead is None else [o for o in shown if shown[0].score - o.score < lead]
 
 
-def request(question: str, pattern: Pattern, shown: list[Option], *, abstain: bool = False) -> ChatRequest:
+def request(question: str, pattern: Pattern, shown: Sequence[Option], *, abstain: bool = False) -> ChatRequest:
     """Asks the model for one option's number (the grammar admits only the shown numbers, and ``0``
     for none of them with ``abstain``). Its system prompt is a prefix every relation choice shares
     (:func:`shared_prefix`)."""
@@ -292,7 +344,7 @@ class ChoiceError(ValueError):
     """The model's relation choice is not one of the shown option numbers."""
 
 
-def parse(text: str, shown: list[Option], *, abstain: bool = False) -> Option | None:
+def parse(text: str, shown: Sequence[Option], *, abstain: bool = False) -> Option | None:
     """The option the model's answer numbers; ``None`` for ``0`` (none fits) with ``abstain``."""
     match = re.fullmatch(r"\s*(\d+)\s*\.?\s*", text)
     first = 0 if abstain else 1
