@@ -35,7 +35,8 @@ class Attempt:
         """The attempt as the trace lists it."""
         kept = self.linking.kept if self.linking is not None else []
         return TriedDraft(draft=self.drafted.patterns, entities=tuple(c.id for c in kept),
-                          best_option=self.best if self.options else None, taken=taken)
+                          best_option=self.best if self.options else None, taken=taken,
+                          oracle=self.drafted.given)
 
 
 async def follow(ctx: Context, drafted: Drafted) -> Attempt:

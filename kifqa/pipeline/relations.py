@@ -120,39 +120,39 @@ async def step(ctx: Context, pattern: Pattern, linking: Linking) -> tuple[Option
 
 
 #: How an option was chosen: the precedent votes over the draft's named option (:func:`overruled`), the ranking's
-#: obvious one (:func:`obvious`), the votes where the ranking is unsure (:func:`voted`), or the model.
-ChosenBy = Literal["overruled", "obvious", "voted", "model"]
+#: obvious one (:func:`obvious`), the votes where the ranking is unsure (:func:`voted`), or the model; or the model
+#: found none that fits (with :attr:`~kifqa.config.PipelineSettings.abstain`).
+ChosenBy = Literal["overruled", "obvious", "voted", "model", "abstained"]
 
 
 @dataclass(frozen=True)
 class Choice:
-    """Step 3's result: the option taken, how, and the draft's named option it replaced where the votes overruled
-    it."""
+    """Step 3's result: the option taken (``None``: the model abstained), how, among which ranked options, and how
+    many of them the model was shown."""
 
-    option: Option
+    option: Option | None
     by: ChosenBy
-    named: Option | None = None
+    ranked: tuple[Option, ...]
+    shown: int = 0
 
 
 async def choose(ctx: Context, pattern: Pattern, ranked: Sequence[Option]) -> Choice:
     """Step 3's choice among ``ranked``: without the model where the votes overrule the draft's named option, where
     the ranking has an obvious one or where the votes settle it; else the model's among the contenders
     (:func:`contenders`)."""
-    s = ctx.settings
+    s, ranked = ctx.settings, tuple(ranked)
     if (chosen := overruled(ranked)) is not None:
-        return Choice(chosen, "overruled", ranked[0])
+        return Choice(chosen, "overruled", ranked)
     if (chosen := obvious(ranked, lead=s.sure_lead)) is not None:
-        return Choice(chosen, "obvious")
+        return Choice(chosen, "obvious", ranked)
     if (chosen := voted(ranked, lead=s.votes_lead)) is not None:
-        return Choice(chosen, "voted")
+        return Choice(chosen, "voted", ranked)
     shown = contenders(ranked, lead=s.sure_lead, most=s.max_options)
     out = await ctx.recorder.generate(ctx.llm, request(ctx.question, pattern, shown, abstain=s.abstain))
     if out.error:
         raise StepError(f"model call failed: {out.error}", kind=ErrorKind.MODEL)
     chosen = parse(out.text, shown, abstain=s.abstain)
-    if chosen is None:
-        raise StepError(f"none of the {len(shown)} relation options answers the question", kind=ErrorKind.ABSTAINED)
-    return Choice(chosen, "model")
+    return Choice(chosen, "model" if chosen is not None else "abstained", ranked, len(shown))
 
 
 async def uses(kb: KnowledgeBase, entities: list[Candidate]) -> dict[str, list[PropertyUse]]:

@@ -274,6 +274,6 @@ def test_oracle_drafts_split_the_loss_by_step(data_dir: Path, local_kb, monkeypa
     assert len(rows) == N and "oracle-drafts" not in str(m.get("run", ""))
     for qid in ("sqwd-valid-11", "sqwd-valid-12"):  # the model's draft was malformed / failed: the gold one is used
         trace = rows[qid]["trace"]
-        assert "draft given (oracle), no model call" in trace["notes"]
+        assert [a["oracle"] for a in trace["attempts"]] == [True]
         assert "draft" not in [c["step"] for c in trace["llm_calls"]] and rows[qid]["failure"] != "draft"
     assert rows["sqwd-valid-0"]["trace"]["draft_output"] == "(sasha vujačić | place of birth | ?x)"
