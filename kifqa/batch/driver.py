@@ -232,7 +232,7 @@ def _say_stages(settings: Settings) -> None:
     if settings.examples.mode != "fixed":
         tqdm.write("preparing the few-shot examples (the training pool is embedded on first use only)")
         examples = open_examples(settings)
-        if settings.pipeline.precedent and examples.pool is not None:
+        if settings.pipeline.precedent_neighbours and examples.pool is not None:
             Precedents(examples.pool)
     connect(settings)
     b, cpus = settings.batch, cluster_cpus()

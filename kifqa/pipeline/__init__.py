@@ -71,27 +71,27 @@ class Pipeline:
         llm: The model (likewise).
         examples: Few-shot examples for the draft; the fixed set by default.
         settings: Limits and switches of the steps.
-        drafts: Drafts given instead of the model's, by question id (the oracle-draft diagnostic).
+        oracle_drafts: Drafts given instead of the model's, by question id (the oracle-draft diagnostic).
         vectors: Where the relation ranking keeps the embeddings of properties and predicates between
             runs (none: each process encodes them again).
     """
 
     def __init__(self, *, kb: KnowledgeBase, llm: LLM, examples: ExampleSource | None = None,
-                 settings: PipelineSettings | None = None, drafts: Mapping[str, str] | None = None,
+                 settings: PipelineSettings | None = None, oracle_drafts: Mapping[str, str] | None = None,
                  vectors: SavedVectors | None = None) -> None:
         self.kb = kb
         self.llm = llm
         self.examples = examples or FixedExamples()
         self.settings = settings or PipelineSettings()
-        self.drafts = drafts or {}
+        self.oracle_drafts = oracle_drafts or {}
         self.vectors = vectors
-        #: What similar pool questions ask for (:attr:`PipelineSettings.precedent`), opened on first use.
+        #: What similar pool questions ask for (:attr:`PipelineSettings.precedent_neighbours`), opened on first use.
         self._precedents: ranking.Precedents | None = None
 
-    def with_drafts(self, drafts: Mapping[str, str]) -> Pipeline:
+    def with_oracle_drafts(self, drafts: Mapping[str, str]) -> Pipeline:
         """The same pipeline, with ``drafts`` (question id → draft text) given instead of the model's."""
-        return Pipeline(kb=self.kb, llm=self.llm, examples=self.examples, settings=self.settings, drafts=drafts,
-                        vectors=self.vectors)
+        return Pipeline(kb=self.kb, llm=self.llm, examples=self.examples, settings=self.settings,
+                        oracle_drafts=drafts, vectors=self.vectors)
 
     @classmethod
     def from_settings(cls, *, kb: KnowledgeBase, llm: LLM, settings: Settings,
@@ -142,7 +142,7 @@ class Pipeline:
         with rec.step("input"):
             checked(question, self.settings)
         with rec.step("draft"):
-            outcome = Outcome(Attempt(await draft.first(ctx, oracle=self.drafts.get(question.id))))
+            outcome = Outcome(Attempt(await draft.first(ctx, oracle=self.oracle_drafts.get(question.id))))
         try:
             first = outcome.first.drafted
             with rec.step("entities"):

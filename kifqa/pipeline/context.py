@@ -42,7 +42,7 @@ class Context:
 
     async def votes(self, known: str) -> Votes | None:
         """What the pool's questions nearest to the question, asked about ``known``, ask for
-        (:attr:`PipelineSettings.precedent` of them); ``None`` without votes."""
-        k = self.settings.precedent
+        (:attr:`PipelineSettings.precedent_neighbours` of them); ``None`` without votes."""
+        k = self.settings.precedent_neighbours
         precedents = self.precedents() if k else None
         return None if precedents is None else await precedents.of(self.question, known, k)

@@ -62,7 +62,7 @@ async def reason(ctx: Context, first: Attempt, answered: Answered | None = None)
     if not first.linking.kept:
         return Reason.NO_ENTITY if s.redraft_below is not None or s.redraft else None
     if s.redraft_below is not None:
-        if draft.offered(ctx.question, first.main.known, exact=first.linking.exact):
+        if s.redraft_offered and draft.offered(ctx.question, first.main.known, exact=first.linking.exact):
             return Reason.OFFERED
         if not first.options:
             return Reason.NO_STATEMENTS

@@ -43,21 +43,16 @@ NEAR_RANK_STEP = 0.06
 MEANING_MATCH = 0.8
 
 #: What an option's score gains when every one of the pool's questions nearest to the question asks for its
-#: property in its direction (:meth:`kifqa.pipeline.ranking.Precedents.of`; less in proportion). 0.5 and 0.3
-#: scored the same on valid 0-199 over the hard base, 0.5 one question higher on the local base.
+#: property in its direction (:meth:`kifqa.pipeline.ranking.Precedents.of`; less in proportion).
 PRECEDENT_WEIGHT = 0.5
 
-#: The precedent votes overrule the draft's exactly named first option (:func:`overruled`) when fewer than
-#: :data:`OVERRULED_BELOW` of them ask for it and :data:`OVERRULING` or more for another option. On the tuning
-#: sets (valid 0-199 and 300 training questions, both bases) it took 8 options: 7 of them were gold where the
-#: named one was not, and one replaced the gold option (valid 200-699, hard base: 8 better, 1 worse).
+#: The precedent votes overrule the draft's exactly named first option (:func:`overruling`) when fewer than
+#: :data:`OVERRULED_BELOW` of them ask for it and :data:`OVERRULING` or more for another option.
 OVERRULED_BELOW = 0.1
 OVERRULING = 0.35
 #: ... and whatever their share of it, when another option leads it by :data:`OVERRULING_LEAD` of the votes or
 #: more: "where is gary harrell from" drafted with ``place of birth`` (17 %) over ``country of citizenship``
-#: (75 %), which a base with both properties puts apart. On the tuning sets (valid 0-199 and 1,300 training
-#: questions, both bases) the draft's named option trailed the votes' best by 0.4 or more for 9 questions: the
-#: votes' option was gold for 8, the named one for 1; by 0.2 to 0.4, 3 and 3.
+#: (75 %), which a base with both properties puts apart.
 OVERRULING_LEAD = 0.4
 #: ... and another option of the same first entity, when it leads by :data:`UNSAID_LEAD` or more and the question
 #: writes no word of the named property's label or aliases (:attr:`Option.said`): the draft's name is then the
@@ -116,10 +111,10 @@ async def step(ctx: Context, pattern: Pattern, linking: Linking) -> tuple[Option
         closeness = await asyncio.to_thread(ranking.closeness, ctx.question, pattern.predicate, properties,
                                             saved=ctx.vectors)
     votes = await ctx.votes(pattern.known)
-    return tuple(options(pattern, linking, by_entity, question=ctx.question, closeness=closeness, precedent=votes))
+    return tuple(options(pattern, linking, by_entity, question=ctx.question, closeness=closeness, votes=votes))
 
 
-#: How an option was chosen: the precedent votes over the draft's named option (:func:`overruled`), the ranking's
+#: How an option was chosen: the precedent votes over the draft's named option (:func:`overruling`), the ranking's
 #: obvious one (:func:`obvious`), the votes where the ranking is unsure (:func:`voted`), or the model; or the model
 #: found none that fits (with :attr:`~kifqa.config.PipelineSettings.abstain`).
 ChosenBy = Literal["overruled", "obvious", "voted", "model", "abstained"]
@@ -141,7 +136,7 @@ async def choose(ctx: Context, pattern: Pattern, ranked: Sequence[Option]) -> Ch
     the ranking has an obvious one or where the votes settle it; else the model's among the contenders
     (:func:`contenders`)."""
     s, ranked = ctx.settings, tuple(ranked)
-    if (chosen := overruled(ranked)) is not None:
+    if s.overrule and (chosen := overruling(ranked)) is not None:
         return Choice(chosen, "overruled", ranked)
     if (chosen := obvious(ranked, lead=s.sure_lead)) is not None:
         return Choice(chosen, "obvious", ranked)
@@ -163,7 +158,7 @@ async def uses(kb: KnowledgeBase, entities: list[Candidate]) -> dict[str, list[P
 
 def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[PropertyUse]], *,
             question: str = "", closeness: Mapping[str, float] | None = None,
-            precedent: Mapping[NamedRelation, float] | None = None) -> list[Option]:
+            votes: Mapping[NamedRelation, float] | None = None) -> list[Option]:
     """The ways to answer, best first by how well the property names the draft's predicate and whether
     its direction agrees with the draft. A property named exactly (label, then alias) comes first;
     the others rank by ``closeness`` (property id → closeness in meaning to the question,
@@ -194,10 +189,10 @@ def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[Proper
         match = _match(pattern.predicate, use.property, closeness)
         score = match + (0.05 if use.direction == pattern.direction else 0.0)
         score -= 0.0 if linking.exact else NEAR_RANK_STEP * rank[members[0].id]
-        votes = precedent.get((name_key(use.property.label), use.direction), 0.0) if precedent else 0.0
-        score += PRECEDENT_WEIGHT * votes
+        share = votes.get((name_key(use.property.label), use.direction), 0.0) if votes else 0.0
+        score += PRECEDENT_WEIGHT * share
         said = written is None or bool(written & names_tokens(use.property.label, use.property.aliases))
-        option = Option(tuple(members), use.property, use.direction, match, score, votes, said)
+        option = Option(tuple(members), use.property, use.direction, match, score, share, said)
         fits = wanted is None or use.direction == "backward" or use.value_type in wanted or match >= ALIAS_MATCH
         (out if fits else passed_over).append(option)
     out = out or passed_over
@@ -219,9 +214,7 @@ def taking(candidates: list[Candidate], known: str, said: str | None) -> frozens
 def agreeing(members: list[Candidate], takers: frozenset[str] | None) -> list[Candidate]:
     """Of ``members``, those whose name takes the question's article (``takers``, :func:`taking`): "The Suicide Club"
     for "which film genre is the suicide club under", "Infidel" rather than "The Infidel" for "which author wrote
-    infidel". All of them where none or all do, or where ``takers`` is ``None``. Of the 15 training questions whose
-    topic shares its name and its relation with an item whose name differs by "the" alone, the question's article
-    tells the topic for 14."""
+    infidel". All of them where none or all do, or where ``takers`` is ``None``."""
     if takers is None:
         return members
     agree = [c for c in members if c.id in takers]
@@ -244,7 +237,7 @@ def _match(predicate: str, prop: Candidate, closeness: Mapping[str, float] | Non
     return max(named, described)
 
 
-def overruled(ranked: Sequence[Option]) -> Option | None:
+def overruling(ranked: Sequence[Option]) -> Option | None:
     """The option the precedent votes take instead of the first, which the draft's predicate names exactly:
     the other property and direction with the most votes, when it has :data:`OVERRULING` or more and the first
     fewer than :data:`OVERRULED_BELOW` ("which actor was born in atlanta" drafted with ``actor``: none of the
@@ -299,10 +292,7 @@ def obvious(ranked: Sequence[Option], *, lead: float | None = None) -> Option | 
 
 def voted(ranked: Sequence[Option], *, lead: float | None) -> Option | None:
     """The option the precedent votes settle where :func:`obvious` found none: the one with the most votes, when
-    its share leads every other property and direction's by ``lead`` or more (``None``: never). On the tuning
-    sets (valid 0-199 and 1,300 training questions, both bases) the 1.5B model was asked 66 times and chose the
-    gold option 30 times, the votes' best 37; with a lead of 0.2 the votes settled 27 of the 66: 19 as the model
-    had, 8 otherwise, 6 of those gold where the model's was not and none the other way."""
+    its share leads every other property and direction's by ``lead`` or more (``None``: never)."""
     if lead is None or not ranked:
         return None
     best = max(ranked, key=lambda o: o.votes)
@@ -314,9 +304,7 @@ def voted(ranked: Sequence[Option], *, lead: float | None) -> Option | None:
 def contenders(ranked: Sequence[Option], *, lead: float | None, most: int) -> list[Option]:
     """The options the model chooses among where :func:`obvious` found none: the first ``most``, of those only
     the ones the first does not lead by ``lead`` or more (all of them with ``lead`` ``None``): the model decides
-    what the ranking cannot, never an option the ranking puts far below. On the tuning sets (valid 0-199 and
-    800 training questions, both bases) it changed 14 of the 1.5B model's 41 choices: 3 became right, none
-    wrong (docs/architecture.md)."""
+    what the ranking cannot, never an option the ranking puts far below."""
     shown = list(ranked[:most])
     return shown if lead is None else [o for o in shown if shown[0].score - o.score < lead]
 
