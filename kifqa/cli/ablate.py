@@ -46,7 +46,7 @@ def ablate(dataset: str, start: int, limit: int, kbs: tuple[str, ...], rules: tu
     try:
         questions = load_gold(dataset, settings.data_dir, limit=limit, start=start)
         rows = asyncio.run(ablated(settings, questions, gold_extender(settings), kbs=list(kbs), switches=switches,
-                               concurrency=concurrency))
+                                   concurrency=concurrency, progress=lambda row: click.echo(table([row]), err=True)))
     except KifqaError as err:
         raise fail(err) from err
     text = f"{dataset} {start}-{start + len(questions) - 1}\n\n{table(rows)}"

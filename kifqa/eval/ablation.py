@@ -7,6 +7,7 @@ variant costs only the requests it changes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,9 +65,10 @@ def _row(kb: str, off: str, evaluation: Evaluation, defaults: Evaluation | None)
 
 
 async def ablated(settings: Settings, questions: list[GoldQuestion], extender: GoldExtender, *, kbs: list[str],
-                 switches: dict[str, dict[str, Any]], concurrency: int = 1) -> list[Row]:
+                  switches: dict[str, dict[str, Any]], concurrency: int = 1,
+                  progress: Callable[[Row], None] | None = None) -> list[Row]:
     """The defaults, then each of ``switches`` off, on each base of ``kbs``: one row each (the model and each
-    base opened once)."""
+    base opened once), each handed to ``progress`` as it is done."""
     from kifqa.api import open_pipeline
     from kifqa.pipeline import Pipeline
 
@@ -76,11 +78,15 @@ async def ablated(settings: Settings, questions: list[GoldQuestion], extender: G
         async with open_pipeline(settings=on_kb) as defaults:
             baseline = await evaluate(defaults, questions, extender, concurrency=concurrency)
             rows.append(_row(kb, "", baseline, None))
+            if progress is not None:
+                progress(rows[-1])
             for off, change in switches.items():
                 variant = Pipeline(kb=defaults.kb, llm=defaults.llm, examples=defaults.examples,
                                    settings=on_kb.override(pipeline=change).pipeline, vectors=defaults.vectors)
                 rows.append(_row(kb, off, await evaluate(variant, questions, extender, concurrency=concurrency),
                                  baseline))
+                if progress is not None:
+                    progress(rows[-1])
     return rows
 
 
