@@ -9,7 +9,13 @@ import click
 
 from kifqa.cli.options import concurrency_option, fail, load_settings
 from kifqa.errors import KifqaError
+from kifqa.eval.ablation import Row, table
 from kifqa.llm.factory import in_process_instances
+
+
+def _echo(row: Row) -> None:
+    """One row of the table, as it is done."""
+    click.echo(table([row]).splitlines()[-1], err=True)
 
 
 @click.command("ablate")
@@ -32,7 +38,7 @@ def ablate(dataset: str, start: int, limit: int, kbs: tuple[str, ...], rules: tu
     its change, the questions better and worse, and model calls per question (set llm.cache to replay the
     defaults' model answers)."""
     from kifqa.cli.eval import gold_extender
-    from kifqa.eval.ablation import SWITCHES, ablated, table
+    from kifqa.eval.ablation import SWITCHES, ablated
     from kifqa.eval.datasets import load_gold
 
     if dataset == "sqwd:valid" and start + limit > 700:
@@ -45,8 +51,8 @@ def ablate(dataset: str, start: int, limit: int, kbs: tuple[str, ...], rules: tu
     switches = {name: SWITCHES[name] for name in rules} if rules else SWITCHES
     try:
         questions = load_gold(dataset, settings.data_dir, limit=limit, start=start)
-        rows = asyncio.run(ablated(settings, questions, gold_extender(settings), kbs=list(kbs), switches=switches,
-                                   concurrency=concurrency, progress=lambda row: click.echo(table([row]), err=True)))
+        rows = asyncio.run(ablated(settings, questions, gold_extender, kbs=list(kbs), switches=switches,
+                                   concurrency=concurrency, progress=_echo))
     except KifqaError as err:
         raise fail(err) from err
     text = f"{dataset} {start}-{start + len(questions) - 1}\n\n{table(rows)}"

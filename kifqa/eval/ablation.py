@@ -64,26 +64,29 @@ def _row(kb: str, off: str, evaluation: Evaluation, defaults: Evaluation | None)
                new_calls=sum(not c.cache_hit for c in calls))
 
 
-async def ablated(settings: Settings, questions: list[GoldQuestion], extender: GoldExtender, *, kbs: list[str],
+async def ablated(settings: Settings, questions: list[GoldQuestion], extender: Callable[[Settings], GoldExtender], *,
+                  kbs: list[str],
                   switches: dict[str, dict[str, Any]], concurrency: int = 1,
                   progress: Callable[[Row], None] | None = None) -> list[Row]:
     """The defaults, then each of ``switches`` off, on each base of ``kbs``: one row each (the model and each
-    base opened once), each handed to ``progress`` as it is done."""
+    base opened once), each handed to ``progress`` as it is done. ``extender`` gives each base's gold (the hard
+    base's namesakes extend it)."""
     from kifqa.api import open_pipeline
     from kifqa.pipeline import Pipeline
 
     rows = []
     for kb in kbs:
         on_kb = settings.override(kb={"spec": kb})
+        gold = extender(on_kb)
         async with open_pipeline(settings=on_kb) as defaults:
-            baseline = await evaluate(defaults, questions, extender, concurrency=concurrency)
+            baseline = await evaluate(defaults, questions, gold, concurrency=concurrency)
             rows.append(_row(kb, "", baseline, None))
             if progress is not None:
                 progress(rows[-1])
             for off, change in switches.items():
                 variant = Pipeline(kb=defaults.kb, llm=defaults.llm, examples=defaults.examples,
                                    settings=on_kb.override(pipeline=change).pipeline, vectors=defaults.vectors)
-                rows.append(_row(kb, off, await evaluate(variant, questions, extender, concurrency=concurrency),
+                rows.append(_row(kb, off, await evaluate(variant, questions, gold, concurrency=concurrency),
                                  baseline))
                 if progress is not None:
                     progress(rows[-1])
