@@ -189,10 +189,6 @@ class PipelineSettings(Section):
     #: second's by this much (``None``: only an exactly named or lone option). Where the model is asked, it is
     #: shown only the options within this lead of the first.
     sure_lead: float | None = 0.1
-    #: Where the ranking is not sure, take the option most of the votes ask for without asking the model when its
-    #: share leads every other option's by this much (``None``: the model decides;
-    #: :func:`~kifqa.pipeline.relations.voted`).
-    votes_lead: float | None = 0.2
     #: Let the relation step's model answer "none of these" and leave the question unanswered
     #: (:attr:`~kifqa.types.ErrorKind.ABSTAINED`) rather than take the least bad option.
     abstain: bool = False

@@ -273,8 +273,6 @@ class Rule(StrEnum):
     #: The ranking's first option taken without asking the model (the only one, the only exactly named one, or
     #: far enough ahead).
     OBVIOUS = "obvious"
-    #: The precedent votes settled the choice without asking the model.
-    VOTED = "voted"
     #: A kind drafted as the known entity made the constraint of a second draft.
     KIND = "kind"
     #: A constraint pattern of the draft narrowed the answers (or was not applied).

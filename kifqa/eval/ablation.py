@@ -27,7 +27,6 @@ SWITCHES: dict[str, dict[str, Any]] = {
     "kind": {"redraft_over": None},
     "overruled": {"overrule": False},
     "obvious by lead": {"sure_lead": None},
-    "voted": {"votes_lead": None},
     "precedent votes (all)": {"precedent_neighbours": 0},
     "meaning ranking": {"rank_relations": "names"},
 }

@@ -115,9 +115,9 @@ async def step(ctx: Context, pattern: Pattern, linking: Linking) -> tuple[Option
 
 
 #: How an option was chosen: the precedent votes over the draft's named option (:func:`overruling`), the ranking's
-#: obvious one (:func:`obvious`), the votes where the ranking is unsure (:func:`voted`), or the model; or the model
+#: obvious one (:func:`obvious`), or the model; or the model
 #: found none that fits (with :attr:`~kifqa.config.PipelineSettings.abstain`).
-ChosenBy = Literal["overruled", "obvious", "voted", "model", "abstained"]
+ChosenBy = Literal["overruled", "obvious", "model", "abstained"]
 
 
 @dataclass(frozen=True)
@@ -140,8 +140,6 @@ async def choose(ctx: Context, pattern: Pattern, ranked: Sequence[Option]) -> Ch
         return Choice(chosen, "overruled", ranked)
     if (chosen := obvious(ranked, lead=s.sure_lead)) is not None:
         return Choice(chosen, "obvious", ranked)
-    if (chosen := voted(ranked, lead=s.votes_lead)) is not None:
-        return Choice(chosen, "voted", ranked)
     shown = contenders(ranked, lead=s.sure_lead, most=s.max_options)
     out = await ctx.recorder.generate(ctx.llm, request(ctx.question, pattern, shown, abstain=s.abstain))
     if out.error:
@@ -288,17 +286,6 @@ def obvious(ranked: Sequence[Option], *, lead: float | None = None) -> Option | 
     if len(exact) == 1 or (exact and exact[0].score > exact[1].score):
         return exact[0]
     return None
-
-
-def voted(ranked: Sequence[Option], *, lead: float | None) -> Option | None:
-    """The option the precedent votes settle where :func:`obvious` found none: the one with the most votes, when
-    its share leads every other property and direction's by ``lead`` or more (``None``: never)."""
-    if lead is None or not ranked:
-        return None
-    best = max(ranked, key=lambda o: o.votes)
-    rest = max((o.votes for o in ranked if (o.property.id, o.direction) != (best.property.id, best.direction)),
-               default=0.0)
-    return best if best.votes - rest >= lead else None
 
 
 def contenders(ranked: Sequence[Option], *, lead: float | None, most: int) -> list[Option]:

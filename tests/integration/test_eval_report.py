@@ -59,8 +59,8 @@ def scripted(data_dir: Path) -> ScriptedLLM:
 def evaluation(data_dir: Path, local_kb) -> Evaluation:
     questions = load_sqwd(data_dir, "valid", limit=N)
     # The drafts and picks hit each failure class with the steps of their time: a widened name, and a clear
-    # lead or the votes taken without the model, would answer questions 7 and 10 right.
-    settings = PipelineSettings(widen_known=False, sure_lead=None, votes_lead=None)
+    # lead taken without the model, would answer questions 7 and 10 right.
+    settings = PipelineSettings(widen_known=False, sure_lead=None)
     pipeline = Pipeline(kb=local_kb, llm=scripted(data_dir), settings=settings)
     ev = asyncio.run(evaluate(pipeline, questions, GoldExtender(data_dir), concurrency=4))
     ev.about = About(dataset="sqwd:valid", model="scripted", kb="local")
@@ -259,7 +259,6 @@ def test_oracle_drafts_split_the_loss_by_step(data_dir: Path, local_kb, monkeypa
     monkeypatch.setenv("KIFQA_DATA_DIR", str(data_dir))
     monkeypatch.setenv("KIFQA_PIPELINE__WIDEN_KNOWN", "false")  # as in the evaluation fixture
     monkeypatch.setenv("KIFQA_PIPELINE__SURE_LEAD", "10")
-    monkeypatch.setenv("KIFQA_PIPELINE__VOTES_LEAD", "10")
     result = CliRunner().invoke(cli, ["eval", "--dataset", "sqwd:valid", "--limit", str(N), "--oracle-drafts",
                                       "--out", str(tmp_path), "--no-report"])
     assert result.exit_code == 0, result.output

@@ -38,9 +38,9 @@ def _evaluation(f1: dict[str, float], *, calls: int = 1, hits: int = 1) -> Evalu
 def test_a_variant_row_counts_the_questions_it_changed() -> None:
     defaults = _evaluation({"a": 1.0, "b": 0.0, "c": 1.0})
     variant = _evaluation({"a": 0.0, "b": 1.0, "c": 1.0}, calls=2, hits=1)
-    row = _row("local", "voted", variant, defaults)
+    row = _row("local", "overruled", variant, defaults)
     assert (row.better, row.worse, row.f1_change, row.llm_calls, row.new_calls) == (1, 1, 0.0, 2.0, 3)
-    assert "| local | voted | 3 |" in table([_row("local", "", defaults, None), row])
+    assert "| local | overruled | 3 |" in table([_row("local", "", defaults, None), row])
 
 
 def test_held_out_questions_are_refused() -> None:

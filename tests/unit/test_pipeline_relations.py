@@ -234,21 +234,6 @@ def test_a_second_drafts_relation_replaces_a_kind_only_if_asked_for_more_and_the
     assert not relations.narrows(occupation, option("P272", "forward", 0.50))  # a film's company, not people
 
 
-def test_votes_that_lead_every_other_option_settle_what_the_ranking_cannot() -> None:
-    def option(pid: str, direction: str, votes: float, entity: Candidate = BROWN_1) -> relations.Option:
-        return relations.Option((entity,), Candidate(id=pid, label=pid), direction, 0.5, 0.5, votes)
-
-    child, birth = option("P40", "forward", 0.0), option("P19", "forward", 0.78)
-    assert relations.voted([child, birth], lead=0.2) is birth
-    assert relations.voted([child, birth], lead=None) is None
-    # The same property the other way round is another option; a lead under 0.2 leaves the choice to the model.
-    assert relations.voted([option("P175", "forward", 0.23), option("P175", "backward", 0.42)], lead=0.2) is None
-    # Namesakes' options for one property and direction share its votes: the first of them is taken.
-    namesake = option("P19", "forward", 0.78, entity=BROWN_2)
-    assert relations.voted([namesake, child, birth], lead=0.2) is namesake
-    assert relations.voted([], lead=0.2) is None
-
-
 def test_direction_follows_the_real_statements() -> None:
     # drafted the wrong way round: the entity is really the value of P175
     by_entity = {BROWN_1.id: [PropertyUse(property=P175, direction="backward")]}
