@@ -148,6 +148,8 @@ def test_report_and_plots(written: Path, evaluation: Evaluation) -> None:
         "| draft | 2 | 14.3% | wrong unknown: 1; malformed: 1 |" in report
     assert "`sqwd-valid-11`" in report and "| `P106` | occupation | 3 |" in report
     assert "| topic with several | 1 | 1 |" in report and "## Calibration of the silver confidence" in report
+    obvious = m["decisions"]["obvious"]  # the ranking's obvious option, taken without the model
+    assert obvious["fired"] == obvious["taken"] > 0 and f"| obvious | {obvious['fired']} | {obvious['taken']} |" in report
     rows = [json.loads(x) for x in (written / "questions.jsonl").read_text().splitlines()]
     assert [r["id"] for r in rows] == [s.gold.id for s in evaluation.scored]
     assert rows[0]["labels"] == {"Q1010": "Maribor"} and rows[0]["trace"]["relations"][0]["property"] == "P19"
@@ -176,7 +178,8 @@ def test_run_folder_scores_the_same(run_folder: Path, evaluation: Evaluation, da
     assert [(s.score, s.failure, s.detail, s.linking) for s in from_run.scored] == \
         [(s.score, s.failure, s.detail, s.linking) for s in evaluation.scored]
     a, b = from_run.metrics(), evaluation.metrics()
-    for key in ("all", "single_answer", "linking", "failure_counts", "by_property", "llm_calls_per_question"):
+    for key in ("all", "single_answer", "linking", "failure_counts", "by_property", "llm_calls_per_question",
+                "decisions"):
         assert a[key] == b[key], key
 
 
