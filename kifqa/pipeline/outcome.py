@@ -36,14 +36,15 @@ class Outcome:
     kind: Kind | None = None
 
     @property
-    def kind_taken(self) -> bool:
-        return self.kind is not None and self.kind.answered is not None
+    def kind_taken(self) -> Kind | None:
+        """The kind's second draft where it was taken."""
+        return self.kind if self.kind is not None and self.kind.answered is not None else None
 
     @property
     def taken(self) -> Attempt:
         """The attempt the answers come from."""
-        if self.kind is not None and self.kind.answered is not None and self.kind.redraft.taken is not None:
-            return self.kind.redraft.taken
+        if (kind := self.kind_taken) is not None and kind.redraft.taken is not None:
+            return kind.redraft.taken
         if self.redraft is not None and self.redraft.taken is not None:
             return self.redraft.taken
         return self.first
@@ -51,15 +52,20 @@ class Outcome:
     @property
     def patterns(self) -> tuple[Pattern, ...]:
         """The draft answered: the taken attempt's, or for a kind its main pattern with the first as constraint."""
-        if self.kind_taken:
+        if self.kind_taken is not None:
             return (self.taken.main, self.first.main)
         return self.taken.drafted.patterns
 
     @property
+    def answered_taken(self) -> Answered | None:
+        """The answers of the attempt taken (``None`` before step 4 ran)."""
+        kind = self.kind_taken
+        return kind.answered if kind is not None else self.answered
+
+    @property
     def answers(self) -> tuple[Answer, ...]:
-        if self.kind is not None and self.kind.answered is not None:
-            return self.kind.answered.answers
-        return self.answered.answers if self.answered is not None else ()
+        answered = self.answered_taken
+        return answered.answers if answered is not None else ()
 
     def tried(self) -> list[TriedDraft]:
         """Every draft tried, in order, the taken one marked."""
@@ -80,10 +86,11 @@ class Outcome:
             trace.candidates = taken.linking.candidates
             trace.entities = [c.id for c in taken.linking.kept]
         trace.options = [r for o in taken.options for r in o.relations()]
-        choice = self.kind.choice if self.kind_taken and self.kind is not None else self.choice
+        kind = self.kind_taken
+        choice = kind.choice if kind is not None else self.choice
         if choice is not None and choice.option is not None:
             trace.relations = choice.option.relations()
-        answered = self.kind.answered if self.kind is not None and self.kind.answered is not None else self.answered
+        answered = self.answered_taken
         if answered is not None:
             trace.filters, trace.constraints = list(answered.filters), list(answered.constraints)
         trace.attempts = self.tried()
