@@ -197,7 +197,9 @@ class ExamplesSettings(Section):
 
 
 class PipelineSettings(Section):
-    """Limits and switches of the five steps."""
+    """Limits and switches of the five steps. General limits first, then the rules that read the example pool's
+    precedent votes, then the second-draft policy (:mod:`kifqa.pipeline.redraft`). What each rule gained and cost
+    on the tuning sets is in docs/results.md."""
 
     #: Longer questions are refused as input errors.
     max_question_chars: int = 1000
@@ -207,86 +209,67 @@ class PipelineSettings(Section):
     max_entities: int = 10
     #: Near-match entities carried on when nothing is named exactly.
     max_near_entities: int = 5
-    #: Options shown to the model in the relation step at most (on valid 0-199 over the hard base, 6 and 20 each
-    #: lost a question against 12: docs/architecture.md); of those, only the ones the first leads by less than
-    #: ``sure_lead`` (:func:`~kifqa.pipeline.relations.contenders`).
+    #: Options shown to the model in the relation step at most; of those, only the ones the first leads by less
+    #: than ``sure_lead`` (:func:`~kifqa.pipeline.relations.contenders`).
     max_options: int = 12
     #: How the relation step ranks the options the draft does not name exactly: ``meaning``, by the closeness
     #: of each property's label and description to the question and the predicate (the question encoder,
     #: the ``embeddings`` extra); ``names``, by spelling and shared words only.
     rank_relations: Literal["meaning", "names"] = "meaning"
-    #: Weigh each relation option by how many of the example pool's ``precedent`` questions nearest to the
-    #: question, as written and with its entity masked, ask for its property in its direction (0: not at all;
-    #: docs/architecture.md).
-    precedent: int = 20
+    #: How many of the example pool's questions nearest to the question (as written, and with its entity masked)
+    #: vote for the relation options: each option's score gains with the share of them that ask for its property
+    #: in its direction (0: no votes, and none of the rules below that read them).
+    precedent_neighbours: int = 20
+    #: Let the votes take another option over the one the draft's predicate names exactly, where they ask for it
+    #: far more (:func:`~kifqa.pipeline.relations.overruling`).
+    overrule: bool = True
     #: The relation step takes its first option without asking the model when the option's score leads the
-    #: second's by this much (``None``: only an exactly named or lone option). On valid 0-199 (both bases)
-    #: the 1.5B model's picks above a 0.1 lead were never better than the first option, and 3 times worse. Where
-    #: the model is asked, it is shown only the options within this lead of the first.
+    #: second's by this much (``None``: only an exactly named or lone option). Where the model is asked, it is
+    #: shown only the options within this lead of the first.
     sure_lead: float | None = 0.1
-    #: Where the ranking is not sure, the relation step takes the option most of the ``precedent`` votes ask for
-    #: without asking the model when its share leads every other option's by this much (``None``: the model
-    #: decides; :func:`~kifqa.pipeline.relations.voted`). On the tuning sets the 1.5B model chose worse than the
-    #: votes (30 and 37 gold of 66); a stronger model may earn ``None``.
-    votes_lead: float | None = 0.2
     #: Let the relation step's model answer "none of these" and leave the question unanswered
-    #: (:attr:`~kifqa.types.ErrorKind.ABSTAINED`) rather than take the least bad option. Off by default:
-    #: on valid 0-199 over the hard base the 1.5B model's three "none" answers were all wrong
-    #: (docs/architecture.md).
+    #: (:attr:`~kifqa.types.ErrorKind.ABSTAINED`) rather than take the least bad option.
     abstain: bool = False
     #: Constrain the draft's known entity to runs of the question's words.
     constrain_draft: bool = True
     #: Which runs the constrained draft admits: ``linked``, the runs that are exactly an item's label or
     #: alias (all runs when none is); ``longest``, of those only the runs inside no longer one; ``off``,
-    #: all runs (the default: on valid 0-199 with the 1.5B model, macro F1 0.940 against 0.930 linked,
-    #: docs/architecture.md).
+    #: all runs.
     ground_draft: Literal["linked", "longest", "off"] = "off"
     #: Replace the draft's known entity with the longest run of the question's words that holds it and is
     #: exactly an item's label or alias (``iran`` -> ``anglo-soviet invasion of iran``), where the base can tell.
     widen_known: bool = True
     #: Where the draft's known entity follows a comma (and is not widened), take the run before the comma that is
     #: exactly an item's label or alias, the longest: the name after a comma qualifies the one before it
-    #: ("massachusetts" in "born in new bedford, massachusetts", a person's title after their name). Of the 19,481
-    #: training questions with such a pair of names, the topic is the first 147 times, both with the comma 5, the
-    #: second 3 (docs/architecture.md).
+    #: ("massachusetts" in "born in new bedford, massachusetts", a person's title after their name).
     comma_known: bool = True
-    #: Where the draft's known entity names no item exactly, draft again with the known entity one of the
-    #: question's runs that does (:func:`~kifqa.pipeline.draft.grounded`), and keep the draft whose best
-    #: relation option scores higher. Off by default: it fixed 1 question of valid 0-199 and none of
-    #: 200-399 (local base), for 7 % more model calls (docs/architecture.md).
+    #: Where the draft's known entity names no item exactly, draft again over the question's exact names and keep
+    #: the draft whose best relation option scores higher.
     redraft: bool = False
-    #: Where the first draft's best relation option scores below this, or it has none (its known entity finds no
-    #: item, or the items have no statement), or its known entity is an answer the question offers ("male" in "is
-    #: X male or female?"), draft again with the known entity one of the question's runs that name an item
-    #: exactly and are not part of the first draft's (a description drafted as the entity: "english professional
-    #: footballer" in "which retired english professional footballer was born in birmingham?"), and keep the draft
-    #: whose best option scores higher (``None``: never). On valid 0-199 0.3 fixed 2 questions on each base and
-    #: broke none, for 3-5 % more model calls (docs/architecture.md). Where the first draft found no entity or
-    #: statement, or drafted an offered answer, the second replaces it only if its own best option scores at least
-    #: this: a draft over a common word ("music") does not answer the question (SimpleDBpediaQA valid 0-199:
-    #: subject linking 0.500 -> 0.610).
+    #: Where the first draft's best relation option scores below this, or it has none (no item, or no statement),
+    #: draft again with the known entity one of the question's runs that name an item exactly and are not part of
+    #: the first draft's (a description drafted as the entity: "english professional footballer" in "which retired
+    #: english professional footballer was born in birmingham?"), and keep the draft whose best option scores
+    #: higher; where the first found nothing, the second must itself score at least this (``None``: no second
+    #: drafts before the choice).
     redraft_below: float | None = 0.3
+    #: Where the first draft's known entity is an answer the question offers ("male" in "is X male or female?",
+    #: :func:`~kifqa.pipeline.draft.offered`), draft again as where it found nothing (needs ``redraft_below``).
+    redraft_offered: bool = True
     #: How many second drafts: 1, one whose grammar admits every such run (the model chooses the name); more,
     #: one for each of the first this many of them (the outermost, longest first), the best option deciding
-    #: between them. On valid 0-199 3 fixed 1 question on each base ("swedish ... born in örnsköldsvik"),
-    #: broke none, for 3 % more model calls; on valid 200-699 it changed no answer (docs/architecture.md).
+    #: between them.
     redraft_each: int = Field(default=3, ge=1)
-    #: Where similar questions ask for none of the first draft's options (under 10 % of the ``precedent`` votes for
-    #: the first, none with 35 % or more: :func:`~kifqa.pipeline.relations.unasked`) but, with 35 % or more, for a
-    #: property the base has by that name, draft again as where it found nothing, and take the second draft only if
-    #: they ask for its best option (35 % or more): "whats the name of a baseball pitcher" drafted over
-    #: ``baseball``, then over ``pitcher``. On the tuning sets (valid 0-199 and
-    #: 1,300 training questions, drafts replayed) 7 better and none worse on the local base, 6 better and 1 worse
-    #: on the hard base, for 0.00-0.03 more model calls per question (docs/architecture.md).
+    #: Where similar questions ask for none of the first draft's options (:func:`~kifqa.pipeline.relations.unasked`)
+    #: but for a property the base has by that name, draft again as where it found nothing, and take the second
+    #: draft only if they ask for its best option: "whats the name of a baseball pitcher" drafted over
+    #: ``baseball``, then over ``pitcher`` (needs ``redraft_below``).
     redraft_unasked: bool = True
     #: Where the first draft is backward and answers with more than this many, it may have drafted the kind the
     #: question asks for as its known entity ("Who's an actor from pittsburgh" as ``(?x | occupation | actor)``):
-    #: draft again as where it found nothing, over the question's other exact names, and where similar questions ask
-    #: for that draft's option more, the same way round (:func:`~kifqa.pipeline.relations.narrows`), and it answers
-    #: with fewer, but some, take it as the main pattern and the first as its constraint (``None``: never). Tuning
-    #: sets: over 100, local base unchanged and hard base 1 better; over 50, 1 more better on the local base ("Who
-    #: is a famous screen writer from winnipeg", 52 writers there) for 0.01 more model calls per question
-    #: (docs/architecture.md).
+    #: draft again as where it found nothing, and where similar questions ask for that draft's option more, the
+    #: same way round (:func:`~kifqa.pipeline.relations.narrows`), and it answers with fewer, but some, take it as
+    #: the main pattern and the first as its constraint (``None``: never).
     redraft_over: int | None = Field(default=50, ge=1)
 
 

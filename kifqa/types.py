@@ -271,6 +271,66 @@ def clipped(text: str, limit: int = TRACE_TEXT_CHARS) -> str:
     return f"{text[:limit]} [cut: {len(text) - limit:,} more characters]"
 
 
+class Rule(StrEnum):
+    """A rule of the pipeline that can change a question's outcome (:class:`Decision`)."""
+
+    #: The draft's known entity widened to a longer name of the question that holds it.
+    WIDENED = "widened"
+    #: The draft's known entity replaced by the name it qualifies after a comma.
+    QUALIFIED = "qualified"
+    #: A second draft tried, taken or refused (its reason among the inputs).
+    REDRAFT = "redraft"
+    #: The precedent votes took another option over the one the draft's predicate names exactly.
+    OVERRULED = "overruled"
+    #: The ranking's first option taken without asking the model (the only one, the only exactly named one, or
+    #: far enough ahead).
+    OBVIOUS = "obvious"
+    #: A kind drafted as the known entity made the constraint of a second draft.
+    KIND = "kind"
+    #: A constraint pattern of the draft narrowed the answers (or was not applied).
+    CONSTRAINT = "constraint"
+    #: The model answered that none of the options fits: no answer.
+    ABSTAINED = "abstained"
+
+
+#: What a rule weighed: a score, a share of votes, a threshold, a count, a name.
+Input = float | int | str | bool | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Decision:
+    """A rule that fired for a question: what it weighed and whether it changed the outcome."""
+
+    rule: Rule
+    #: The step it fired in.
+    step: str
+    #: Whether it changed the outcome (a second draft taken, an option overruled); ``False``: it fired and left the
+    #: outcome as it was.
+    taken: bool
+    inputs: dict[str, Input] = field(default_factory=dict)
+    #: The relations it put in place and those it put aside, where it chose between relations: what the evaluation
+    #: tells its help or harm from.
+    chosen: tuple[Relation, ...] = ()
+    instead: tuple[Relation, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class TriedDraft:
+    """One draft tried for a question, the first and each second draft, and how far it got."""
+
+    draft: tuple[Pattern, ...] = ()
+    #: The entities its known entity found and kept.
+    entities: tuple[str, ...] = ()
+    #: The score of its best relation option; ``None`` where it has none.
+    best_option: float | None = None
+    #: Whether the answers come from it.
+    taken: bool = False
+    #: Why it went no further than its draft (the model call failed, the draft is not a pattern list).
+    error: str | None = None
+    #: Whether the draft was given (the oracle draft) rather than the model's.
+    oracle: bool = False
+
+
 @dataclass
 class Trace:
     """Everything that explains one question's answer (or why it has none)."""
@@ -297,12 +357,17 @@ class Trace:
     error_kind: ErrorKind | None = None
     #: The outcome of each constraint pattern of the draft, in draft order.
     constraints: list[ConstraintOutcome] = field(default_factory=list)
+    #: The drafts tried, in order: the first, then any second ones (:mod:`kifqa.pipeline.redraft`).
+    attempts: list[TriedDraft] = field(default_factory=list)
+    #: Every rule that fired, in the order the steps ran.
+    decisions: list[Decision] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         data = _plain(self)
         data["error_kind"] = None if self.error_kind is None else self.error_kind.value
         data["constraints"] = [{**c, "result": c["result"].value} for c in data["constraints"]]
+        data["decisions"] = [{**d, "rule": d["rule"].value} for d in data["decisions"]]
         return data
 
     def fail(self, kind: ErrorKind, error: str, *, step: str) -> None:
@@ -323,6 +388,13 @@ class Trace:
             "constraints": lambda d: ConstraintOutcome(**{**_fields(ConstraintOutcome, d),
                                                          "constraint": Pattern(**d["constraint"]),
                                                          "result": ConstraintResult(d["result"])}),
+            "attempts": lambda d: TriedDraft(**{**_fields(TriedDraft, d),
+                                                "draft": tuple(Pattern(**p) for p in d.get("draft") or ()),
+                                                "entities": tuple(d.get("entities") or ())}),
+            "decisions": lambda d: Decision(**{**_fields(Decision, d), "rule": Rule(d["rule"]),
+                                               "inputs": dict(d.get("inputs") or {}),
+                                               "chosen": tuple(Relation(**r) for r in d.get("chosen") or ()),
+                                               "instead": tuple(Relation(**r) for r in d.get("instead") or ())}),
         }
         values = {"question_id": "", "question": "", **_fields(cls, data)}
         for key, make in nested.items():

@@ -247,14 +247,11 @@ def _summary(output: RunFolder, run: _Run, *, n_shards: int, n_todo: int, starte
 def _say_stages(settings: Settings) -> None:
     """Shows what happens before the first answer: the example pool embedded on first use (its own
     bar, in this process, so that the tasks find it cached), then the actors starting."""
-    from kifqa.pipeline import open_examples
-    from kifqa.pipeline.ranking import Precedents
+    from kifqa.pipeline.warmup import embed_pools
 
     if settings.examples.mode != "fixed":
         tqdm.write("preparing the few-shot examples (the training pool is embedded on first use only)")
-        examples = open_examples(settings)
-        if settings.pipeline.precedent and examples.pool is not None:
-            Precedents(examples.pool)
+        embed_pools(settings)
     connect(settings)
     b, cpus = settings.batch, cluster_cpus()
     kb = ("the knowledge base opened in each task" if kb_in_tasks(settings)

@@ -12,7 +12,8 @@ from kifqa.errors import ConfigError
 COMMANDS = {"ask": "kifqa.cli.ask:ask", "bench": "kifqa.bench:bench", "check": "kifqa.cli.check:check",
             "eval": "kifqa.cli.eval:eval_",
             "kb": "kifqa.cli.kb:kb", "model": "kifqa.cli.model:model", "report": "kifqa.cli.report:report",
-            "run": "kifqa.cli.run:run", "serve": "kifqa.cli.service:serve", "silver": "kifqa.cli.silver:silver"}
+            "run": "kifqa.cli.run:run", "serve": "kifqa.cli.service:serve", "silver": "kifqa.cli.silver:silver",
+            "ablate": "kifqa.cli.ablate:ablate"}
 
 
 @click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})

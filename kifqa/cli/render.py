@@ -56,6 +56,8 @@ def render_trace(trace: Trace) -> str:
         lines.append(f"llm       {call.step}: {call.prompt_tokens} prompt ({call.cached_prompt_tokens} "
                      f"prefix-cached) + {call.completion_tokens} tokens, {call.latency_s:.2f} s{cached} "
                      f"-> {call.output!r}")
+    lines.extend(f"decision  {d.step}: {d.rule}{'' if d.taken else ' (not taken)'} "
+                 + ", ".join(f"{k}={v}" for k, v in d.inputs.items()) for d in trace.decisions)
     lines.extend(f"note      {n}" for n in [*trace.notes, *map(str, trace.constraints)])
     lines.append("timings   " + ", ".join(f"{k} {v:.3f} s" for k, v in trace.timings.items()))
     lines.append(f"kb calls  {trace.kb_calls}")

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from kifqa.errors import KifqaError
 from kifqa.eval.calibration import calibrate
 from kifqa.eval.datasets import GoldExtender, GoldQuestion
+from kifqa.eval.decisions import decision_counts
 from kifqa.eval.failures import FAILURES, LINKING, detail_kind
 from kifqa.eval.metrics import summarize
 from kifqa.eval.scoring import Scored, confidence_of, score_prediction
@@ -229,6 +230,7 @@ class Evaluation:
             "single_answer": summarize(single).as_dict(),
             "linking": self.linking_accuracy(),
             "abstention": self.abstention(),
+            "decisions": decision_counts((s.gold, s.trace) for s in self.scored),
             "failures": {k: failures.get(k, 0) / n for k in FAILURES},
             "failure_counts": {k: failures.get(k, 0) for k in FAILURES},
             "failure_details": {k: dict(details[k].most_common()) for k in FAILURES if details[k]},

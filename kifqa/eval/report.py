@@ -297,6 +297,7 @@ def render(m: dict[str, Any]) -> str:
             lines.append(f"- `{e['id']}` {_cell(e['question'])} — draft `{_cell(draft)}` — {_cell(e['detail'])}")
         lines.append("")
 
+    lines += _decisions_section(m.get("decisions") or {})
     lines += _oracle_section(m.get("oracle_drafts") or {})
     lines += _slices_section(m.get("slices") or {})
     lines += _calibration_section(m.get("calibration") or {})
@@ -326,6 +327,21 @@ def render(m: dict[str, Any]) -> str:
 _SLICE_NAMES = {"one_relation": "topic with one (property, direction)",
                 "several_relations": "topic with several", "no_relation_in_base": "topic with none in the base",
                 "topic_named": "question names its topic", "topic_not_named": "question names no name of its topic"}
+
+
+def _decisions_section(decisions: dict[str, Any]) -> list[str]:
+    """How often each rule fired and changed the outcome, and whether what it chose was gold where what it put
+    aside was not (helped) or the other way round (hurt)."""
+    if not decisions:
+        return []
+    lines = ["## Decisions", "",
+             "Each rule that fired; taken: it changed the outcome; judged: taken, choosing between relations, with "
+             "gold relations; helped / hurt: what it chose was gold and what it put aside not, or the other way "
+             "round.", "",
+             "| rule | fired | taken | judged | helped | hurt |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for rule, c in decisions.items():
+        lines.append(f"| {rule} | {c['fired']} | {c['taken']} | {c['judged']} | {c['helped']} | {c['hurt']} |")
+    return [*lines, ""]
 
 
 def _slices_section(slices: dict[str, Any]) -> list[str]:

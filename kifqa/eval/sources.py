@@ -68,7 +68,7 @@ def predict(settings: Any, questions: list[Question], *, via: Literal["process",
 
     async def run() -> Predicted:
         async with open_pipeline(settings=settings, instances=in_process_instances(settings)) as pipeline:
-            return await answer(pipeline.with_drafts(drafts) if drafts else pipeline, questions,
+            return await answer(pipeline.with_oracle_drafts(drafts) if drafts else pipeline, questions,
                                 concurrency=concurrency, progress=progress)
 
     return asyncio.run(run())

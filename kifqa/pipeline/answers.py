@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from kifqa.kb.base import FilterResult, KnowledgeBase
+from kifqa.pipeline.context import Context
 from kifqa.pipeline.entities import link
 from kifqa.pipeline.text import similarity
 from kifqa.types import Answer, ConstraintOutcome, ConstraintResult, FilterRun, Pattern, Relation
@@ -15,7 +18,27 @@ from kifqa.types import Answer, ConstraintOutcome, ConstraintResult, FilterRun, 
 CONSTRAINT_MIN_SIMILARITY = 0.5
 
 
-async def run_filters(kb: KnowledgeBase, relations: list[Relation]) -> tuple[list[Answer], list[FilterRun]]:
+@dataclass(frozen=True)
+class Answered:
+    """Steps 4 and 5's result: the answers, the filters that found them, and what each constraint did."""
+
+    answers: tuple[Answer, ...]
+    filters: tuple[FilterRun, ...]
+    constraints: tuple[ConstraintOutcome, ...] = ()
+
+
+async def step(ctx: Context, relations: Sequence[Relation], constraints: Sequence[Pattern]) -> Answered:
+    """Steps 4 and 5: the statements of ``relations`` (:func:`run_filters`), narrowed by each of ``constraints`` in
+    turn (:func:`constrain`)."""
+    found, filters = await run_filters(ctx.kb, relations)
+    outcomes = []
+    for constraint in constraints:
+        found, outcome = await constrain(ctx.kb, found, constraint)
+        outcomes.append(outcome)
+    return Answered(tuple(found), tuple(filters), tuple(outcomes))
+
+
+async def run_filters(kb: KnowledgeBase, relations: Sequence[Relation]) -> tuple[list[Answer], list[FilterRun]]:
     """Runs every relation's filter concurrently; the answers are the union of their statements."""
 
     async def one(r: Relation) -> tuple[FilterResult, float]:

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import functools
 import json
+from dataclasses import dataclass
 from importlib import resources
 
 from kifqa.data.pool import Example
 from kifqa.data.text import name_key, question_key
 from kifqa.kb.base import KnowledgeBase
 from kifqa.llm.base import ChatRequest, Message
+from kifqa.pipeline.context import Context, StepError
 from kifqa.pipeline.text import before_comma, ngrams, outermost, spans, within
-from kifqa.types import UNKNOWN, Pattern
+from kifqa.types import UNKNOWN, ErrorKind, Pattern
 
 #: Characters a predicate may use (the grammar and the parser agree on them).
 _PREDICATE = r"[^|()\n?]{1,48}"
@@ -26,6 +28,61 @@ _SYSTEM = resources.files("kifqa.pipeline").joinpath("prompts/draft_system.txt")
 
 class DraftError(ValueError):
     """The model's draft is not a valid pattern list."""
+
+
+@dataclass(frozen=True)
+class Drafted:
+    """Step 1's result: the draft's text and its patterns (the first the main one), its known entity regrounded
+    where the settings say so (``regrounded``: the name it had before), and the examples it was drafted from."""
+
+    output: str
+    patterns: tuple[Pattern, ...]
+    examples: tuple[str, ...] = ()
+    #: The drafted known entity where :func:`widened` or :func:`qualified` replaced it, and which of the two did.
+    regrounded: tuple[str, str] | None = None
+    #: Whether the draft was given (the oracle draft), not the model's.
+    given: bool = False
+
+    @property
+    def main(self) -> Pattern:
+        return self.patterns[0]
+
+
+async def first(ctx: Context, *, oracle: str | None = None) -> Drafted:
+    """Step 1 for the question's first draft: the ``oracle`` draft where one is given, else the model's, its known
+    entity one of the question's exact names where :attr:`~kifqa.config.PipelineSettings.ground_draft` says so."""
+    if oracle is not None:
+        return await regrounded(ctx, oracle, given=True)
+    s, known = ctx.settings, None
+    if s.constrain_draft and s.ground_draft != "off":
+        known = await grounded(ctx.kb, ctx.question, longest=s.ground_draft == "longest")
+    return await step(ctx, known=known)
+
+
+async def step(ctx: Context, *, known: list[str] | None = None) -> Drafted:
+    """Step 1: the model's draft of the question (its known entity one of ``known``, default any run of the
+    question's words), parsed and regrounded (:func:`regrounded`)."""
+    shots = ctx.examples.select(ctx.question)
+    out = await ctx.recorder.generate(ctx.llm, request(
+        ctx.question, shots, constrain=ctx.settings.constrain_draft, known=known,
+        prefix_key=ctx.examples.prefix_key(ctx.question), shared=ctx.examples.shared(ctx.question)))
+    if out.error:
+        raise StepError(f"model call failed: {out.error}", kind=ErrorKind.MODEL)
+    text = complete(out.text, completion_tokens=out.usage.completion_tokens)
+    return await regrounded(ctx, text, examples=tuple(e.question for e in shots))
+
+
+async def regrounded(ctx: Context, text: str, *, examples: tuple[str, ...] = (), given: bool = False) -> Drafted:
+    """The patterns of draft ``text``, the known entity replaced by the longer name in the question that holds it
+    (:attr:`~kifqa.config.PipelineSettings.widen_known`, :func:`widened`) or else by the name it qualifies after a
+    comma (:attr:`~kifqa.config.PipelineSettings.comma_known`, :func:`qualified`)."""
+    s, patterns = ctx.settings, parse(text)
+    known = patterns[0].known
+    if s.widen_known and (wider := await widened(ctx.kb, ctx.question, known)):
+        return Drafted(text, (patterns[0].with_known(wider), *patterns[1:]), examples, ("widened", known), given)
+    if s.comma_known and (head := await qualified(ctx.kb, ctx.question, known)):
+        return Drafted(text, (patterns[0].with_known(head), *patterns[1:]), examples, ("qualified", known), given)
+    return Drafted(text, tuple(patterns), examples, None, given)
 
 
 def grammar(question: str, known: list[str] | None = None) -> str:

@@ -9,8 +9,9 @@ from itertools import combinations
 
 from kifqa.data.text import name_key, typed_key
 from kifqa.kb.base import KnowledgeBase
+from kifqa.pipeline.context import Context
 from kifqa.pipeline.text import SPELLING_MATCH, relaxed, similarity, singular
-from kifqa.types import Candidate
+from kifqa.types import Candidate, Pattern
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,13 @@ class Linking:
     candidates: list[Candidate]
     kept: list[Candidate]
     exact: bool
+
+
+async def step(ctx: Context, pattern: Pattern) -> Linking:
+    """Step 2: the entities ``pattern``'s known label names, within the settings' limits (:func:`link`)."""
+    s = ctx.settings
+    return await link(ctx.kb, pattern.known, limit=s.search_limit, max_kept=s.max_entities,
+                      max_near=s.max_near_entities)
 
 
 def names(candidate: Candidate) -> list[str]:

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from importlib import resources
-from typing import TYPE_CHECKING
+from typing import Literal
 
 from kifqa.data.text import article_split, name_key, normalize
 from kifqa.kb.base import KnowledgeBase, PropertyUse
 from kifqa.llm.base import ChatRequest, Message
+from kifqa.pipeline import ranking
+from kifqa.pipeline.context import Context, StepError
 from kifqa.pipeline.entities import Linking, names
+from kifqa.pipeline.ranking import NamedRelation
 from kifqa.pipeline.text import ALIAS_MATCH, SPELLING_MATCH, article_before, masked, names_tokens, similarity, tokens
-from kifqa.types import UNKNOWN, Candidate, ChoiceOption, Direction, Pattern, Relation, RelationChoice
-
-if TYPE_CHECKING:
-    from kifqa.pipeline.ranking import NamedRelation
+from kifqa.types import UNKNOWN, Candidate, ChoiceOption, Direction, ErrorKind, Pattern, Relation, RelationChoice
 
 _SYSTEM = resources.files("kifqa.pipeline").joinpath("prompts/choose_system.txt").read_text().strip()
 _SYSTEM_ABSTAIN = "Reply 0 if none of the options answers the question."
@@ -43,21 +43,16 @@ NEAR_RANK_STEP = 0.06
 MEANING_MATCH = 0.8
 
 #: What an option's score gains when every one of the pool's questions nearest to the question asks for its
-#: property in its direction (:meth:`kifqa.pipeline.ranking.Precedents.of`; less in proportion). 0.5 and 0.3
-#: scored the same on valid 0-199 over the hard base, 0.5 one question higher on the local base.
+#: property in its direction (:meth:`kifqa.pipeline.ranking.Precedents.of`; less in proportion).
 PRECEDENT_WEIGHT = 0.5
 
-#: The precedent votes overrule the draft's exactly named first option (:func:`overruled`) when fewer than
-#: :data:`OVERRULED_BELOW` of them ask for it and :data:`OVERRULING` or more for another option. On the tuning
-#: sets (valid 0-199 and 300 training questions, both bases) it took 8 options: 7 of them were gold where the
-#: named one was not, and one replaced the gold option (valid 200-699, hard base: 8 better, 1 worse).
+#: The precedent votes overrule the draft's exactly named first option (:func:`overruling`) when fewer than
+#: :data:`OVERRULED_BELOW` of them ask for it and :data:`OVERRULING` or more for another option.
 OVERRULED_BELOW = 0.1
 OVERRULING = 0.35
 #: ... and whatever their share of it, when another option leads it by :data:`OVERRULING_LEAD` of the votes or
 #: more: "where is gary harrell from" drafted with ``place of birth`` (17 %) over ``country of citizenship``
-#: (75 %), which a base with both properties puts apart. On the tuning sets (valid 0-199 and 1,300 training
-#: questions, both bases) the draft's named option trailed the votes' best by 0.4 or more for 9 questions: the
-#: votes' option was gold for 8, the named one for 1; by 0.2 to 0.4, 3 and 3.
+#: (75 %), which a base with both properties puts apart.
 OVERRULING_LEAD = 0.4
 #: ... and another option of the same first entity, when it leads by :data:`UNSAID_LEAD` or more and the question
 #: writes no word of the named property's label or aliases (:attr:`Option.said`): the draft's name is then the
@@ -103,6 +98,56 @@ class Option:
         return ChoiceOption(pattern, self.property.description[:60])
 
 
+async def step(ctx: Context, pattern: Pattern, linking: Linking) -> tuple[Option, ...]:
+    """Step 3's options for ``pattern``'s kept entities, best first (:func:`options`; none without kept entities),
+    ranked by closeness in meaning where the settings say so and weighed by what similar questions of the pool ask
+    for (:meth:`~kifqa.pipeline.context.Context.votes`)."""
+    if not linking.kept:
+        return ()
+    by_entity = await uses(ctx.kb, linking.kept)
+    closeness = None
+    if ctx.settings.rank_relations == "meaning":
+        properties = list({u.property.id: u.property for us in by_entity.values() for u in us}.values())
+        closeness = await asyncio.to_thread(ranking.closeness, ctx.question, pattern.predicate, properties,
+                                            saved=ctx.vectors)
+    votes = await ctx.votes(pattern.known)
+    return tuple(options(pattern, linking, by_entity, question=ctx.question, closeness=closeness, votes=votes))
+
+
+#: How an option was chosen: the precedent votes over the draft's named option (:func:`overruling`), the ranking's
+#: obvious one (:func:`obvious`), or the model; or the model
+#: found none that fits (with :attr:`~kifqa.config.PipelineSettings.abstain`).
+ChosenBy = Literal["overruled", "obvious", "model", "abstained"]
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Step 3's result: the option taken (``None``: the model abstained), how, among which ranked options, and how
+    many of them the model was shown."""
+
+    option: Option | None
+    by: ChosenBy
+    ranked: tuple[Option, ...]
+    shown: int = 0
+
+
+async def choose(ctx: Context, pattern: Pattern, ranked: Sequence[Option]) -> Choice:
+    """Step 3's choice among ``ranked``: without the model where the votes overrule the draft's named option, where
+    the ranking has an obvious one or where the votes settle it; else the model's among the contenders
+    (:func:`contenders`)."""
+    s, ranked = ctx.settings, tuple(ranked)
+    if s.overrule and (chosen := overruling(ranked)) is not None:
+        return Choice(chosen, "overruled", ranked)
+    if (chosen := obvious(ranked, lead=s.sure_lead)) is not None:
+        return Choice(chosen, "obvious", ranked)
+    shown = contenders(ranked, lead=s.sure_lead, most=s.max_options)
+    out = await ctx.recorder.generate(ctx.llm, request(ctx.question, pattern, shown, abstain=s.abstain))
+    if out.error:
+        raise StepError(f"model call failed: {out.error}", kind=ErrorKind.MODEL)
+    chosen = parse(out.text, shown, abstain=s.abstain)
+    return Choice(chosen, "model" if chosen is not None else "abstained", ranked, len(shown))
+
+
 async def uses(kb: KnowledgeBase, entities: list[Candidate]) -> dict[str, list[PropertyUse]]:
     """Each entity's real properties with their direction, fetched concurrently."""
     found = await asyncio.gather(*(kb.properties_of(e.id) for e in entities))
@@ -111,7 +156,7 @@ async def uses(kb: KnowledgeBase, entities: list[Candidate]) -> dict[str, list[P
 
 def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[PropertyUse]], *,
             question: str = "", closeness: Mapping[str, float] | None = None,
-            precedent: Mapping[NamedRelation, float] | None = None) -> list[Option]:
+            votes: Mapping[NamedRelation, float] | None = None) -> list[Option]:
     """The ways to answer, best first by how well the property names the draft's predicate and whether
     its direction agrees with the draft. A property named exactly (label, then alias) comes first;
     the others rank by ``closeness`` (property id → closeness in meaning to the question,
@@ -142,10 +187,10 @@ def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[Proper
         match = _match(pattern.predicate, use.property, closeness)
         score = match + (0.05 if use.direction == pattern.direction else 0.0)
         score -= 0.0 if linking.exact else NEAR_RANK_STEP * rank[members[0].id]
-        votes = precedent.get((name_key(use.property.label), use.direction), 0.0) if precedent else 0.0
-        score += PRECEDENT_WEIGHT * votes
+        share = votes.get((name_key(use.property.label), use.direction), 0.0) if votes else 0.0
+        score += PRECEDENT_WEIGHT * share
         said = written is None or bool(written & names_tokens(use.property.label, use.property.aliases))
-        option = Option(tuple(members), use.property, use.direction, match, score, votes, said)
+        option = Option(tuple(members), use.property, use.direction, match, score, share, said)
         fits = wanted is None or use.direction == "backward" or use.value_type in wanted or match >= ALIAS_MATCH
         (out if fits else passed_over).append(option)
     out = out or passed_over
@@ -167,9 +212,7 @@ def taking(candidates: list[Candidate], known: str, said: str | None) -> frozens
 def agreeing(members: list[Candidate], takers: frozenset[str] | None) -> list[Candidate]:
     """Of ``members``, those whose name takes the question's article (``takers``, :func:`taking`): "The Suicide Club"
     for "which film genre is the suicide club under", "Infidel" rather than "The Infidel" for "which author wrote
-    infidel". All of them where none or all do, or where ``takers`` is ``None``. Of the 15 training questions whose
-    topic shares its name and its relation with an item whose name differs by "the" alone, the question's article
-    tells the topic for 14."""
+    infidel". All of them where none or all do, or where ``takers`` is ``None``."""
     if takers is None:
         return members
     agree = [c for c in members if c.id in takers]
@@ -192,7 +235,7 @@ def _match(predicate: str, prop: Candidate, closeness: Mapping[str, float] | Non
     return max(named, described)
 
 
-def overruled(ranked: list[Option]) -> Option | None:
+def overruling(ranked: Sequence[Option]) -> Option | None:
     """The option the precedent votes take instead of the first, which the draft's predicate names exactly:
     the other property and direction with the most votes, when it has :data:`OVERRULING` or more and the first
     fewer than :data:`OVERRULED_BELOW` ("which actor was born in atlanta" drafted with ``actor``: none of the
@@ -224,7 +267,7 @@ def narrows(kind: Option, relation: Option) -> bool:
     return relation.votes > kind.votes and relation.direction == kind.direction
 
 
-def unasked(ranked: list[Option]) -> bool:
+def unasked(ranked: Sequence[Option]) -> bool:
     """Whether the precedent votes ask for none of the options: the first has fewer than :data:`OVERRULED_BELOW`
     of them and none :data:`OVERRULING` or more. The votes then ask for a relation the draft's entity does not
     have: "whats the name of a baseball pitcher" drafted over ``baseball`` (85 % of the votes for ``position
@@ -232,7 +275,7 @@ def unasked(ranked: list[Option]) -> bool:
     return bool(ranked) and ranked[0].votes < OVERRULED_BELOW and all(o.votes < OVERRULING for o in ranked)
 
 
-def obvious(ranked: list[Option], *, lead: float | None = None) -> Option | None:
+def obvious(ranked: Sequence[Option], *, lead: float | None = None) -> Option | None:
     """The option to take without asking the model: the only one; the best of those whose
     property the draft's predicate names exactly, when it is strictly best (a label beats an
     alias; then the draft's direction, then the search's order of near-match entities); or the first,
@@ -245,31 +288,15 @@ def obvious(ranked: list[Option], *, lead: float | None = None) -> Option | None
     return None
 
 
-def voted(ranked: list[Option], *, lead: float | None) -> Option | None:
-    """The option the precedent votes settle where :func:`obvious` found none: the one with the most votes, when
-    its share leads every other property and direction's by ``lead`` or more (``None``: never). On the tuning
-    sets (valid 0-199 and 1,300 training questions, both bases) the 1.5B model was asked 66 times and chose the
-    gold option 30 times, the votes' best 37; with a lead of 0.2 the votes settled 27 of the 66: 19 as the model
-    had, 8 otherwise, 6 of those gold where the model's was not and none the other way."""
-    if lead is None or not ranked:
-        return None
-    best = max(ranked, key=lambda o: o.votes)
-    rest = max((o.votes for o in ranked if (o.property.id, o.direction) != (best.property.id, best.direction)),
-               default=0.0)
-    return best if best.votes - rest >= lead else None
-
-
-def contenders(ranked: list[Option], *, lead: float | None, most: int) -> list[Option]:
+def contenders(ranked: Sequence[Option], *, lead: float | None, most: int) -> list[Option]:
     """The options the model chooses among where :func:`obvious` found none: the first ``most``, of those only
     the ones the first does not lead by ``lead`` or more (all of them with ``lead`` ``None``): the model decides
-    what the ranking cannot, never an option the ranking puts far below. On the tuning sets (valid 0-199 and
-    800 training questions, both bases) it changed 14 of the 1.5B model's 41 choices: 3 became right, none
-    wrong (docs/architecture.md)."""
-    shown = ranked[:most]
+    what the ranking cannot, never an option the ranking puts far below."""
+    shown = list(ranked[:most])
     return shown if lead is None else [o for o in shown if shown[0].score - o.score < lead]
 
 
-def request(question: str, pattern: Pattern, shown: list[Option], *, abstain: bool = False) -> ChatRequest:
+def request(question: str, pattern: Pattern, shown: Sequence[Option], *, abstain: bool = False) -> ChatRequest:
     """Asks the model for one option's number (the grammar admits only the shown numbers, and ``0``
     for none of them with ``abstain``). Its system prompt is a prefix every relation choice shares
     (:func:`shared_prefix`)."""
@@ -292,7 +319,7 @@ class ChoiceError(ValueError):
     """The model's relation choice is not one of the shown option numbers."""
 
 
-def parse(text: str, shown: list[Option], *, abstain: bool = False) -> Option | None:
+def parse(text: str, shown: Sequence[Option], *, abstain: bool = False) -> Option | None:
     """The option the model's answer numbers; ``None`` for ``0`` (none fits) with ``abstain``."""
     match = re.fullmatch(r"\s*(\d+)\s*\.?\s*", text)
     first = 0 if abstain else 1

@@ -22,8 +22,7 @@ from kifqa.data.text import (
 
 _POSSESSIVE = re.compile(r"['’]s$")
 _PATTERN_SYNTAX = re.compile(r"[|()?\n]")
-#: The most words of a run a name may take: 14 of the 19,481 training questions name their topic in 9 or 10 words
-#: ("the lord of the rings: the fellowship of the ring"), none in more.
+#: The most words of a run a name may take ("the lord of the rings: the fellowship of the ring" takes 10).
 MAX_RUN = 10
 
 
@@ -72,14 +71,12 @@ _ASIDE = re.compile(r"\([^()]*\)")
 
 def aside(text: str, found: list[re.Match[str]]) -> list[bool]:
     """For each word ``found`` in ``text``, whether it is inside a parenthesis: a disambiguation as Wikipedia writes
-    it ("starlight (warriors)", "heartbreaker (dionne warwick album)"), not what the question asks about. Of the 311
-    training questions with one, 1 names its topic only inside it, 234 only outside."""
+    it ("starlight (warriors)", "heartbreaker (dionne warwick album)"), not what the question asks about."""
     asides = [m.span() for m in _ASIDE.finditer(text)]
     return [any(a < w.start() and w.end() < b for a, b in asides) for w in found]
 
 
-#: What :func:`masked` writes for a name ("X" and "something" found the gold relation a little less often,
-#: masked votes alone: 83-84 % of valid 0-199 and 87 % of 1,500 training questions, against 85.5 and 88.5 %).
+#: What :func:`masked` writes for a name.
 STAND_IN = "it"
 
 

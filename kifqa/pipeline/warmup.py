@@ -19,7 +19,7 @@ def embed_pools(settings: Settings) -> ExampleSource:
     questions (examples, clusters) and, where the relation step's precedent votes are on, the pool's
     questions with their entity masked (:class:`~kifqa.pipeline.ranking.Precedents`), as the run opens them."""
     source = open_examples(settings)
-    if settings.pipeline.precedent and source.pool is not None:
+    if settings.pipeline.precedent_neighbours and source.pool is not None:
         Precedents(source.pool)
     return source
 

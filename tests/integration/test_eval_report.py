@@ -59,8 +59,8 @@ def scripted(data_dir: Path) -> ScriptedLLM:
 def evaluation(data_dir: Path, local_kb) -> Evaluation:
     questions = load_sqwd(data_dir, "valid", limit=N)
     # The drafts and picks hit each failure class with the steps of their time: a widened name, and a clear
-    # lead or the votes taken without the model, would answer questions 7 and 10 right.
-    settings = PipelineSettings(widen_known=False, sure_lead=None, votes_lead=None)
+    # lead taken without the model, would answer questions 7 and 10 right.
+    settings = PipelineSettings(widen_known=False, sure_lead=None)
     pipeline = Pipeline(kb=local_kb, llm=scripted(data_dir), settings=settings)
     ev = asyncio.run(evaluate(pipeline, questions, GoldExtender(data_dir), concurrency=4))
     ev.about = About(dataset="sqwd:valid", model="scripted", kb="local")
@@ -148,6 +148,8 @@ def test_report_and_plots(written: Path, evaluation: Evaluation) -> None:
         "| draft | 2 | 14.3% | wrong unknown: 1; malformed: 1 |" in report
     assert "`sqwd-valid-11`" in report and "| `P106` | occupation | 3 |" in report
     assert "| topic with several | 1 | 1 |" in report and "## Calibration of the silver confidence" in report
+    obvious = m["decisions"]["obvious"]  # the ranking's obvious option, taken without the model
+    assert obvious["fired"] == obvious["taken"] > 0 and f"| obvious | {obvious['fired']} | {obvious['taken']} |" in report
     rows = [json.loads(x) for x in (written / "questions.jsonl").read_text().splitlines()]
     assert [r["id"] for r in rows] == [s.gold.id for s in evaluation.scored]
     assert rows[0]["labels"] == {"Q1010": "Maribor"} and rows[0]["trace"]["relations"][0]["property"] == "P19"
@@ -176,7 +178,8 @@ def test_run_folder_scores_the_same(run_folder: Path, evaluation: Evaluation, da
     assert [(s.score, s.failure, s.detail, s.linking) for s in from_run.scored] == \
         [(s.score, s.failure, s.detail, s.linking) for s in evaluation.scored]
     a, b = from_run.metrics(), evaluation.metrics()
-    for key in ("all", "single_answer", "linking", "failure_counts", "by_property", "llm_calls_per_question"):
+    for key in ("all", "single_answer", "linking", "failure_counts", "by_property", "llm_calls_per_question",
+                "decisions"):
         assert a[key] == b[key], key
 
 
@@ -259,7 +262,6 @@ def test_oracle_drafts_split_the_loss_by_step(data_dir: Path, local_kb, monkeypa
     monkeypatch.setenv("KIFQA_DATA_DIR", str(data_dir))
     monkeypatch.setenv("KIFQA_PIPELINE__WIDEN_KNOWN", "false")  # as in the evaluation fixture
     monkeypatch.setenv("KIFQA_PIPELINE__SURE_LEAD", "10")
-    monkeypatch.setenv("KIFQA_PIPELINE__VOTES_LEAD", "10")
     result = CliRunner().invoke(cli, ["eval", "--dataset", "sqwd:valid", "--limit", str(N), "--oracle-drafts",
                                       "--out", str(tmp_path), "--no-report"])
     assert result.exit_code == 0, result.output
@@ -274,6 +276,6 @@ def test_oracle_drafts_split_the_loss_by_step(data_dir: Path, local_kb, monkeypa
     assert len(rows) == N and "oracle-drafts" not in str(m.get("run", ""))
     for qid in ("sqwd-valid-11", "sqwd-valid-12"):  # the model's draft was malformed / failed: the gold one is used
         trace = rows[qid]["trace"]
-        assert "draft given (oracle), no model call" in trace["notes"]
+        assert [a["oracle"] for a in trace["attempts"]] == [True]
         assert "draft" not in [c["step"] for c in trace["llm_calls"]] and rows[qid]["failure"] != "draft"
     assert rows["sqwd-valid-0"]["trace"]["draft_output"] == "(sasha vujačić | place of birth | ?x)"

@@ -11,7 +11,7 @@ from kifqa.data.pool import sqwd_pool
 from kifqa.llm.base import Completion, Usage
 from kifqa.pipeline import Pipeline, answers, draft, entities, relations
 from kifqa.pipeline.examples import RetrievedExamples
-from kifqa.types import ConstraintResult, ErrorKind, Pattern, Question
+from kifqa.types import ConstraintResult, Decision, ErrorKind, Pattern, Question, Rule, Trace
 from tests.cassette import cassette_llm
 from tests.fakes import ScriptedLLM
 
@@ -44,6 +44,17 @@ def test_inverse_question_asks_for_the_subject(pipeline) -> None:
     assert all(r.property == "P57" for r in result.trace.relations)
 
 
+def decided(trace: Trace, rule: Rule) -> list[Decision]:
+    """The decisions of ``rule`` in ``trace``."""
+    return [d for d in trace.decisions if d.rule is rule]
+
+
+def redrafted(trace: Trace) -> bool | None:
+    """Whether the trace's (last) second draft before the choice was taken; ``None`` where none was tried."""
+    tried = [d for d in decided(trace, Rule.REDRAFT) if d.step == "redraft" and d.inputs["reason"] != "kind"]
+    return tried[-1].taken if tried else None
+
+
 def Scripted(text: str) -> ScriptedLLM:
     """A model that answers every request, draft and relation, with the same text."""
     return ScriptedLLM(draft=text, pick=text, usage=Usage(prompt_tokens=10, completion_tokens=12))
@@ -72,7 +83,9 @@ def test_a_draft_that_names_part_of_a_title_is_widened_to_the_title(local_kb, wi
     found = {a.answer for a in result.answers}
     if widen:  # the title is an exact label holding the drafted words: its genre is the answer
         assert result.trace.draft[0].known == "the autobiography of alice b. toklas"
-        assert found == {"Q36279"} and any("widened" in n for n in result.trace.notes)
+        assert found == {"Q36279"}
+        [widened] = decided(result.trace, Rule.WIDENED)
+        assert widened.inputs == {"drafted": "autobiography", "known": "the autobiography of alice b. toklas"}
     else:
         assert result.trace.draft[0].known == "autobiography" and "Q36279" not in found
 
@@ -125,7 +138,9 @@ def test_a_draft_naming_nothing_exactly_is_drafted_again_over_exact_names(local_
         assert len(llm.grammars) == 2 and str(result.trace.draft[0]) == "(a place in the sun | genre | ?x)"
         assert draft._any_case("a place in the sun") in llm.grammars[1]
         assert draft._any_case("motion picture") not in llm.grammars[1]
-        assert found == {"Q1054574"} and any("second draft over exact names taken" in n for n in result.trace.notes)
+        assert found == {"Q1054574"} and redrafted(result.trace) is True
+        [redraft] = decided(result.trace, Rule.REDRAFT)
+        assert redraft.inputs["reason"] == "not_exact" and redraft.inputs["second"] == "(a place in the sun | genre | ?x)"
         assert [c.step for c in result.trace.llm_calls][:2] == ["draft", "redraft"]
     else:
         assert len(llm.grammars) == 1 and "Q1054574" not in found
@@ -149,7 +164,9 @@ def test_an_unsure_draft_is_drafted_again_over_the_other_exact_names(local_kb, b
     assert {(r.property, r.direction) for r in result.trace.relations} == {("P19", "backward")}
     assert draft._any_case("birmingham") in llm.grammars[1]
     assert draft._any_case("english") not in llm.grammars[1]  # inside the first draft's entity
-    assert any("second draft over exact names taken" in n for n in result.trace.notes)
+    [redraft] = decided(result.trace, Rule.REDRAFT)
+    assert redraft.taken and redraft.inputs["reason"] == "low_score"
+    assert redraft.inputs["first_best"] < 0.3 <= redraft.inputs["second_best"]
 
 
 _NO_STATEMENT = ("what language is the hong kong film fist of legend in?", "(fist of legend | original language | ?x)",
@@ -178,10 +195,12 @@ def test_a_second_draft_replaces_one_that_found_nothing_only_if_it_is_sure(local
         known, *relation = fits
         assert result.trace.draft[0].known == known and result.answers
         assert {(r.property, r.direction) for r in result.trace.relations} == {tuple(relation)}
-        assert any(n.startswith("second draft over exact names taken") for n in result.trace.notes)
+        assert redrafted(result.trace) is True
     else:
         assert result.answers == [] and result.trace.error_kind is error_kind
-        assert result.trace.entities == entities and "not taken" in result.trace.notes[-1]
+        assert result.trace.entities == entities and redrafted(result.trace) is False
+    [redraft] = decided(result.trace, Rule.REDRAFT)
+    assert redraft.inputs["reason"] == error_kind.value and redraft.inputs["tried"] == 1
 
 
 @pytest.mark.parametrize(("question", "redrafted"), [("is alexander mackenzie male or female", True),
@@ -220,7 +239,7 @@ def test_a_draft_whose_options_similar_questions_do_not_ask_for_is_drafted_again
     if redraft_unasked:
         assert len(llm.grammars) == 2 and result.trace.draft[0].known == "indie rock"
         assert relations_taken == {("Q183504", "P136", "backward")}
-        assert any(n.startswith("second draft over exact names taken") for n in result.trace.notes)
+        assert redrafted(result.trace) is True and decided(result.trace, Rule.REDRAFT)[0].inputs["reason"] == "unasked"
     else:
         assert len(llm.grammars) == 1 and {p for _, p, _ in relations_taken} == {"P106"}
 
@@ -256,11 +275,13 @@ def test_a_kind_drafted_as_the_known_entity_becomes_the_constraint_of_a_second_d
     if over is None or result is None:
         assert len(llm.grammars) == (1 if over is None else 2) and len(found) > 100 and trace.constraints == []
         assert [str(p) for p in trace.draft] == [first] and len({r.property for r in trace.relations}) == 1
-        if over is not None:
-            assert "second draft for the kind's" in trace.notes[-1] and "not taken" in trace.notes[-1]
+        assert [k.taken for k in decided(trace, Rule.KIND)] == ([] if over is None else [False])
         return
     assert len(llm.grammars) == 2 and [str(p) for p in trace.draft] == [second, first]
     assert [c.step for c in trace.llm_calls][:2] == ["draft", "redraft"]
+    [kind] = decided(trace, Rule.KIND)
+    assert kind.taken and kind.inputs["answers"] > 100 and 0 < kind.inputs["narrower"] < kind.inputs["answers"]
+    assert kind.inputs["second_votes"] > kind.inputs["first_votes"] and set(kind.chosen) == set(trace.relations)
     [outcome] = trace.constraints
     assert outcome.result is result and outcome.constraint == Pattern.parse(first)
     assert found == expected if isinstance(expected, set) else len(found) == expected
@@ -305,10 +326,11 @@ def test_a_second_draft_for_each_exact_name_lets_the_options_choose(local_kb, ea
     assert llm.drafts == 1 + each
     relations = {(r.property, r.direction) for r in result.trace.relations}
     if each == 1:
-        assert ("P19", "backward") not in relations and "not taken" in result.trace.notes[-1]
+        assert ("P19", "backward") not in relations and redrafted(result.trace) is False
     else:
         assert relations == {("P19", "backward")} and result.trace.draft[0].known == "Örnsköldsvik"
-        assert any(n.startswith("second draft over exact names taken") for n in result.trace.notes)
+        assert redrafted(result.trace) is True
+    assert len([a for a in result.trace.attempts if a.taken]) == 1 and len(result.trace.attempts) >= 2
 
 
 def test_a_question_asks_the_base_for_each_exact_name_once(local_kb, monkeypatch) -> None:

@@ -158,7 +158,7 @@ def test_what_similar_questions_ask_for_lifts_its_option(data_dir, tmp_path) -> 
     by_entity = {EVANS.id: [PropertyUse(property=p, direction="forward") for p in PERSON_PROPERTIES]}
     linking = Linking("x", [EVANS], [EVANS], True)
     alone = relations.options(pattern, linking, by_entity, question=question, closeness=closeness)
-    voted = relations.options(pattern, linking, by_entity, question=question, closeness=closeness, precedent=votes)
+    voted = relations.options(pattern, linking, by_entity, question=question, closeness=closeness, votes=votes)
     assert alone[0].property.id == "P112"
     assert voted[0].property.id in {"P19", "P27"} and voted[0].score > alone[0].score
 

@@ -120,19 +120,19 @@ def test_precedent_votes_overrule_an_exactly_named_property_few_similar_question
 
     def ranked(sport_votes: float, occupation_votes: float) -> list[relations.Option]:
         votes = {("sport", "backward"): sport_votes, ("occupation", "backward"): occupation_votes}
-        return relations.options(pattern, _linking(player), by_entity, precedent=votes)
+        return relations.options(pattern, _linking(player), by_entity, votes=votes)
 
     contradicted = ranked(0.075, 0.45)
     assert contradicted[0].property.id == "P641" and relations.obvious(contradicted) is contradicted[0]
-    assert relations.overruled(contradicted) is contradicted[1]
+    assert relations.overruling(contradicted) is contradicted[1]
     assert (contradicted[1].property.id, contradicted[1].direction, contradicted[1].votes) == ("P106", "backward", 0.45)
     # Enough votes for the named property, or too few for any other: the name stands.
-    assert relations.overruled(ranked(relations.OVERRULED_BELOW, 0.45)) is None
-    assert relations.overruled(ranked(0.0, relations.OVERRULING - 0.01)) is None
+    assert relations.overruling(ranked(relations.OVERRULED_BELOW, 0.45)) is None
+    assert relations.overruling(ranked(0.0, relations.OVERRULING - 0.01)) is None
     # A property the draft does not name exactly is never overruled (the votes already weigh in its score).
     unnamed = relations.options(Pattern("?x", "plays", "american football player"), _linking(player), by_entity,
-                                precedent={("occupation", "backward"): 0.45})
-    assert unnamed[0].match < relations.ALIAS_MATCH and relations.overruled(unnamed) is None
+                                votes={("occupation", "backward"): 0.45})
+    assert unnamed[0].match < relations.ALIAS_MATCH and relations.overruling(unnamed) is None
 
 
 def test_votes_that_lead_the_named_property_by_far_overrule_it() -> None:
@@ -142,14 +142,14 @@ def test_votes_that_lead_the_named_property_by_far_overrule_it() -> None:
 
     def ranked(birth_votes: float, citizenship_votes: float) -> list[relations.Option]:
         votes = {("place of birth", "forward"): birth_votes, ("country of citizenship", "forward"): citizenship_votes}
-        return relations.options(pattern, _linking(BROWN_1), by_entity, precedent=votes)
+        return relations.options(pattern, _linking(BROWN_1), by_entity, votes=votes)
 
     led = ranked(0.15, 0.15 + relations.OVERRULING_LEAD)
     assert led[0].property.id == "P19" and relations.obvious(led) is led[0]
-    assert relations.overruled(led) is led[1] and led[1].property.id == "P27"
+    assert relations.overruling(led) is led[1] and led[1].property.id == "P27"
     # A lead short of OVERRULING_LEAD leaves the named property, however many votes the other has.
-    assert relations.overruled(ranked(0.15, 0.14 + relations.OVERRULING_LEAD)) is None
-    assert relations.overruled(ranked(0.5, 0.5)) is None
+    assert relations.overruling(ranked(0.15, 0.14 + relations.OVERRULING_LEAD)) is None
+    assert relations.overruling(ranked(0.5, 0.5)) is None
 
 
 def test_votes_overrule_a_named_property_the_question_does_not_write_by_a_smaller_lead() -> None:
@@ -159,25 +159,25 @@ def test_votes_overrule_a_named_property_the_question_does_not_write_by_a_smalle
 
     def ranked(question: str, linking: Linking, uses: dict[str, list[PropertyUse]]) -> list[relations.Option]:
         return relations.options(Pattern("james brown", "place of birth", "?x"), linking, uses, question=question,
-                                 precedent=votes)
+                                 votes=votes)
 
     # "from" is no word of "place of birth" or its aliases: the draft's name is a paraphrase, the votes decide.
     paraphrased = ranked("where is james brown from", _linking(BROWN_1), by_entity)
     assert paraphrased[0].property.id == "P19" and not paraphrased[0].said
-    assert relations.overruled(paraphrased) is paraphrased[1] and paraphrased[1].property.id == "P27"
+    assert relations.overruling(paraphrased) is paraphrased[1] and paraphrased[1].property.id == "P27"
     # "born" is one of its aliases' words (the entity's own words aside): the name stands.
     written = ranked("where was james brown born", _linking(BROWN_1), by_entity)
-    assert written[0].said and relations.overruled(written) is None
+    assert written[0].said and relations.overruling(written) is None
     # The known entity's own words are not the question's: "born free" writes no "born".
     film = relations.options(Pattern("born free", "place of birth", "?x"), Linking("born free", [BROWN_1], [BROWN_1], True),
-                             by_entity, question="where is born free from", precedent=votes)
+                             by_entity, question="where is born free from", votes=votes)
     assert film[0].property.id == "P19" and not film[0].said
     # Only an option of the same first entity overrules an unsaid name by the smaller lead.
     uses = {BROWN_1.id: [PropertyUse(property=P19, direction="forward")],
             BROWN_2.id: [PropertyUse(property=p27, direction="forward")]}
     near = ranked("where is james brown from", Linking("james brown", [BROWN_1, BROWN_2], [BROWN_1, BROWN_2], False), uses)
     assert near[0].entities == (BROWN_1,) and near[1].entities == (BROWN_2,)
-    assert relations.overruled(near) is None
+    assert relations.overruling(near) is None
 
 
 def test_typos_still_rank_the_intended_property_first() -> None:
@@ -204,7 +204,7 @@ def test_the_model_is_shown_only_the_options_the_ranking_cannot_tell_apart() -> 
     p27 = Candidate(id="P27", label="country of citizenship", aliases=(), description="")
     by_entity = {BROWN_1.id: [PropertyUse(property=p, direction="forward") for p in (P19, P20, p27, P175)]}
     ranked = relations.options(Pattern("james brown", "hometown", "?x"), _linking(BROWN_1), by_entity,
-                               precedent={("place of birth", "forward"): 0.45, ("place of death", "forward"): 0.45,
+                               votes={("place of birth", "forward"): 0.45, ("place of death", "forward"): 0.45,
                                           ("country of citizenship", "forward"): 0.1})
     assert [o.property.id for o in ranked[:2]] == ["P19", "P20"] and ranked[0].score - ranked[2].score >= 0.1
     assert relations.obvious(ranked, lead=0.1) is None
@@ -232,21 +232,6 @@ def test_a_second_drafts_relation_replaces_a_kind_only_if_asked_for_more_and_the
     assert relations.narrows(occupation, option("P19", "backward", 0.65))
     assert not relations.narrows(occupation, option("P19", "backward", 0.30))
     assert not relations.narrows(occupation, option("P272", "forward", 0.50))  # a film's company, not people
-
-
-def test_votes_that_lead_every_other_option_settle_what_the_ranking_cannot() -> None:
-    def option(pid: str, direction: str, votes: float, entity: Candidate = BROWN_1) -> relations.Option:
-        return relations.Option((entity,), Candidate(id=pid, label=pid), direction, 0.5, 0.5, votes)
-
-    child, birth = option("P40", "forward", 0.0), option("P19", "forward", 0.78)
-    assert relations.voted([child, birth], lead=0.2) is birth
-    assert relations.voted([child, birth], lead=None) is None
-    # The same property the other way round is another option; a lead under 0.2 leaves the choice to the model.
-    assert relations.voted([option("P175", "forward", 0.23), option("P175", "backward", 0.42)], lead=0.2) is None
-    # Namesakes' options for one property and direction share its votes: the first of them is taken.
-    namesake = option("P19", "forward", 0.78, entity=BROWN_2)
-    assert relations.voted([namesake, child, birth], lead=0.2) is namesake
-    assert relations.voted([], lead=0.2) is None
 
 
 def test_direction_follows_the_real_statements() -> None:

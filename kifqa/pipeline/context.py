@@ -1,0 +1,48 @@
+"""What every step of one question's run reads, and the error a step raises when it cannot go on."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kifqa.types import ErrorKind
+
+if TYPE_CHECKING:  # annotations only: the steps that import this module need none of these at import
+    from kifqa.config import PipelineSettings
+    from kifqa.kb.base import KnowledgeBase
+    from kifqa.llm.base import LLM
+    from kifqa.pipeline.examples import ExampleSource
+    from kifqa.pipeline.ranking import Precedents, Votes
+    from kifqa.pipeline.recorder import Recorder
+    from kifqa.pipeline.vectors import SavedVectors
+
+
+class StepError(Exception):
+    """A step found nothing to go on with, or could not go on: ``kind`` says which, the message what."""
+
+    def __init__(self, message: str, *, kind: ErrorKind) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class Context:
+    """One question and what its steps use: the base (its calls counted in the trace), the model, the few-shot
+    examples, the settings, and the pool's precedent votes (opened on first use: embedding the pool is costly)."""
+
+    question: str
+    kb: KnowledgeBase
+    llm: LLM
+    examples: ExampleSource
+    settings: PipelineSettings
+    recorder: Recorder
+    vectors: SavedVectors | None
+    precedents: Callable[[], Precedents | None]
+
+    async def votes(self, known: str) -> Votes | None:
+        """What the pool's questions nearest to the question, asked about ``known``, ask for
+        (:attr:`PipelineSettings.precedent_neighbours` of them); ``None`` without votes."""
+        k = self.settings.precedent_neighbours
+        precedents = self.precedents() if k else None
+        return None if precedents is None else await precedents.of(self.question, known, k)
