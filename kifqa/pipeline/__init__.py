@@ -28,7 +28,7 @@ from kifqa.pipeline.recorder import CountingKB, Recorder
 from kifqa.pipeline.vectors import SavedVectors, memo
 from kifqa.redact import redact
 from kifqa.sqlite import private_dir
-from kifqa.types import Answer, ErrorKind, Question, Result, Trace
+from kifqa.types import Answer, ErrorKind, Question, Result, Trace, clipped
 
 __all__ = ["Pipeline", "StepError", "error_kind", "open_examples"]
 
@@ -144,7 +144,11 @@ class Pipeline:
         with rec.step("input"):
             checked(question, self.settings)
         with rec.step("draft"):
-            outcome = Outcome(Attempt(await draft.first(ctx, oracle=self.oracle_drafts.get(question.id))))
+            try:
+                outcome = Outcome(Attempt(await draft.first(ctx, oracle=self.oracle_drafts.get(question.id))))
+            except draft.DraftError as err:  # no outcome to write: the trace keeps what the model wrote
+                rec.trace.draft_output, rec.trace.examples = clipped(err.output), list(err.examples)
+                raise
         try:
             first = outcome.first.drafted
             with rec.step("entities"):

@@ -27,7 +27,13 @@ _SYSTEM = resources.files("kifqa.pipeline").joinpath("prompts/draft_system.txt")
 
 
 class DraftError(ValueError):
-    """The model's draft is not a valid pattern list."""
+    """The model's draft is not a valid pattern list; ``output`` and ``examples`` are what the model wrote and
+    was shown, for the trace (empty where the draft was not the model's)."""
+
+    def __init__(self, message: str, *, output: str = "", examples: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.output = output
+        self.examples = examples
 
 
 @dataclass(frozen=True)
@@ -68,8 +74,11 @@ async def step(ctx: Context, *, known: list[str] | None = None) -> Drafted:
         prefix_key=ctx.examples.prefix_key(ctx.question), shared=ctx.examples.shared(ctx.question)))
     if out.error:
         raise StepError(f"model call failed: {out.error}", kind=ErrorKind.MODEL)
-    text = complete(out.text, completion_tokens=out.usage.completion_tokens)
-    return await regrounded(ctx, text, examples=tuple(e.question for e in shots))
+    text, examples = complete(out.text, completion_tokens=out.usage.completion_tokens), tuple(e.question for e in shots)
+    try:
+        return await regrounded(ctx, text, examples=examples)
+    except DraftError as err:
+        raise DraftError(str(err), output=text, examples=examples) from None
 
 
 async def regrounded(ctx: Context, text: str, *, examples: tuple[str, ...] = (), given: bool = False) -> Drafted:

@@ -63,4 +63,4 @@ def test_the_manifest_names_locations_without_credentials(tmp_path: Path) -> Non
                                           "out": "s3://AKIA123:s3cret@bucket/runs/x"})
     manifest = new_manifest(settings, read_corpus(corpus), "key", 1, None)
     assert "s3cret" not in json.dumps(manifest) and "AKIA123" not in json.dumps(manifest)
-    assert manifest["config"]["batch"]["out"] == "s3://bucket/runs/x"
+    assert manifest["config"]["batch"]["out"] == "s3://***@bucket/runs/x"  # where it is, and that a key was given
