@@ -4,7 +4,7 @@ a fault proxy)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Self, cast
@@ -63,3 +63,17 @@ class LoopbackServer:
             yield answered
         finally:
             answered()
+
+
+def reply(handler: BaseHTTPRequestHandler, status: int, body: bytes, headers: Mapping[str, str]) -> None:
+    """Sends ``status``, ``headers`` and ``body`` (its length given); a client that hung up first ends the
+    connection instead of raising in the server's thread."""
+    try:
+        handler.send_response(status)
+        for name, value in headers.items():
+            handler.send_header(name, value)
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+    except (BrokenPipeError, ConnectionResetError):
+        handler.close_connection = True

@@ -35,7 +35,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
-from kifqa.bench.loopback import LoopbackServer
+from kifqa.bench.loopback import LoopbackServer, reply
 from kifqa.bench.standins import blazegraph
 from kifqa.bench.standins.ledger import Ledger
 from kifqa.errors import KBError
@@ -235,15 +235,7 @@ class WDQSLike(LoopbackServer):
 
             def _send(self, status: int, data: bytes, headers: dict[str, str]) -> None:
                 time.sleep(endpoint.latency_s)
-                try:
-                    self.send_response(status)
-                    for name, value in headers.items():
-                        self.send_header(name, value)
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    self.close_connection = True
+                reply(self, status, data, headers)
 
         return Handler
 

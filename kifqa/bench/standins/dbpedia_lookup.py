@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from kifqa.bench.loopback import LoopbackServer
+from kifqa.bench.loopback import LoopbackServer, reply
 from kifqa.bench.standins.ledger import ClientRate, Ledger
 from kifqa.bench.standins.names import Match, Names
 from kifqa.kb import ids
@@ -106,17 +106,7 @@ class DBpediaLookupLike(LoopbackServer):
 
             def _send(self, status: int, data: dict[str, Any], headers: dict[str, str]) -> None:
                 time.sleep(lookup.latency_s)
-                body = json.dumps(data).encode()
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    for name, value in headers.items():
-                        self.send_header(name, value)
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                except (BrokenPipeError, ConnectionResetError):
-                    self.close_connection = True
+                reply(self, status, json.dumps(data).encode(), {"Content-Type": "application/json", **headers})
 
         return Handler
 

@@ -12,28 +12,14 @@ from pathlib import Path
 from urllib.parse import quote
 
 from kifqa.data.text import index_key, typed_key
-from kifqa.kb.index import Kind
-
-
-@dataclass(frozen=True)
-class Named:
-    """One entity as a search service sees it."""
-
-    id: str
-    kind: Kind
-    label: str
-    aliases: tuple[str, ...]
-    description: str
-    datatype: str
-    #: Statements it is in: its popularity.
-    degree: int
+from kifqa.kb.index import Entry, Kind
 
 
 @dataclass(frozen=True)
 class Match:
     """An entity one of whose names matched, and which."""
 
-    entity: Named
+    entity: Entry
     #: The name that matched.
     text: str
     #: ``label`` or ``alias``.
@@ -55,8 +41,8 @@ class Names:
                 names.append((entity, kind, text, norm, bool(is_label)))
                 if not is_label:
                     aliases.setdefault(entity, []).append(text)
-            self.entities: dict[int, Named] = {
-                rowid: Named(id, kind, label, tuple(aliases.get(rowid, ())), description, datatype, degree)
+            self.entities: dict[int, Entry] = {
+                rowid: Entry(id, kind, label, tuple(aliases.get(rowid, ())), description, datatype, degree)
                 for rowid, id, kind, label, description, datatype, degree in con.execute(
                     "SELECT rowid, id, kind, label, description, datatype, degree FROM entity")}
         finally:
@@ -114,7 +100,7 @@ class Names:
                     best[entity] = match
         return sorted(best.values(), key=lambda m: (not m.exact, -m.entity.degree, m.entity.id))
 
-    def fulltext(self, terms: list[tuple[str, bool]]) -> list[Named]:
+    def fulltext(self, terms: list[tuple[str, bool]]) -> list[Entry]:
         """The items whose names and description hold every term (a word, and whether it may be misspelt: a
         fuzzy term matches words within the edit distance of Elasticsearch's ``AUTO`` fuzziness), ranked as
         a full-text search ranks: more terms matched as written first, then by popularity."""

@@ -33,11 +33,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from kifqa.bench.loopback import LoopbackServer
+from kifqa.bench.loopback import LoopbackServer, reply
 from kifqa.bench.standins.ledger import ClientRate, Ledger
-from kifqa.bench.standins.names import Match, Named, Names
+from kifqa.bench.standins.names import Match, Names
 from kifqa.data.text import typed_key
 from kifqa.kb import ids
+from kifqa.kb.index import Entry
 
 #: The real API's page size limit for ``wbsearchentities`` (and its default).
 MAX_LIMIT, DEFAULT_LIMIT = 50, 7
@@ -256,17 +257,8 @@ class WikidataAPILike(LoopbackServer):
 
             def _send(self, status: int, data: dict[str, Any], headers: dict[str, str]) -> None:
                 time.sleep(api.latency_s)
-                body = json.dumps(data).encode()
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json; charset=utf-8")
-                    for name, value in headers.items():
-                        self.send_header(name, value)
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                except (BrokenPipeError, ConnectionResetError):
-                    self.close_connection = True
+                reply(self, status, json.dumps(data).encode(),
+                      {"Content-Type": "application/json; charset=utf-8", **headers})
 
         return Handler
 
@@ -293,7 +285,7 @@ def _hit(m: Match) -> dict[str, Any]:
     return hit
 
 
-def _entity(e: Named, props: set[str]) -> dict[str, Any]:
+def _entity(e: Entry, props: set[str]) -> dict[str, Any]:
     """One ``wbgetentities`` entity (English terms) in the API's shape."""
     out: dict[str, Any] = {"type": e.kind, "id": e.id}
     if e.kind == "property" and "datatype" in props:
