@@ -217,17 +217,18 @@ def endpoints(settings: Settings, *, kb: bool = True, llm: bool = True) -> list[
         checks.append((f"the KB endpoint {url} (kb.spec {settings.kb.spec})", url, {"query": "ASK {}"}, {}))
     with httpx.Client(timeout=CHECK_TIMEOUT_S, headers={"User-Agent": user_agent(settings)}) as client:
         for what, url, params, headers in checks:
-            try:
-                answer = client.get(url, params=params, headers=headers)
+            try:  # only the status is read: a body, however large, is left unread
+                with client.stream("GET", url, params=params, headers=headers) as answer:
+                    status = answer.status_code
             except (httpx.ConnectError, httpx.ConnectTimeout) as err:
                 problems.append(Problem("endpoint", f"{what} cannot be reached: {_why(err)}"))
                 continue
             except httpx.HTTPError:
                 continue
-            if headers and answer.status_code in (401, 403):
+            if headers and status in (401, 403):
                 problems.append(Problem("endpoint", f"{what} refused the API key in {key_env} "
-                                                    f"(HTTP {answer.status_code}): set the right key"))
-            elif answer.status_code == 401:
+                                                    f"(HTTP {status}): set the right key"))
+            elif status == 401:
                 problems.append(Problem("endpoint", f"{what} asks for an API key (HTTP 401): set {key_env} "
                                                     "(or llm.api_key_env)"))
     return problems

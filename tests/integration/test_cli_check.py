@@ -182,3 +182,43 @@ def test_a_job_runs_the_same_checks_before_any_actor(ready: Path, monkeypatch: p
     with pytest.raises(ConfigError, match=f"^{GATED} is a gated model and no Hugging Face token is set"):
         run_job(Settings.load(ready), progress=False)
     assert len(ray._private.state.actors()) == actors_before
+
+
+class FloodingModelServer(ChatServer):
+    """A model server whose ``GET /v1/models`` streams an endless body, counting the bytes it got out."""
+
+    sent = 0
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                chunk = b"x" * 2**16
+                try:
+                    for _ in range(1600):  # 100 MiB at most
+                        self.wfile.write(chunk)
+                        server.sent += len(chunk)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        return Handler
+
+
+def test_the_endpoint_check_reads_no_body(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The preflight reads a model server's status and nothing of a body it floods with."""
+    from kifqa.batch.preflight import endpoints
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-any")
+    with FloodingModelServer() as server:
+        settings = Settings().override(kb={"spec": "local"}, llm={"backend": "openai", "base_url": server.url,
+                                                                  "model": "m"})
+        problems = endpoints(settings, kb=False)
+    assert problems == []
+    assert server.sent < 16 * 2**20, f"the check read {server.sent:,} bytes of the body"
