@@ -133,3 +133,11 @@ def tiny_settings(tmp_path: Path, tiny_data_dir: Callable[..., Path]) -> Callabl
                         pipeline=CASSETTE_PIPELINE)
 
     return make
+
+
+@pytest.fixture
+def flags(tmp_path: Path) -> Path:
+    """An empty folder where a test's fake model and KB find the flags that make them stall or fail."""
+    folder = tmp_path / "flags"
+    folder.mkdir()
+    return folder

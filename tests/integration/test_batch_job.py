@@ -96,13 +96,6 @@ def cluster():
     ray.shutdown()
 
 
-@pytest.fixture
-def flags(tmp_path):
-    folder = tmp_path / "flags"
-    folder.mkdir()
-    return folder
-
-
 def _settings(tmp_path: Path, **batch) -> Settings:
     settings = Settings(cache_dir=tmp_path / "cache")
     # What these tests count on, not `auto`: one actor each, the knowledge base in a KB actor.

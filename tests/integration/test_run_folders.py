@@ -34,13 +34,6 @@ def cluster():
     ray.shutdown()
 
 
-@pytest.fixture
-def flags(tmp_path: Path) -> Path:
-    folder = tmp_path / "flags"
-    folder.mkdir()
-    return folder
-
-
 def _rows(out: Path) -> tuple[list[str], list[str]]:
     """The question ids of the run's traces and answer rows, as kifqa's readers read them."""
     folder = RunFolder(out)

@@ -52,13 +52,6 @@ def cluster(s3: S3Server) -> Iterator[str]:
     ray.shutdown()
 
 
-@pytest.fixture
-def flags(tmp_path: Path) -> Path:
-    folder = tmp_path / "flags"
-    folder.mkdir()
-    return folder
-
-
 def _lines(n: int) -> bytes:
     return "".join(json.dumps({"id": f"q{i}", "question": f"where was person {i} born"}) + "\n"
                    for i in range(n)).encode()
