@@ -52,16 +52,21 @@ def fetch(config: Path | None, name: str | None, verify: bool) -> None:
 @click.option("--instances", type=click.IntRange(1),
               help="Model instances computing the blocks side by side, one core each "
                    "(default: batch.llm_actors; auto = every core).")
-def warm(config: Path | None, name: str | None, examples: str | None, instances: int | None) -> None:
+@click.option("--for", "corpus", help="Only the few-shot blocks this corpus's questions use (a file as "
+              "`kifqa run` reads it); the other blocks are computed when a question first needs them.")
+def warm(config: Path | None, name: str | None, examples: str | None, instances: int | None,
+         corpus: str | None) -> None:
     """Compute once, under cache_dir, what every later run reuses: the example pool's embeddings (plain and
-    masked) and the KV state of every shared few-shot block and of the relation choice's system prompt
-    (local backend), the blocks split between one model instance per core."""
+    masked) and the KV state of the shared few-shot blocks (every block, or those a corpus uses) and of
+    the relation choice's system prompt (local backend), the blocks split between one model instance per
+    core."""
     from tqdm import tqdm
 
     from kifqa.llm.factory import in_process_instances
     from kifqa.llm.local import LocalLLM
     from kifqa.llm.warm import warm as warm_blocks
     from kifqa.pipeline import warmup
+    from kifqa.runs.corpus import read_corpus
 
     settings = load_settings(config, model=name, examples=examples)
     models = [open_backend(settings) for _ in range(instances or in_process_instances(settings))]
@@ -72,7 +77,10 @@ def warm(config: Path | None, name: str | None, examples: str | None, instances:
         if settings.examples.mode != "fixed":
             click.echo("example pool: embedding the training questions, plain and masked (cached after the first "
                        f"time, under {settings.cache_dir / 'examples'}) ...", err=True)
-        requests = warmup.shared_prefixes(settings, warmup.embed_pools(settings))
+        questions = None
+        if corpus is not None:
+            questions = [q.text for q in read_corpus(corpus).questions() if q.error is None]
+        requests = warmup.shared_prefixes(settings, warmup.embed_pools(settings), questions)
         click.echo(f"few-shot blocks: loading {len(local)} instance(s) of {local[0].identity}, one core each, then "
                    f"computing {len(requests)} block state(s) between them (those already saved are checked)",
                    err=True)

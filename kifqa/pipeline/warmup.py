@@ -7,6 +7,8 @@ on 2 cores) or evaluating each few-shot block on its first question.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from kifqa.config import Settings
 from kifqa.llm.base import ChatRequest
 from kifqa.pipeline import draft, open_examples, relations
@@ -24,9 +26,16 @@ def embed_pools(settings: Settings) -> ExampleSource:
     return source
 
 
-def shared_prefixes(settings: Settings, source: ExampleSource) -> list[ChatRequest]:
+def shared_prefixes(settings: Settings, source: ExampleSource,
+                    questions: Iterable[str] | None = None) -> list[ChatRequest]:
     """One request per shared prefix a run sends: each few-shot block of ``source`` as the draft sends
-    it, then the relation choice's system prompt."""
-    requests = [draft.request("?", shots, prefix_key=key) for key, shots in source.shared_blocks().items()]
+    it (only the blocks ``questions`` select, when given: a corpus's first run then waits for its own
+    blocks alone, and a later question of another block computes that block on first use), then the
+    relation choice's system prompt."""
+    blocks = source.shared_blocks()
+    if questions is not None:
+        wanted = {source.prefix_key(q) for q in questions}
+        blocks = {key: shots for key, shots in blocks.items() if key in wanted}
+    requests = [draft.request("?", shots, prefix_key=key) for key, shots in blocks.items()]
     requests.append(relations.shared_prefix(abstain=settings.pipeline.abstain))
     return requests

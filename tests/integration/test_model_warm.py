@@ -39,9 +39,11 @@ def test_split_deals_every_item_once() -> None:
         split([1], 0)
 
 
-def test_warm_splits_the_blocks_and_caches_every_pool_embedding(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model_file: Path) -> None:
-    cache = tmp_path / "cache"  # empty but for the assembled model files
+@pytest.fixture
+def warm_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model_file: Path) -> tuple[Path, Path]:
+    """A settings file for the 0.5B model over a small clustered pool, and its cache folder (empty but for
+    the assembled model files)."""
+    cache = tmp_path / "cache"
     cache.mkdir()
     (cache / "models").symlink_to(model_file.parent)
     monkeypatch.setenv("KIFQA_CACHE_DIR", str(cache))
@@ -50,6 +52,12 @@ def test_warm_splits_the_blocks_and_caches_every_pool_embedding(
         "llm": {"model": MODEL, "context": 1024, "parallel": 2},
         "examples": {"mode": "clustered", "pool_limit": POOL, "clusters": CLUSTERS, "block": 2},
     }))
+    return config, cache
+
+
+def test_warm_splits_the_blocks_and_caches_every_pool_embedding(
+        monkeypatch: pytest.MonkeyPatch, warm_config: tuple[Path, Path]) -> None:
+    config, cache = warm_config
     encoder = load_encoder()
     encode = encoder.encode
     encoded: list[int] = []
@@ -81,19 +89,28 @@ def test_warm_splits_the_blocks_and_caches_every_pool_embedding(
     assert encoded == []
 
 
+def test_warm_for_a_corpus_computes_only_the_blocks_its_questions_use(
+        tmp_path: Path, warm_config: tuple[Path, Path]) -> None:
+    from kifqa.data.pool import sqwd_pool
+
+    config, cache = warm_config
+    question = sqwd_pool(Settings().data_dir, limit=POOL)[0].question
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("\n".join(json.dumps({"id": f"q{i}", "question": question}) for i in range(3)) + "\n")
+
+    result = CliRunner().invoke(model, ["warm", "--config", str(config), "--instances", "2", "--for", str(corpus)])
+
+    assert result.exit_code == 0, result.output
+    # one cluster's block (three questions, one cluster) and the relation choice's system prompt
+    assert f"2 block(s) in {cache / 'kv'} on 2 instance(s) (1+1): 2 computed" in result.output
+    assert len(list((cache / "kv").glob("*.bin"))) == 2
+
+
 @pytest.mark.slow
-def test_bench_warm_computes_the_same_blocks_on_each_side(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model_file: Path) -> None:
+def test_bench_warm_computes_the_same_blocks_on_each_side(warm_config: tuple[Path, Path]) -> None:
     from kifqa.bench.warm import warm as bench_warm
 
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    (cache / "models").symlink_to(model_file.parent)
-    monkeypatch.setenv("KIFQA_CACHE_DIR", str(cache))
-    config = tmp_path / "kifqa.yaml"
-    config.write_text(json.dumps({"llm": {"model": MODEL, "context": 1024, "parallel": 2},
-                                  "examples": {"mode": "clustered", "pool_limit": POOL, "clusters": CLUSTERS,
-                                               "block": 2}}))
+    config, cache = warm_config
 
     result = CliRunner().invoke(bench_warm, ["--config", str(config), "--blocks", "2", "--instances", "2"])
 
