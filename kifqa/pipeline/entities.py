@@ -10,7 +10,7 @@ from itertools import combinations
 from kifqa.data.text import name_key, typed_key
 from kifqa.kb.base import KnowledgeBase
 from kifqa.pipeline.context import Context
-from kifqa.pipeline.text import SPELLING_MATCH, relaxed, similarity, singular
+from kifqa.pipeline.text import SPELLING_MATCH, names, relaxed, similarity, singular
 from kifqa.types import Candidate, Pattern
 
 
@@ -36,10 +36,6 @@ async def step(ctx: Context, pattern: Pattern) -> Linking:
     s = ctx.settings
     return await link(ctx.kb, pattern.known, limit=s.search_limit, max_kept=s.max_entities,
                       max_near=s.max_near_entities)
-
-
-def names(candidate: Candidate) -> list[str]:
-    return [candidate.label, *candidate.aliases]
 
 
 async def link(kb: KnowledgeBase, label: str, *, limit: int = 50, max_kept: int = 10,

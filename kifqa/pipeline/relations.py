@@ -9,14 +9,14 @@ from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Literal
 
-from kifqa.data.text import article_split, name_key, normalize
+from kifqa.data.text import name_key, normalize
 from kifqa.kb.base import KnowledgeBase, PropertyUse
 from kifqa.llm.base import ChatRequest, Message
 from kifqa.pipeline import ranking
 from kifqa.pipeline.context import Context, StepError
-from kifqa.pipeline.entities import Linking, names
+from kifqa.pipeline.entities import Linking
 from kifqa.pipeline.ranking import NamedRelation
-from kifqa.pipeline.text import ALIAS_MATCH, SPELLING_MATCH, article_before, masked, names_tokens, similarity, tokens
+from kifqa.pipeline.text import ALIAS_MATCH, SPELLING_MATCH, mention, names_tokens, similarity, tokens
 from kifqa.types import UNKNOWN, Candidate, ChoiceOption, Direction, ErrorKind, Pattern, Relation, RelationChoice
 
 _SYSTEM = resources.files("kifqa.pipeline").joinpath("prompts/choose_system.txt").read_text().strip()
@@ -179,17 +179,15 @@ def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[Proper
     wanted = wanted_types(question) if question else None
     out: list[Option] = []
     passed_over: list[Option] = []
-    article = article_before(question, pattern.known) if linking.exact and question else None
-    takers = taking(linking.kept, pattern.known, article)
-    written = tokens(masked(question, pattern.known) or question) if question else None
+    mentioned = mention(question, pattern.known, linking.kept if linking.exact else None) if question else None
     for members, use in groups.values():
-        members = agreeing(members, takers)
+        members = agreeing(members, mentioned.takers if mentioned else None)
         match = _match(pattern.predicate, use.property, closeness)
         score = match + (0.05 if use.direction == pattern.direction else 0.0)
         score -= 0.0 if linking.exact else NEAR_RANK_STEP * rank[members[0].id]
         share = votes.get((name_key(use.property.label), use.direction), 0.0) if votes else 0.0
         score += PRECEDENT_WEIGHT * share
-        said = written is None or bool(written & names_tokens(use.property.label, use.property.aliases))
+        said = mentioned is None or bool(mentioned.words & names_tokens(use.property.label, use.property.aliases))
         option = Option(tuple(members), use.property, use.direction, match, score, share, said)
         fits = wanted is None or use.direction == "backward" or use.value_type in wanted or match >= ALIAS_MATCH
         (out if fits else passed_over).append(option)
@@ -198,21 +196,11 @@ def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[Proper
     return out
 
 
-def taking(candidates: list[Candidate], known: str, said: str | None) -> frozenset[str] | None:
-    """The ids of those ``candidates`` (items named ``known`` up to a leading article) with a name that takes the
-    article the question writes before ``known``'s words (``said``, :func:`~kifqa.pipeline.text.article_before`;
-    ``""``: none), or none as it writes none; ``None`` where ``said`` is ``None``. Read once per question, for
-    :func:`agreeing`."""
-    if said is None:
-        return None
-    _, rest = article_split(known)
-    return frozenset(c.id for c in candidates if any(article_split(n) == (said, rest) for n in names(c)))
-
-
 def agreeing(members: list[Candidate], takers: frozenset[str] | None) -> list[Candidate]:
-    """Of ``members``, those whose name takes the question's article (``takers``, :func:`taking`): "The Suicide Club"
-    for "which film genre is the suicide club under", "Infidel" rather than "The Infidel" for "which author wrote
-    infidel". All of them where none or all do, or where ``takers`` is ``None``."""
+    """Of ``members``, those whose name takes the question's article (``takers``,
+    :attr:`~kifqa.pipeline.text.Mention.takers`): "The Suicide Club" for "which film genre is the suicide club under",
+    "Infidel" rather than "The Infidel" for "which author wrote infidel". All of them where none or all do, or where
+    ``takers`` is ``None``."""
     if takers is None:
         return members
     agree = [c for c in members if c.id in takers]

@@ -6,7 +6,8 @@ import difflib
 import functools
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from kifqa.data.text import (
     ARTICLES,
@@ -19,6 +20,7 @@ from kifqa.data.text import (
     question_key,
     typed_key,
 )
+from kifqa.types import Candidate
 
 _POSSESSIVE = re.compile(r"['’]s$")
 _PATTERN_SYNTAX = re.compile(r"[|()?\n]")
@@ -149,6 +151,40 @@ def article_before(question: str, name: str) -> str | None:
         if wanted and said[i:i + len(wanted)] == wanted:
             return said[i - 1] if i and said[i - 1] in ARTICLES else ""
     return None
+
+
+def names(candidate: Candidate) -> list[str]:
+    """The names ``candidate`` goes by: its label, then its aliases."""
+    return [candidate.label, *candidate.aliases]
+
+
+@dataclass(frozen=True)
+class Mention:
+    """What step 3 reads once from the way a question writes its known entity (:func:`mention`)."""
+
+    #: The ids of the candidates with a name that takes the article the question writes right before the entity's
+    #: words (none as it writes none): "The Suicide Club" for "what genre is the suicide club", "Infidel" for
+    #: "which author wrote infidel". ``None`` where no candidates were given or the question writes no such run.
+    takers: frozenset[str] | None
+    #: The content-word stems the question writes besides the entity's words (:func:`masked`; all of them where it
+    #: writes no run of those).
+    words: frozenset[str]
+
+
+def mention(question: str, known: str, candidates: Sequence[Candidate] | None = None) -> Mention:
+    """How ``question`` writes the entity ``known``: which of ``candidates`` (items named ``known`` up to a leading
+    article) take the article it writes before ``known``'s words, and the words it writes besides them."""
+    unnamed = masked(question, known) or question
+    return Mention(_taking(question, known, candidates), tokens(unnamed))
+
+
+def _taking(question: str, known: str, candidates: Sequence[Candidate] | None) -> frozenset[str] | None:
+    """:attr:`Mention.takers`: the ids of ``candidates`` with a name that is ``known``'s words after the article
+    ``question`` writes before them (:func:`article_before`)."""
+    if candidates is None or (said := article_before(question, known)) is None:
+        return None
+    _, rest = article_split(known)
+    return frozenset(c.id for c in candidates if any(article_split(n) == (said, rest) for n in names(c)))
 
 
 def relaxed(text: str) -> list[str]:

@@ -10,6 +10,7 @@ from kifqa.pipeline.text import (
     SPELLING_MATCH,
     article_before,
     masked,
+    mention,
     ngrams,
     relaxed,
     similarity,
@@ -361,3 +362,14 @@ def test_the_entity_a_question_names_is_masked_however_it_is_written() -> None:
     assert masked("where was Café Tacuba formed", "cafe tacuba") == "where was it formed"
     assert masked("who is the parent of bob woodward?", "Bob Woodward") == "who is the parent of it?"
     assert masked("who wrote the bob", "bob woodward") is None
+
+
+def test_a_mention_holds_the_namesakes_taking_the_question_s_article_and_the_words_besides_the_name() -> None:
+    club, the_club = Candidate(id="Q1", label="Suicide Club"), Candidate(id="Q2", label="The Suicide Club")
+    said = mention("Which film genre is The Suicide Club under", "suicide club", [club, the_club])
+    assert said.takers == {"Q2"}
+    assert said.words == {"film", "genre", "it", "under"}  # the name written "it"
+    assert mention("which film genre is suicide club under", "suicide club", [club, the_club]).takers == {"Q1"}
+    assert mention("which film genre is the suicide club under", "suicide club").takers is None  # none given
+    unnamed = mention("what genre is it", "suicide club", [club, the_club])
+    assert unnamed.takers is None and unnamed.words == {"genre", "it"}
