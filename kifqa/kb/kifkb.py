@@ -73,6 +73,10 @@ LABEL_BATCH = 50
 #: Spellings per KIF query of :meth:`KifKnowledgeBase.named` on a base without a label index.
 NAME_BATCH = 2000
 
+#: KIF searches that find items only (DBpedia Lookup indexes resources): properties are found by their English label
+#: through the store instead (:meth:`KifKnowledgeBase._labelled_properties`).
+ITEM_ONLY_SEARCHES = frozenset({"dbpedia-lookup"})
+
 #: The name each kind of batched lookup runs under alone (that of its unbatched call, :meth:`KifKnowledgeBase._single`).
 _SINGLE_KINDS = {"properties_of": "properties_of", "facts": "filter"}
 
@@ -261,6 +265,8 @@ class KifKnowledgeBase(KnowledgeBase):
         check_query(text)
         if not typed_key(text):
             return []  # a text without a word (``-``, ``*``, ``?``) names nothing, on any search
+        if properties and self.index is None and self.search.search_name in ITEM_ONLY_SEARCHES:
+            return _scored(text, await self._labelled_properties(text, limit))
         hits = await self._guard.run("search_properties" if properties else "search_entities",
                                      lambda: self._hits(text, limit, properties=properties), target="search")
         if not properties and self.fulltext is not None and not _names(text, hits):
@@ -270,13 +276,7 @@ class KifKnowledgeBase(KnowledgeBase):
                                                                                    properties=False), target="search")
                 if hits := [c for c in found if _starts(part, c)]:
                     break
-        key, n = index_key(text), len(hits)
-        found = []
-        for rank, c in enumerate(hits):
-            tier = 3.0 if index_key(c.label) == key else 2.0 if key in map(index_key, c.aliases) else 1.0
-            found.append(Candidate(id=c.id, label=c.label, aliases=c.aliases, description=c.description,
-                                   score=tier + 0.9 * (n - rank) / n))
-        return sorted(found, key=lambda c: -c.score)
+        return _scored(text, hits)
 
     async def _hits(self, text: str, limit: int, *, properties: bool) -> list[Candidate]:
         """The search's hits for ``text`` in its order, unscored. KIF's search plugin over this base's own
@@ -288,6 +288,17 @@ class KifKnowledgeBase(KnowledgeBase):
                     for h in self.search.index.search("property" if properties else "item", text, limit)]
         find = self.search.aproperty_descriptor if properties else self.search.aitem_descriptor
         return [_candidate(entity, desc) for entity, desc in await _collect(find(text, limit=limit))]
+
+    async def _labelled_properties(self, text: str, limit: int) -> list[Candidate]:
+        """The properties whose English label is ``text`` in one of its :func:`~kifqa.data.text.spellings`, asked
+        from the store in one query (its ``rdfs:label`` s for KIF's DBpedia mapping), described from the store."""
+        names = [Text(s, "en") for s in spellings(text)]
+        f = Filter(subject_mask=Filter.PROPERTY, property=LabelProperty(),
+                   value=OrFingerprint(*names) if len(names) > 1 else names[0], snak_mask=Filter.VALUE_SNAK)
+        statements, _ = await self._statements(f, "search_properties")
+        found: list[Any] = list(dict.fromkeys(s.subject for s in statements))[:limit]
+        described = await self._describe(found)
+        return [described[ids.to_id(p)] for p in found]
 
     async def _fulltext_hits(self, text: str, limit: int, *, known: set[str]) -> list[Candidate]:
         """The items the full-text search finds for ``text``'s words (those of three letters or more may be
@@ -664,6 +675,18 @@ def _id_order(id: str) -> tuple[int, str]:
 
 async def _collect(it: AsyncIterator[T]) -> list[T]:
     return [x async for x in it]
+
+
+def _scored(text: str, hits: list[Candidate]) -> list[Candidate]:
+    """``hits`` in the search's order, scored and sorted: 3 for a label that is ``text`` (:func:`index_key`), 2 for
+    an alias, else 1; plus up to 0.9 for the search's rank."""
+    key, n = index_key(text), len(hits)
+    found = []
+    for rank, c in enumerate(hits):
+        tier = 3.0 if index_key(c.label) == key else 2.0 if key in map(index_key, c.aliases) else 1.0
+        found.append(Candidate(id=c.id, label=c.label, aliases=c.aliases, description=c.description,
+                               score=tier + 0.9 * (n - rank) / n))
+    return sorted(found, key=lambda c: -c.score)
 
 
 def _names(text: str, hits: list[Candidate]) -> bool:
