@@ -73,9 +73,11 @@ LABEL_BATCH = 50
 #: Spellings per KIF query of :meth:`KifKnowledgeBase.named` on a base without a label index.
 NAME_BATCH = 2000
 
-#: KIF searches that find items only (DBpedia Lookup indexes resources): properties are found by their English label
-#: through the store instead (:meth:`KifKnowledgeBase._labelled_properties`).
-ITEM_ONLY_SEARCHES = frozenset({"dbpedia-lookup"})
+#: KIF searches that find items only, and the namespace of the items they find (DBpedia Lookup indexes ``dbr:``
+#: resources, not the ontology's classes, which KIF's DBpedia mapping also calls items): properties are found by their
+#: English label through the store instead (:meth:`KifKnowledgeBase._labelled_properties`), and only the names of
+#: items in that namespace are exact names (:meth:`KifKnowledgeBase.named`).
+ITEM_ONLY_SEARCHES = {"dbpedia-lookup": "http://dbpedia.org/resource/"}
 
 #: The name each kind of batched lookup runs under alone (that of its unbatched call, :meth:`KifKnowledgeBase._single`).
 _SINGLE_KINDS = {"properties_of": "properties_of", "facts": "filter"}
@@ -131,6 +133,8 @@ class KifKnowledgeBase(KnowledgeBase):
         self._batch_shapes = BatchShapes(core) if core is not None and settings.batch_size > 1 else None
         self._coalescer: Coalescer[_Group, _Key, Any] = Coalescer(
             self._run_batch, size=settings.batch_size, wait_s=settings.batch_wait_s)
+        #: The namespace of the items the search finds, when it finds items only (:data:`ITEM_ONLY_SEARCHES`).
+        self._found_items = ITEM_ONLY_SEARCHES.get(search.search_name)
         #: The query of ``named`` on a SPARQL store without a label index.
         self._name_shape = NameShape.create(core) if core is not None and index is None else None
         #: ``named`` lookups of many callers asked in one query (a base without a label index).
@@ -175,7 +179,8 @@ class KifKnowledgeBase(KnowledgeBase):
         """From the label index of a local build (one SQLite query, case, accents and punctuation folded).
         Otherwise from a SPARQL store's English item labels and aliases, which match exact strings: each text is
         asked in the spellings of :func:`~kifqa.data.text.spellings`, and lookups of concurrent callers share
-        queries (``kb.batch_size``). ``None`` for a store that is neither."""
+        queries (``kb.batch_size``); where the search finds items of one namespace only (:data:`ITEM_ONLY_SEARCHES`),
+        only those items' names count. ``None`` for a store that is neither."""
         if self.index is not None:
             return self.index.named(texts)
         if self._name_shape is None:
@@ -265,7 +270,7 @@ class KifKnowledgeBase(KnowledgeBase):
         check_query(text)
         if not typed_key(text):
             return []  # a text without a word (``-``, ``*``, ``?``) names nothing, on any search
-        if properties and self.index is None and self.search.search_name in ITEM_ONLY_SEARCHES:
+        if properties and self.index is None and self._found_items is not None:
             return _scored(text, await self._labelled_properties(text, limit))
         hits = await self._guard.run("search_properties" if properties else "search_entities",
                                      lambda: self._hits(text, limit, properties=properties), target="search")
@@ -470,12 +475,18 @@ class KifKnowledgeBase(KnowledgeBase):
         return results
 
     async def _found_names(self, spellings: frozenset[str], *, kind: str = "named") -> frozenset[str]:
-        """Those of ``spellings`` that are an item's English label or alias in the store (one query)."""
+        """Those of ``spellings`` that are an item's English label or alias in the store (one query), of an item the
+        search can find."""
         shape = self._name_shape
         assert shape is not None
+        names = sorted(spellings)
         result = await self._guard.run(kind, lambda: shape.store.backend.aselect(
-            shape.bind(sorted(spellings)), self.settings.timeout_s))
-        return frozenset(shape.read(result) & spellings)
+            shape.bind(names), self.settings.timeout_s))
+        pairs = shape.read(result)
+        if len(pairs) >= shape.limit(names):
+            raise KBError(f"{len(pairs)} rows for {len(names)} names reach the query's limit: the result may be cut")
+        within = self._found_items
+        return frozenset(name for iri, name in pairs if within is None or iri.startswith(within)) & spellings
 
     def _typed_property(self, id: str) -> Property:
         """:func:`typed_property` of ``id``, remembered (building it costs ~0.4 ms)."""
@@ -539,9 +550,11 @@ class KifKnowledgeBase(KnowledgeBase):
             known = {id: Candidate(id=id, label=e.label, aliases=e.aliases, description=e.description)
                      for id, e in entries.items()}
         else:
-            texts = await self._kif_texts(properties, (LabelProperty(), AliasProperty(), DescriptionProperty()))
-            known = {id: Candidate(id=id, label=t["label"], aliases=tuple(sorted(t["aliases"])),
-                                   description=t["description"])
+            # asked without their datatypes: KIF's DBpedia mapping describes no property of a given datatype
+            untyped = [Property(p.iri) for p in properties]
+            texts = await self._kif_texts(untyped, (LabelProperty(), AliasProperty(), DescriptionProperty()))
+            known = {id: Candidate(id=id, label=_spaced(t["label"]), aliases=tuple(sorted(t["aliases"])),
+                                   description=_spaced(t["description"]))
                      for id, t in texts.items()}
         return {id: known.get(id) or Candidate(id=id, label=id) for id in keys}
 
@@ -675,6 +688,11 @@ def _id_order(id: str) -> tuple[int, str]:
 
 async def _collect(it: AsyncIterator[T]) -> list[T]:
     return [x async for x in it]
+
+
+def _spaced(text: str) -> str:
+    """``text`` with its runs of white space as one space (as the label index keeps names and descriptions)."""
+    return " ".join(text.split())
 
 
 def _scored(text: str, hits: list[Candidate]) -> list[Candidate]:
