@@ -106,9 +106,10 @@ class KifKnowledgeBase(KnowledgeBase):
         index: The label index of a locally built base: labels and descriptions come from it; without
             one they are asked from ``store`` through KIF (and cached).
         fulltext: A full-text search of items (KIF ``wikidata-wapi-query``), asked when ``search`` finds no
-            item that the text names: its words in any order, without punctuation, misspelt (``word~``); where
+            item that the text names: its words in any order, without punctuation, misspelt (``word~``). Where
             neither finds anything, ``search`` is asked for the text's shorter runs of words (:func:`_parts`)
-            until one finds an item named so (:func:`_starts`).
+            until one finds an item named so (:func:`_starts`); so is a search that finds items only
+            (:data:`ITEM_ONLY_SEARCHES`: DBpedia Lookup, whose word queries want every word of the text).
     """
 
     def __init__(self, store: Store, search: Search, *, spec: str, settings: KBSettings,
@@ -274,8 +275,10 @@ class KifKnowledgeBase(KnowledgeBase):
             return _scored(text, await self._labelled_properties(text, limit))
         hits = await self._guard.run("search_properties" if properties else "search_entities",
                                      lambda: self._hits(text, limit, properties=properties), target="search")
-        if not properties and self.fulltext is not None and not _names(text, hits):
-            hits += await self._fulltext_hits(text, limit, known={c.id for c in hits})
+        public = self.fulltext is not None or self._found_items is not None
+        if not properties and public and not _names(text, hits):
+            if self.fulltext is not None:
+                hits += await self._fulltext_hits(text, limit, known={c.id for c in hits})
             for part in [] if hits else _parts(text):
                 found = await self._guard.run("search_entities", functools.partial(self._hits, part, limit,
                                                                                    properties=False), target="search")
