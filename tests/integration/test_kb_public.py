@@ -188,6 +188,32 @@ def test_dbpedia_finds_properties_by_label_and_misspelt_names_as_lookup_does(
     assert pullman not in {c.id for c in beheaded}
 
 
+def test_dbpedia_names_descriptions_and_shorter_runs_as_the_local_base(
+        settings: Settings, dbpedia_build: dbpedia.DBpediaBuild, virtuoso_server: VirtuosoServer,
+        dbpedia_kb: KifKnowledgeBase) -> None:
+    """``--kb dbpedia`` without the label index: exact names are those of resources (Lookup finds no ontology class:
+    "instrument" is dbo:Instrument's label only), properties are described as the index describes them, and a span
+    Lookup finds nothing for is searched in its shorter runs of words."""
+    birmingham = dbpedia.DBR + "Birmingham"
+    texts = ["instrument", "song", "james brown", "birmingham"]
+    with DBpediaLookupLike(dbpedia_build.index_path, latency_s=0.0) as lookup:
+        kb = open_kb("dbpedia", settings.override(kb={"contact": CONTACT, "endpoints": {
+            "dbpedia.org": virtuoso_server.url, "lookup.dbpedia.org": lookup.url}}))
+
+        async def ask(kb: KifKnowledgeBase) -> tuple[Any, ...]:
+            return (await kb.named(texts), await kb.properties_of(birmingham),
+                    await kb.search_entities("English professional footballer", limit=10))
+        named, uses, runs = _run(kb, ask)
+    local_uses = asyncio.run(dbpedia_kb.properties_of(birmingham))
+    assert named == asyncio.run(dbpedia_kb.named(texts)) == ["james brown", "birmingham"]
+    assert [u.property for u in uses.uses] == [u.property for u in local_uses.uses]
+    assert any(u.property.description == "where the person was born" for u in uses.uses)
+    # Lookup wants every word in one name: none holds these three; of the shorter runs, "English" names an item
+    assert [(c.id, c.label) for c in runs] == [(dbpedia.DBR + "English", "English")]
+    local = asyncio.run(dbpedia_kb.search_entities("English professional footballer", limit=10))
+    assert runs[0].id in {c.id for c in local}
+
+
 def test_the_full_text_search_finds_what_the_prefix_search_misses(settings: Settings, built_kb: BuiltKB,
                                                                   front: WDQSLike) -> None:
     """``wbsearchentities`` matches names by prefix, punctuation and spelling included; where it finds nothing
