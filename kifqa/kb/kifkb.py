@@ -73,6 +73,12 @@ LABEL_BATCH = 50
 #: Spellings per KIF query of :meth:`KifKnowledgeBase.named` on a base without a label index.
 NAME_BATCH = 2000
 
+#: KIF searches that find items only, and the namespace of the items they find (DBpedia Lookup indexes ``dbr:``
+#: resources, not the ontology's classes, which KIF's DBpedia mapping also calls items): properties are found by their
+#: English label through the store instead (:meth:`KifKnowledgeBase._labelled_properties`), and only the names of
+#: items in that namespace are exact names (:meth:`KifKnowledgeBase.named`).
+ITEM_ONLY_SEARCHES = {"dbpedia-lookup": "http://dbpedia.org/resource/"}
+
 #: The name each kind of batched lookup runs under alone (that of its unbatched call, :meth:`KifKnowledgeBase._single`).
 _SINGLE_KINDS = {"properties_of": "properties_of", "facts": "filter"}
 
@@ -100,9 +106,10 @@ class KifKnowledgeBase(KnowledgeBase):
         index: The label index of a locally built base: labels and descriptions come from it; without
             one they are asked from ``store`` through KIF (and cached).
         fulltext: A full-text search of items (KIF ``wikidata-wapi-query``), asked when ``search`` finds no
-            item that the text names: its words in any order, without punctuation, misspelt (``word~``); where
+            item that the text names: its words in any order, without punctuation, misspelt (``word~``). Where
             neither finds anything, ``search`` is asked for the text's shorter runs of words (:func:`_parts`)
-            until one finds an item named so (:func:`_starts`).
+            until one finds an item named so (:func:`_starts`); so is a search that finds items only
+            (:data:`ITEM_ONLY_SEARCHES`: DBpedia Lookup, whose word queries want every word of the text).
     """
 
     def __init__(self, store: Store, search: Search, *, spec: str, settings: KBSettings,
@@ -127,6 +134,8 @@ class KifKnowledgeBase(KnowledgeBase):
         self._batch_shapes = BatchShapes(core) if core is not None and settings.batch_size > 1 else None
         self._coalescer: Coalescer[_Group, _Key, Any] = Coalescer(
             self._run_batch, size=settings.batch_size, wait_s=settings.batch_wait_s)
+        #: The namespace of the items the search finds, when it finds items only (:data:`ITEM_ONLY_SEARCHES`).
+        self._found_items = ITEM_ONLY_SEARCHES.get(search.search_name)
         #: The query of ``named`` on a SPARQL store without a label index.
         self._name_shape = NameShape.create(core) if core is not None and index is None else None
         #: ``named`` lookups of many callers asked in one query (a base without a label index).
@@ -171,7 +180,8 @@ class KifKnowledgeBase(KnowledgeBase):
         """From the label index of a local build (one SQLite query, case, accents and punctuation folded).
         Otherwise from a SPARQL store's English item labels and aliases, which match exact strings: each text is
         asked in the spellings of :func:`~kifqa.data.text.spellings`, and lookups of concurrent callers share
-        queries (``kb.batch_size``). ``None`` for a store that is neither."""
+        queries (``kb.batch_size``); where the search finds items of one namespace only (:data:`ITEM_ONLY_SEARCHES`),
+        only those items' names count. ``None`` for a store that is neither."""
         if self.index is not None:
             return self.index.named(texts)
         if self._name_shape is None:
@@ -261,22 +271,20 @@ class KifKnowledgeBase(KnowledgeBase):
         check_query(text)
         if not typed_key(text):
             return []  # a text without a word (``-``, ``*``, ``?``) names nothing, on any search
+        if properties and self.index is None and self._found_items is not None:
+            return _scored(text, await self._labelled_properties(text, limit))
         hits = await self._guard.run("search_properties" if properties else "search_entities",
                                      lambda: self._hits(text, limit, properties=properties), target="search")
-        if not properties and self.fulltext is not None and not _names(text, hits):
-            hits += await self._fulltext_hits(text, limit, known={c.id for c in hits})
+        public = self.fulltext is not None or self._found_items is not None
+        if not properties and public and not _names(text, hits):
+            if self.fulltext is not None:
+                hits += await self._fulltext_hits(text, limit, known={c.id for c in hits})
             for part in [] if hits else _parts(text):
                 found = await self._guard.run("search_entities", functools.partial(self._hits, part, limit,
                                                                                    properties=False), target="search")
                 if hits := [c for c in found if _starts(part, c)]:
                     break
-        key, n = index_key(text), len(hits)
-        found = []
-        for rank, c in enumerate(hits):
-            tier = 3.0 if index_key(c.label) == key else 2.0 if key in map(index_key, c.aliases) else 1.0
-            found.append(Candidate(id=c.id, label=c.label, aliases=c.aliases, description=c.description,
-                                   score=tier + 0.9 * (n - rank) / n))
-        return sorted(found, key=lambda c: -c.score)
+        return _scored(text, hits)
 
     async def _hits(self, text: str, limit: int, *, properties: bool) -> list[Candidate]:
         """The search's hits for ``text`` in its order, unscored. KIF's search plugin over this base's own
@@ -288,6 +296,17 @@ class KifKnowledgeBase(KnowledgeBase):
                     for h in self.search.index.search("property" if properties else "item", text, limit)]
         find = self.search.aproperty_descriptor if properties else self.search.aitem_descriptor
         return [_candidate(entity, desc) for entity, desc in await _collect(find(text, limit=limit))]
+
+    async def _labelled_properties(self, text: str, limit: int) -> list[Candidate]:
+        """The properties whose English label is ``text`` in one of its :func:`~kifqa.data.text.spellings`, asked
+        from the store in one query (its ``rdfs:label`` s for KIF's DBpedia mapping), described from the store."""
+        names = [Text(s, "en") for s in spellings(text)]
+        f = Filter(subject_mask=Filter.PROPERTY, property=LabelProperty(),
+                   value=OrFingerprint(*names) if len(names) > 1 else names[0], snak_mask=Filter.VALUE_SNAK)
+        statements, _ = await self._statements(f, "search_properties")
+        found: list[Any] = list(dict.fromkeys(s.subject for s in statements))[:limit]
+        described = await self._describe(found)
+        return [described[ids.to_id(p)] for p in found]
 
     async def _fulltext_hits(self, text: str, limit: int, *, known: set[str]) -> list[Candidate]:
         """The items the full-text search finds for ``text``'s words (those of three letters or more may be
@@ -459,12 +478,18 @@ class KifKnowledgeBase(KnowledgeBase):
         return results
 
     async def _found_names(self, spellings: frozenset[str], *, kind: str = "named") -> frozenset[str]:
-        """Those of ``spellings`` that are an item's English label or alias in the store (one query)."""
+        """Those of ``spellings`` that are an item's English label or alias in the store (one query), of an item the
+        search can find."""
         shape = self._name_shape
         assert shape is not None
+        names = sorted(spellings)
         result = await self._guard.run(kind, lambda: shape.store.backend.aselect(
-            shape.bind(sorted(spellings)), self.settings.timeout_s))
-        return frozenset(shape.read(result) & spellings)
+            shape.bind(names), self.settings.timeout_s))
+        pairs = shape.read(result)
+        if len(pairs) >= shape.limit(names):
+            raise KBError(f"{len(pairs)} rows for {len(names)} names reach the query's limit: the result may be cut")
+        within = self._found_items
+        return frozenset(name for iri, name in pairs if within is None or iri.startswith(within)) & spellings
 
     def _typed_property(self, id: str) -> Property:
         """:func:`typed_property` of ``id``, remembered (building it costs ~0.4 ms)."""
@@ -528,9 +553,11 @@ class KifKnowledgeBase(KnowledgeBase):
             known = {id: Candidate(id=id, label=e.label, aliases=e.aliases, description=e.description)
                      for id, e in entries.items()}
         else:
-            texts = await self._kif_texts(properties, (LabelProperty(), AliasProperty(), DescriptionProperty()))
-            known = {id: Candidate(id=id, label=t["label"], aliases=tuple(sorted(t["aliases"])),
-                                   description=t["description"])
+            # asked without their datatypes: KIF's DBpedia mapping describes no property of a given datatype
+            untyped = [Property(p.iri) for p in properties]
+            texts = await self._kif_texts(untyped, (LabelProperty(), AliasProperty(), DescriptionProperty()))
+            known = {id: Candidate(id=id, label=_spaced(t["label"]), aliases=tuple(sorted(t["aliases"])),
+                                   description=_spaced(t["description"]))
                      for id, t in texts.items()}
         return {id: known.get(id) or Candidate(id=id, label=id) for id in keys}
 
@@ -664,6 +691,23 @@ def _id_order(id: str) -> tuple[int, str]:
 
 async def _collect(it: AsyncIterator[T]) -> list[T]:
     return [x async for x in it]
+
+
+def _spaced(text: str) -> str:
+    """``text`` with its runs of white space as one space (as the label index keeps names and descriptions)."""
+    return " ".join(text.split())
+
+
+def _scored(text: str, hits: list[Candidate]) -> list[Candidate]:
+    """``hits`` in the search's order, scored and sorted: 3 for a label that is ``text`` (:func:`index_key`), 2 for
+    an alias, else 1; plus up to 0.9 for the search's rank."""
+    key, n = index_key(text), len(hits)
+    found = []
+    for rank, c in enumerate(hits):
+        tier = 3.0 if index_key(c.label) == key else 2.0 if key in map(index_key, c.aliases) else 1.0
+        found.append(Candidate(id=c.id, label=c.label, aliases=c.aliases, description=c.description,
+                               score=tier + 0.9 * (n - rank) / n))
+    return sorted(found, key=lambda c: -c.score)
 
 
 def _names(text: str, hits: list[Candidate]) -> bool:

@@ -359,9 +359,13 @@ _STAND_IN_NAMES = ("kifqa stand-in 1", "kifqa stand-in 2")
 
 
 class NameShape:
-    """The query asking which of many names are an item's English label or alias: KIF compiles it once, for
-    two stand-in names, and :meth:`bind` writes the real ones into its ``VALUES`` blocks (KIF's compiler
+    """The query asking which of many names are an item's English label or alias, and of which items: KIF compiles
+    it once, for two stand-in names, and :meth:`bind` writes the real ones into its ``VALUES`` blocks (KIF's compiler
     takes ~0.7 ms a name). :meth:`create` gives ``None`` where the store's mapping compiles it otherwise."""
+
+    #: Rows a query may ask for each name (the items it names in its spellings), and at most in all (DBpedia's
+    #: endpoint answers at most 10,000).
+    ROWS_PER_NAME, MAX_ROWS = 50, 10_000
 
     def __init__(self, store: _CoreSPARQL_Store, text: str, block: re.Pattern[str]) -> None:
         self.store = store
@@ -374,7 +378,8 @@ class NameShape:
         f = Filter(subject_mask=Filter.ITEM, property=OrFingerprint(LabelProperty(), AliasProperty()),
                    value=OrFingerprint(*(Text(n, "en") for n in _STAND_IN_NAMES)), snak_mask=Filter.VALUE_SNAK)
         try:
-            _, queries = compile_queries(store, f, projection=Projection.VALUE, limit=1, distinct=True)
+            _, queries = compile_queries(store, f, projection=Projection.SUBJECT | Projection.VALUE, limit=1,
+                                         distinct=True)
         except Exception:  # noqa: BLE001 - a mapping without labels or aliases: no such query
             return None
         first, second = (re.escape(json.dumps(n) + "@en") for n in _STAND_IN_NAMES)
@@ -384,14 +389,22 @@ class NameShape:
             return None
         return cls(store, queries[0], block)
 
+    def limit(self, names: list[str]) -> int:
+        """The ``LIMIT`` of the query for ``names``: a result that reaches it may be cut."""
+        return min(self.MAX_ROWS, self.ROWS_PER_NAME * len(names) + 1)
+
     def bind(self, names: list[str]) -> str:
-        """The query for ``names`` (each at most once in its result)."""
+        """The query for ``names``."""
         rows = " ".join(f"({json.dumps(n, ensure_ascii=False)}@en)" for n in names)
-        limited = re.sub(r"LIMIT 1\b", f"LIMIT {len(names) + 1}", self._text)  # before the names go in
+        limited = re.sub(r"LIMIT 1\b", f"LIMIT {self.limit(names)}", self._text)  # before the names go in
         return self._block.sub(lambda _: rows, limited)
 
     @staticmethod
-    def read(result: SPARQL_Results) -> set[str]:
-        """The names a result holds (its language-tagged literals)."""
-        return {term["value"] for binding in result.get("results", {}).get("bindings", [])
-                for term in binding.values() if term.get("type") == "literal" and "xml:lang" in term}
+    def read(result: SPARQL_Results) -> list[tuple[str, str]]:
+        """The (item IRI, name) pairs of a result, one a row."""
+        pairs = []
+        for binding in result.get("results", {}).get("bindings", []):
+            iris = [t["value"] for t in binding.values() if t.get("type") == "uri"]
+            names = [t["value"] for t in binding.values() if t.get("type") == "literal" and "xml:lang" in t]
+            pairs += [(iri, name) for iri in iris[:1] for name in names[:1]]
+        return pairs

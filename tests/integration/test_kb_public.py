@@ -165,6 +165,55 @@ def test_dbpedia_through_its_stand_ins_answers_as_the_local_dbpedia_base(
     assert lookup.counts.requests == 1 and lookup.user_agents == {user_agent(settings.override(kb={"contact": CONTACT}))}
 
 
+def test_dbpedia_finds_properties_by_label_and_misspelt_names_as_lookup_does(
+        settings: Settings, dbpedia_build: dbpedia.DBpediaBuild, virtuoso_server: VirtuosoServer,
+        dbpedia_kb: KifKnowledgeBase) -> None:
+    """DBpedia Lookup searches resources only: ``--kb dbpedia`` finds a property by its exact English label through
+    SPARQL, Lookup not asked. Lookup's fuzzy word queries find a misspelt name, as the local index's typo tier does,
+    but not one whose first two letters differ (Lookup's fuzzy prefix length)."""
+    pullman = dbpedia.DBR + "Philip_Pullman"
+    with DBpediaLookupLike(dbpedia_build.index_path, latency_s=0.0) as lookup:
+        kb = open_kb("dbpedia", settings.override(kb={"contact": CONTACT, "endpoints": {
+            "dbpedia.org": virtuoso_server.url, "lookup.dbpedia.org": lookup.url}}))
+
+        async def ask(kb: KifKnowledgeBase) -> tuple[Any, ...]:
+            props = await kb.search_properties("Birth place", limit=5)
+            asked = lookup.counts.requests
+            return props, asked, *[await kb.search_entities(t, limit=10) for t in ("phillip pullman", "hilip pullman")]
+        props, asked, misspelt, beheaded = _run(kb, ask)
+    assert [(p.id, p.label) for p in props] == [(dbpedia.DBO + "birthPlace", "birth place")] and asked == 0
+    assert props[0].description  # described from the store (rdfs:comment)
+    assert pullman in {c.id for c in asyncio.run(dbpedia_kb.search_entities("phillip pullman", limit=10))}
+    assert misspelt[0].id == pullman and misspelt[0].label == "Philip Pullman"
+    assert pullman not in {c.id for c in beheaded}
+
+
+def test_dbpedia_names_descriptions_and_shorter_runs_as_the_local_base(
+        settings: Settings, dbpedia_build: dbpedia.DBpediaBuild, virtuoso_server: VirtuosoServer,
+        dbpedia_kb: KifKnowledgeBase) -> None:
+    """``--kb dbpedia`` without the label index: exact names are those of resources (Lookup finds no ontology class:
+    "instrument" is dbo:Instrument's label only), properties are described as the index describes them, and a span
+    Lookup finds nothing for is searched in its shorter runs of words."""
+    birmingham = dbpedia.DBR + "Birmingham"
+    texts = ["instrument", "song", "james brown", "birmingham"]
+    with DBpediaLookupLike(dbpedia_build.index_path, latency_s=0.0) as lookup:
+        kb = open_kb("dbpedia", settings.override(kb={"contact": CONTACT, "endpoints": {
+            "dbpedia.org": virtuoso_server.url, "lookup.dbpedia.org": lookup.url}}))
+
+        async def ask(kb: KifKnowledgeBase) -> tuple[Any, ...]:
+            return (await kb.named(texts), await kb.properties_of(birmingham),
+                    await kb.search_entities("English professional footballer", limit=10))
+        named, uses, runs = _run(kb, ask)
+    local_uses = asyncio.run(dbpedia_kb.properties_of(birmingham))
+    assert named == asyncio.run(dbpedia_kb.named(texts)) == ["james brown", "birmingham"]
+    assert [u.property for u in uses.uses] == [u.property for u in local_uses.uses]
+    assert any(u.property.description == "where the person was born" for u in uses.uses)
+    # Lookup wants every word in one name: none holds these three; of the shorter runs, "English" names an item
+    assert [(c.id, c.label) for c in runs] == [(dbpedia.DBR + "English", "English")]
+    local = asyncio.run(dbpedia_kb.search_entities("English professional footballer", limit=10))
+    assert runs[0].id in {c.id for c in local}
+
+
 def test_the_full_text_search_finds_what_the_prefix_search_misses(settings: Settings, built_kb: BuiltKB,
                                                                   front: WDQSLike) -> None:
     """``wbsearchentities`` matches names by prefix, punctuation and spelling included; where it finds nothing

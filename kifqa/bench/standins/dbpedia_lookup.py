@@ -2,9 +2,10 @@
 
 It answers what KIF's ``dbpedia-lookup`` search asks (``query``, ``maxResults``, ``format=JSON``) in Lookup's
 JSON shape: ``docs[]``, each field a list of strings (``resource``, ``label`` and ``comment`` with the matched
-words in ``<B>``, ``score``, ``refCount``). Resources match when one of their names holds every word of the query
-(case and accents folded), exact names first, then by ``refCount`` (statements in the base). A per-client limit
-answers 429 with ``Retry-After`` beyond ``max_concurrent`` in flight or ``per_second``.
+words in ``<B>``, ``score``, ``refCount``). Resources match as Lookup's Lucene queries match them
+(:mod:`~kifqa.bench.standins.keywords`: every word of the query in the label or a redirect's, exactly, as a prefix
+or misspelt). A per-client limit answers 429 with ``Retry-After`` beyond ``max_concurrent`` in flight or
+``per_second``.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from kifqa.bench.loopback import LoopbackServer, reply
+from kifqa.bench.standins.keywords import Keywords, Scored
 from kifqa.bench.standins.ledger import ClientRate, Ledger
-from kifqa.bench.standins.names import Match, Names
+from kifqa.bench.standins.names import Names
 from kifqa.kb import ids
 
 #: Lookup's default ``maxResults``.
@@ -46,6 +48,7 @@ class DBpediaLookupLike(LoopbackServer):
     def __init__(self, index_path: Path, *, max_concurrent: int = 4, per_second: float = 20.0,
                  latency_s: float = 0.05, grace_s: float = 0.25, port: int = 0) -> None:
         self.names = Names(index_path)
+        self.keywords = Keywords(self.names)
         self.latency_s = latency_s
         self.ledger = Ledger(grace_s=grace_s)
         self.rate = ClientRate(max_concurrent=max_concurrent, per_second=per_second, ledger=self.ledger)
@@ -67,7 +70,7 @@ class DBpediaLookupLike(LoopbackServer):
             limit = int(params.get("maxResults", DEFAULT_MAX_RESULTS))
         except ValueError:
             return 400, {"error": f"maxResults is not a number: {params.get('maxResults')}"}
-        return 200, {"docs": [_doc(m) for m in self.names.worded("item", query)[:max(0, limit)]]}
+        return 200, {"docs": [_doc(s) for s in self.keywords.search(query)[:max(0, limit)]]}
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         lookup = self
@@ -111,11 +114,12 @@ class DBpediaLookupLike(LoopbackServer):
         return Handler
 
 
-def _doc(m: Match) -> dict[str, list[str]]:
+def _doc(scored: Scored) -> dict[str, list[str]]:
     """One Lookup doc: every field a list of strings, the matched name in ``<B>``."""
+    m = scored.match
     e = m.entity
     doc = {"resource": [ids.to_iri(e.id)], "label": [f"<B>{e.label}</B>" if m.type == "label" else e.label],
-           "score": [f"{1000.0 * (2 if m.exact else 1) + e.degree:.4f}"], "refCount": [str(e.degree)]}
+           "score": [f"{scored.score:.4f}"], "refCount": [str(e.degree)]}
     if m.type == "alias":
         doc["redirectlabel"] = [f"<B>{m.text}</B>"]
     if e.description:

@@ -1,6 +1,7 @@
 """The names of a build's label index (:mod:`kifqa.kb.index`) held in memory, matched the way the public search
-services match them: by prefix (Wikidata's ``wbsearchentities``) or by words (DBpedia Lookup), never by the
-local index's typo and token tiers."""
+services match them: by prefix (Wikidata's ``wbsearchentities``) or by full text (the Wikidata API's
+``list=search``; DBpedia Lookup's matching is :mod:`kifqa.bench.standins.keywords`), never by the local index's
+tiers."""
 
 from __future__ import annotations
 
@@ -85,20 +86,9 @@ class Names:
                 best[entity] = (rank, Match(self.entities[entity], name, "label" if is_label else "alias", exact))
         return sorted((m for _, m in best.values()), key=lambda m: (not m.exact, -m.entity.degree, m.entity.id))
 
-    def worded(self, kind: Kind, text: str) -> list[Match]:
-        """The entities of ``kind`` with a name holding every word of ``text`` (folded), ranked as a keyword
-        search ranks: exact names first, then by popularity."""
-        key = index_key(text)
-        words = set(key.split())
-        if not words:
-            return []
-        best: dict[int, Match] = {}
-        for norm, entity, name, is_label in self._sorted.get(kind, []):
-            if words <= set(norm.split()):
-                match = Match(self.entities[entity], name, "label" if is_label else "alias", norm == key)
-                if entity not in best or (match.exact, is_label) > (best[entity].exact, best[entity].type == "label"):
-                    best[entity] = match
-        return sorted(best.values(), key=lambda m: (not m.exact, -m.entity.degree, m.entity.id))
+    def of(self, kind: Kind) -> list[tuple[str, int, str, bool]]:
+        """Every name of ``kind``'s entities, by folded name: (folded name, entity rowid, name, is it the label)."""
+        return self._sorted.get(kind, [])
 
     def fulltext(self, terms: list[tuple[str, bool]]) -> list[Entry]:
         """The items whose names and description hold every term (a word, and whether it may be misspelt: a
