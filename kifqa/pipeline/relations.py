@@ -16,7 +16,7 @@ from kifqa.pipeline import ranking
 from kifqa.pipeline.context import Context, StepError
 from kifqa.pipeline.entities import Linking
 from kifqa.pipeline.ranking import NamedRelation
-from kifqa.pipeline.text import ALIAS_MATCH, SPELLING_MATCH, mention, names_tokens, similarity, tokens
+from kifqa.pipeline.text import ALIAS_MATCH, SPELLING_MATCH, article_takers, similarity, tokens
 from kifqa.types import UNKNOWN, Candidate, ChoiceOption, Direction, ErrorKind, Pattern, Relation, RelationChoice
 
 _SYSTEM = resources.files("kifqa.pipeline").joinpath("prompts/choose_system.txt").read_text().strip()
@@ -54,11 +54,6 @@ OVERRULING = 0.35
 #: more: "where is gary harrell from" drafted with ``place of birth`` (17 %) over ``country of citizenship``
 #: (75 %), which a base with both properties puts apart.
 OVERRULING_LEAD = 0.4
-#: ... and another option of the same first entity, when it leads by :data:`UNSAID_LEAD` or more and the question
-#: writes no word of the named property's label or aliases (:attr:`Option.said`): the draft's name is then the
-#: model's paraphrase, as ``place of birth`` for "where is brian butterworth from", which similar questions ask as
-#: ``country of citizenship``.
-UNSAID_LEAD = 0.2
 
 
 def wanted_types(question: str) -> frozenset[str]:
@@ -81,8 +76,6 @@ class Option:
     score: float
     #: The share of the precedent votes that ask for its property in its direction (0 without votes).
     votes: float = 0.0
-    #: Whether the question, its known entity aside, writes a word of the property's label or aliases.
-    said: bool = True
 
     def relations(self) -> list[Relation]:
         return [Relation(e.id, self.property.id, self.direction) for e in self.entities]
@@ -179,16 +172,15 @@ def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[Proper
     wanted = wanted_types(question) if question else None
     out: list[Option] = []
     passed_over: list[Option] = []
-    mentioned = mention(question, pattern.known, linking.kept if linking.exact else None) if question else None
+    takers = article_takers(question, pattern.known, linking.kept) if linking.exact and question else None
     for members, use in groups.values():
-        members = agreeing(members, mentioned.takers if mentioned else None)
+        members = agreeing(members, takers)
         match = _match(pattern.predicate, use.property, closeness)
         score = match + (0.05 if use.direction == pattern.direction else 0.0)
         score -= 0.0 if linking.exact else NEAR_RANK_STEP * rank[members[0].id]
         share = votes.get((name_key(use.property.label), use.direction), 0.0) if votes else 0.0
         score += PRECEDENT_WEIGHT * share
-        said = mentioned is None or bool(mentioned.words & names_tokens(use.property.label, use.property.aliases))
-        option = Option(tuple(members), use.property, use.direction, match, score, share, said)
+        option = Option(tuple(members), use.property, use.direction, match, score, share)
         fits = wanted is None or use.direction == "backward" or use.value_type in wanted or match >= ALIAS_MATCH
         (out if fits else passed_over).append(option)
     out = out or passed_over
@@ -198,7 +190,7 @@ def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[Proper
 
 def agreeing(members: list[Candidate], takers: frozenset[str] | None) -> list[Candidate]:
     """Of ``members``, those whose name takes the question's article (``takers``,
-    :attr:`~kifqa.pipeline.text.Mention.takers`): "The Suicide Club" for "which film genre is the suicide club under",
+    :func:`~kifqa.pipeline.text.article_takers`): "The Suicide Club" for "which film genre is the suicide club under",
     "Infidel" rather than "The Infidel" for "which author wrote infidel". All of them where none or all do, or where
     ``takers`` is ``None``."""
     if takers is None:
@@ -228,9 +220,7 @@ def overruling(ranked: Sequence[Option]) -> Option | None:
     the other property and direction with the most votes, when it has :data:`OVERRULING` or more and the first
     fewer than :data:`OVERRULED_BELOW` ("which actor was born in atlanta" drafted with ``actor``: none of the
     votes for ``performer``, 62 % for ``place of birth``, backward), or when it leads the first by
-    :data:`OVERRULING_LEAD` or more; else, where the question writes no word of the first's names
-    (:attr:`Option.said`), the same first entity's option with the most votes, when it leads by :data:`UNSAID_LEAD`
-    or more."""
+    :data:`OVERRULING_LEAD` or more."""
     first = ranked[0] if ranked else None
     if first is None or first.match < ALIAS_MATCH:
         return None
@@ -240,10 +230,7 @@ def overruling(ranked: Sequence[Option]) -> Option | None:
         return None
     if first.votes < OVERRULED_BELOW and best.votes >= OVERRULING or best.votes - first.votes >= OVERRULING_LEAD:
         return best
-    if first.said:
-        return None
-    kin = max((o for o in others if o.entities[0] == first.entities[0]), key=lambda o: o.votes, default=None)
-    return kin if kin is not None and kin.votes - first.votes >= UNSAID_LEAD else None
+    return None
 
 
 def narrows(kind: Option, relation: Option) -> bool:

@@ -7,7 +7,6 @@ import functools
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 from kifqa.data.text import (
     ARTICLES,
@@ -158,30 +157,11 @@ def names(candidate: Candidate) -> list[str]:
     return [candidate.label, *candidate.aliases]
 
 
-@dataclass(frozen=True)
-class Mention:
-    """What step 3 reads once from the way a question writes its known entity (:func:`mention`)."""
-
-    #: The ids of the candidates with a name that takes the article the question writes right before the entity's
-    #: words (none as it writes none): "The Suicide Club" for "what genre is the suicide club", "Infidel" for
-    #: "which author wrote infidel". ``None`` where no candidates were given or the question writes no such run.
-    takers: frozenset[str] | None
-    #: The content-word stems the question writes besides the entity's words (:func:`masked`; all of them where it
-    #: writes no run of those).
-    words: frozenset[str]
-
-
-def mention(question: str, known: str, candidates: Sequence[Candidate] | None = None) -> Mention:
-    """How ``question`` writes the entity ``known``: which of ``candidates`` (items named ``known`` up to a leading
-    article) take the article it writes before ``known``'s words, and the words it writes besides them."""
-    unnamed = masked(question, known) or question
-    return Mention(_taking(question, known, candidates), tokens(unnamed))
-
-
-def _taking(question: str, known: str, candidates: Sequence[Candidate] | None) -> frozenset[str] | None:
-    """:attr:`Mention.takers`: the ids of ``candidates`` with a name that is ``known``'s words after the article
-    ``question`` writes before them (:func:`article_before`)."""
-    if candidates is None or (said := article_before(question, known)) is None:
+def article_takers(question: str, known: str, candidates: Sequence[Candidate]) -> frozenset[str] | None:
+    """The ids of ``candidates`` (items named ``known`` up to a leading article) with a name that takes the article
+    ``question`` writes right before ``known``'s words (none as it writes none): "The Suicide Club" for "what genre
+    is the suicide club", "Infidel" for "which author wrote infidel". ``None`` where it writes no such run."""
+    if (said := article_before(question, known)) is None:
         return None
     _, rest = article_split(known)
     return frozenset(c.id for c in candidates if any(article_split(n) == (said, rest) for n in names(c)))
@@ -216,16 +196,6 @@ _STOP = frozenset("a an the of in on at by for to is was are were be been what w
 def tokens(text: str) -> frozenset[str]:
     """Content-word stems of ``text``."""
     return _content(normalize(text))
-
-
-def names_tokens(label: str, aliases: Iterable[str] = ()) -> frozenset[str]:
-    """Content-word stems of a thing's ``label`` and ``aliases``."""
-    return _names_tokens(label, tuple(aliases))
-
-
-@functools.lru_cache(maxsize=1 << 14)
-def _names_tokens(label: str, aliases: tuple[str, ...]) -> frozenset[str]:
-    return frozenset().union(*(toks for _, toks, _ in _names(label, aliases)))
 
 
 def _content(norm: str) -> frozenset[str]:
