@@ -232,10 +232,6 @@ class PipelineSettings(Section):
     abstain: bool = False
     #: Constrain the draft's known entity to runs of the question's words.
     constrain_draft: bool = True
-    #: Which runs the constrained draft admits: ``linked``, the runs that are exactly an item's label or
-    #: alias (all runs when none is); ``longest``, of those only the runs inside no longer one; ``off``,
-    #: all runs.
-    ground_draft: Literal["linked", "longest", "off"] = "off"
     #: Replace the draft's known entity with the longest run of the question's words that holds it and is
     #: exactly an item's label or alias (``iran`` -> ``anglo-soviet invasion of iran``), where the base can tell.
     widen_known: bool = True

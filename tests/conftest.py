@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from kifqa.config import DEFAULT_DATA_DIR, ExamplesSettings, PipelineSettings, Settings
+from kifqa.config import DEFAULT_DATA_DIR, ExamplesSettings, Settings
 from kifqa.kb.build import BuiltKB, build
 from kifqa.kb.kifkb import KifKnowledgeBase
 from kifqa.kb.server import OxigraphServer
@@ -26,9 +26,6 @@ REPO = Path(__file__).resolve().parent.parent
 TEST_CACHE = REPO / ".cache" / "tests"
 #: The tiny data has no train split to draw a pool from, and the cassettes hold fixed-example prompts.
 FIXED_EXAMPLES = ExamplesSettings(mode="fixed")
-#: The cassettes hold drafts with every run of the question admitted (the default; the grounded grammars
-#: are other requests): test_draft_grounding.py tests ``linked`` on the index.
-CASSETTE_PIPELINE = PipelineSettings(ground_draft="off")
 
 
 @pytest.fixture(scope="session")
@@ -46,7 +43,7 @@ def settings(data_dir: Path) -> Settings:
     """Settings over the real data, caching under ``<repo>/.cache/tests``, with the fixed examples the
     replay cassettes were recorded with (the clustered default has its own tests: test_examples.py,
     test_pipeline_clustered.py)."""
-    return Settings(data_dir=data_dir, cache_dir=TEST_CACHE, examples=FIXED_EXAMPLES, pipeline=CASSETTE_PIPELINE)
+    return Settings(data_dir=data_dir, cache_dir=TEST_CACHE, examples=FIXED_EXAMPLES)
 
 
 @pytest.fixture(scope="session")
@@ -129,8 +126,7 @@ def tiny_settings(tmp_path: Path, tiny_data_dir: Callable[..., Path]) -> Callabl
     """Makes settings over a tiny data folder (see :func:`tiny_data_dir`) with a cache in ``tmp_path``."""
 
     def make(data: dict[str, Any] = TINY, name: str = "data") -> Settings:
-        return Settings(data_dir=tiny_data_dir(data, name), cache_dir=tmp_path / "cache", examples=FIXED_EXAMPLES,
-                        pipeline=CASSETTE_PIPELINE)
+        return Settings(data_dir=tiny_data_dir(data, name), cache_dir=tmp_path / "cache", examples=FIXED_EXAMPLES)
 
     return make
 

@@ -12,7 +12,7 @@ from kifqa.data.text import name_key, question_key
 from kifqa.kb.base import KnowledgeBase
 from kifqa.llm.base import ChatRequest, Message
 from kifqa.pipeline.context import Context, StepError
-from kifqa.pipeline.text import before_comma, ngrams, outermost, spans, within
+from kifqa.pipeline.text import before_comma, ngrams, spans, within
 from kifqa.types import UNKNOWN, ErrorKind, Pattern
 
 #: Characters a predicate may use (the grammar and the parser agree on them).
@@ -55,14 +55,10 @@ class Drafted:
 
 
 async def first(ctx: Context, *, oracle: str | None = None) -> Drafted:
-    """Step 1 for the question's first draft: the ``oracle`` draft where one is given, else the model's, its known
-    entity one of the question's exact names where :attr:`~kifqa.config.PipelineSettings.ground_draft` says so."""
+    """Step 1 for the question's first draft: the ``oracle`` draft where one is given, else the model's."""
     if oracle is not None:
         return await regrounded(ctx, oracle, given=True)
-    s, known = ctx.settings, None
-    if s.constrain_draft and s.ground_draft != "off":
-        known = await grounded(ctx.kb, ctx.question, longest=s.ground_draft == "longest")
-    return await step(ctx, known=known)
+    return await step(ctx)
 
 
 async def step(ctx: Context, *, known: list[str] | None = None) -> Drafted:
@@ -123,14 +119,11 @@ def _any_case_char(ch: str) -> str:
     return f"[{low}{up}]" if len(up) == len(low) == 1 and up != low else json.dumps(ch, ensure_ascii=False)
 
 
-async def grounded(kb: KnowledgeBase, question: str, *, longest: bool = False) -> list[str] | None:
-    """The runs of ``question``'s words, as written with their punctuation, that are exactly an item's
-    label or alias in ``kb`` (``longest``: only those inside no longer one); ``None`` when none is, or
-    when the base cannot tell."""
-    found = await kb.named(spans(question))
-    if not found:
-        return None
-    return outermost(found) if longest else found
+async def grounded(kb: KnowledgeBase, question: str) -> list[str] | None:
+    """The runs of ``question``'s words, as written with their punctuation, that are exactly an item's label or
+    alias in ``kb`` (the known entities a second draft admits); ``None`` when none is, or when the base cannot
+    tell."""
+    return await kb.named(spans(question)) or None
 
 
 def offered(question: str, name: str, *, exact: bool = True) -> bool:

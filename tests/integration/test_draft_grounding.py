@@ -1,5 +1,6 @@
-"""The draft's known entity is grounded in the label index: the grammar admits the question's runs that
-name an item exactly, as the question writes them (real data, real index)."""
+"""The known entities a second draft admits are grounded in the label index: the grammar admits the question's
+runs that name an item exactly, as the question writes them; and a drafted name is widened to the name that holds
+it (real data, real index)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from kifqa.kb.kifkb import KifKnowledgeBase
 from kifqa.pipeline import draft
 
 
-def _grounded(kb: KifKnowledgeBase, question: str, *, longest: bool = False) -> list[str] | None:
-    return asyncio.run(draft.grounded(kb, question, longest=longest))
+def _grounded(kb: KifKnowledgeBase, question: str) -> list[str] | None:
+    return asyncio.run(draft.grounded(kb, question))
 
 
 def test_a_title_with_punctuation_is_admitted_as_written(local_kb: KifKnowledgeBase) -> None:
