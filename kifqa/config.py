@@ -239,9 +239,6 @@ class PipelineSettings(Section):
     #: exactly an item's label or alias, the longest: the name after a comma qualifies the one before it
     #: ("massachusetts" in "born in new bedford, massachusetts", a person's title after their name).
     comma_known: bool = True
-    #: Where the draft's known entity names no item exactly, draft again over the question's exact names and keep
-    #: the draft whose best relation option scores higher.
-    redraft: bool = False
     #: Where the first draft's best relation option scores below this, or it has none (no item, or no statement),
     #: draft again with the known entity one of the question's runs that name an item exactly and are not part of
     #: the first draft's (a description drafted as the entity: "english professional footballer" in "which retired

@@ -29,8 +29,6 @@ class Reason(StrEnum):
     NO_STATEMENTS = "no_statements"
     #: Its best option scores below :attr:`~kifqa.config.PipelineSettings.redraft_below`.
     LOW_SCORE = "low_score"
-    #: Its known entity names no item exactly (:attr:`~kifqa.config.PipelineSettings.redraft`).
-    NOT_EXACT = "not_exact"
     #: Its known entity is an answer the question offers ("male" in "is X male or female?",
     #: :func:`~kifqa.pipeline.draft.offered`).
     OFFERED = "offered"
@@ -44,7 +42,7 @@ class Reason(StrEnum):
 
 #: The reasons for which a second draft must beat the first's best option; for the others the first counts as
 #: having none, and the second must be sure of itself (its best option scores at least ``redraft_below``).
-_COMPARED = frozenset({Reason.LOW_SCORE, Reason.NOT_EXACT})
+_COMPARED = frozenset({Reason.LOW_SCORE})
 
 
 async def reason(ctx: Context, first: Attempt, answered: Answered | None = None) -> Reason | None:
@@ -60,7 +58,7 @@ async def reason(ctx: Context, first: Attempt, answered: Answered | None = None)
     if not s.constrain_draft or first.linking is None:
         return None
     if not first.linking.kept:
-        return Reason.NO_ENTITY if s.redraft_below is not None or s.redraft else None
+        return Reason.NO_ENTITY if s.redraft_below is not None else None
     if s.redraft_below is not None:
         if s.redraft_offered and draft.offered(ctx.question, first.main.known, exact=first.linking.exact):
             return Reason.OFFERED
@@ -68,8 +66,6 @@ async def reason(ctx: Context, first: Attempt, answered: Answered | None = None)
             return Reason.NO_STATEMENTS
         if first.best < s.redraft_below:
             return Reason.LOW_SCORE
-    if s.redraft and not first.linking.exact:
-        return Reason.NOT_EXACT
     return Reason.UNASKED if await _unasked(ctx, first) else None
 
 

@@ -124,28 +124,6 @@ class _GroundedScript(ScriptedLLM):
         return out
 
 
-@pytest.mark.parametrize("redraft", [True, False])
-def test_a_draft_naming_nothing_exactly_is_drafted_again_over_exact_names(local_kb, redraft: bool) -> None:
-    """"motion picture" names no item; the question's exact names include a film's title, whose genre
-    property the second draft's predicate names: that draft is taken."""
-    llm = _GroundedScript("(?x | genre | motion picture)", "(a place in the sun | genre | ?x)")
-    settings = PipelineSettings(redraft=redraft, redraft_below=None)
-    result = asyncio.run(Pipeline(kb=local_kb, llm=llm, settings=settings).answer(
-        Question("r", "What kind of motion picture is a place in the sun")))
-    assert result.trace.error is None, result.trace.error
-    found = {a.answer for a in result.answers}
-    if redraft:
-        assert len(llm.grammars) == 2 and str(result.trace.draft[0]) == "(a place in the sun | genre | ?x)"
-        assert draft._any_case("a place in the sun") in llm.grammars[1]
-        assert draft._any_case("motion picture") not in llm.grammars[1]
-        assert found == {"Q1054574"} and redrafted(result.trace) is True
-        [redraft] = decided(result.trace, Rule.REDRAFT)
-        assert redraft.inputs["reason"] == "not_exact" and redraft.inputs["second"] == "(a place in the sun | genre | ?x)"
-        assert [c.step for c in result.trace.llm_calls][:2] == ["draft", "redraft"]
-    else:
-        assert len(llm.grammars) == 1 and "Q1054574" not in found
-
-
 @pytest.mark.parametrize("below", [0.3, None])
 def test_an_unsure_draft_is_drafted_again_over_the_other_exact_names(local_kb, below: float | None) -> None:
     """A description drafted as the entity finds no option that fits (best score under ``redraft_below``): the

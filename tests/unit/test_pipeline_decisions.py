@@ -28,7 +28,6 @@ def attempt(*scores: float, votes: float = 0.0) -> Attempt:
 @pytest.mark.parametrize(("why", "first", "second", "taken"), [
     (Reason.LOW_SCORE, attempt(0.2), attempt(0.25), True),  # unsure first: a better second replaces it
     (Reason.LOW_SCORE, attempt(0.2), attempt(0.2), False),  # a tie keeps the first
-    (Reason.NOT_EXACT, attempt(0.5), attempt(0.4), False),
     (Reason.NO_STATEMENTS, attempt(), attempt(0.25), False),  # the first has nothing: the second must be sure
     (Reason.NO_STATEMENTS, attempt(), attempt(0.3), True),
     (Reason.NO_ENTITY, attempt(), attempt(), False),
