@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+import logging
 import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
@@ -69,6 +70,8 @@ from kifqa.redact import redact
 from kifqa.types import Candidate, Direction, Fact
 
 T = TypeVar("T")
+
+_logger = logging.getLogger(__name__)
 
 #: Entities per KIF label query of a remote knowledge base.
 LABEL_BATCH = 50
@@ -144,6 +147,7 @@ class KifKnowledgeBase(KnowledgeBase):
         #: The last tier of a search that finds items of one namespace only (DBpedia Lookup), on the store's Virtuoso.
         self._any_words = AnyWordSearch(functools.partial(self._any_word_select, core), self._found_items) \
             if core is not None and index is None and self._found_items is not None else None
+        self._any_words_failed = False
         #: The query of ``named`` on a SPARQL store without a label index.
         self._name_shape = NameShape.create(core) if core is not None and index is None else None
         #: ``named`` lookups of many callers asked in one query (a base without a label index).
@@ -305,10 +309,20 @@ class KifKnowledgeBase(KnowledgeBase):
         in its order: the last tier of a search that finds items of one namespace only, as the label index's is.
         They follow what the search found, up to ``limit``; where it found nothing, they take the place of what a
         shorter run found by its start ("Hearts and Armour" of "hearts and coronets comedy": "Kind Hearts and
-        Coronets" holds more of the words), not of a name a run is."""
+        Coronets" holds more of the words), not of a name a run is.
+
+        Where the store cannot answer it (a mirror without Virtuoso's free-text index, a query that timed out),
+        the span's search stays as it was (a warning the first time): the tier only adds to what was found."""
         search = self._any_words
         assert search is not None
-        return [Candidate(id=ids.to_id(n.iri), label=n.label) for n in await search.search(text, limit)]
+        try:
+            found = await search.search(text, limit)
+        except KBError as err:
+            if not self._any_words_failed:
+                _logger.warning("%s: the any-word search failed (so may others, unlogged): %s", self.spec, err)
+            self._any_words_failed = True
+            return []
+        return [Candidate(id=ids.to_id(n.iri), label=n.label) for n in found]
 
     async def _hits(self, text: str, limit: int, *, properties: bool) -> list[Candidate]:
         """The search's hits for ``text`` in its order, unscored. KIF's search plugin over this base's own

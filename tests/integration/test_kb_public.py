@@ -284,3 +284,18 @@ def test_dbpedia_searches_any_uncommon_word_as_the_local_index_last_tier(
     assert {c.id for c in goodman[:4]} == {c.id for c in local[1][:4]}
     assert persiceto[0].label == "San Giovanni in Croce" == local[2][0].label
     assert all(c.id.startswith(dbpedia.DBR) for hits in found for c in hits)
+
+
+def test_a_store_without_the_free_text_index_leaves_the_search_as_it_was(
+        settings: Settings, dbpedia_build: dbpedia.DBpediaBuild, oxigraph_server: str) -> None:
+    """A DBpedia mirror that is not Virtuoso (Oxigraph refuses ``bif:contains``): the any-word search fails, and
+    the span keeps what Lookup's shorter runs found."""
+    with DBpediaLookupLike(dbpedia_build.index_path, latency_s=0.0) as lookup:
+        kb = open_kb("dbpedia", settings.override(kb={"contact": CONTACT, "resilience": {"retries": 0}, "endpoints": {
+            "dbpedia.org": oxigraph_server, "lookup.dbpedia.org": lookup.url}}))
+
+        async def ask(kb: KifKnowledgeBase) -> tuple[Any, ...]:
+            found = await kb.search_entities("hearts and coronets comedy", limit=10)
+            return found, kb.stats.by_kind.get("search_any_words", 0)
+        found, asked = _run(kb, ask)
+    assert [c.label for c in found] == ["Hearts and Armour"] and asked == 1
