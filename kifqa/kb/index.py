@@ -53,12 +53,37 @@ _TOKEN = re.compile(r"[^\W_]+")
 _MAX_TOKENS = 16
 #: Tokens in more names than this are left out of the any-token tier (``the``, ``of``...): they match
 #: too much to help and make the query slow.
-_MAX_ANY_NAMES = 500
+MAX_ANY_NAMES = 500
 #: The any-token tier's base score of a name that holds every word of the text (less in proportion to the words it
 #: holds, each weighed by how rare it is among names): a name that holds more of the words, or the rarer of them,
 #: ranks first, whatever the names' popularity ("michael dertouzos": every "Michalis Dertouzos" before the most
 #: popular "Michael").
 _ANY_WORDS = 0.9
+
+
+def search_words(text: str) -> list[str]:
+    """The words of ``text`` that a search matches names by (of its :func:`~kifqa.data.text.index_key`, at most
+    16)."""
+    return _TOKEN.findall(index_key(text))[:_MAX_TOKENS]
+
+
+def uncommon(words: list[str], holding: dict[str, int]) -> list[str]:
+    """Those of ``words`` that the any-word tier searches: those in at most :data:`MAX_ANY_NAMES` names
+    (``holding``: how many names hold each)."""
+    return [w for w in words if holding[w] <= MAX_ANY_NAMES]
+
+
+def rarity(names: int, holding: int) -> float:
+    """How much a word held by ``holding`` of ``names`` names says of a name: the log of how many names there are
+    to each that holds it (its inverse document frequency)."""
+    return math.log((names + 1) / (holding + 1))
+
+
+def any_words_share(weights: dict[str, float], name: str) -> float:
+    """The any-word tier's base score of ``name`` (folded, as :func:`search_words` reads it): the share of the
+    text's words it holds, each weighed by ``weights`` (its :func:`rarity`), up to :data:`_ANY_WORDS`."""
+    held = weights.keys() & set(_TOKEN.findall(name))
+    return _ANY_WORDS * sum(map(weights.__getitem__, held)) / (sum(weights.values()) or 1.0)
 
 
 @dataclass(frozen=True)
@@ -209,13 +234,11 @@ class LabelIndex:
                     break
                 rows = self._con.execute(sql, (query, 4 * limit + len(found))).fetchall()
                 weights = {t: self._rarity(kind, t) for t in tokens} if match == "any" else {}
-                total = sum(weights.values()) or 1.0
                 for id, rank, norm in rows:
                     if id in found:
                         continue
-                    if match == "any":  # ranked first by the share of the text's words the name holds, by rarity
-                        held = weights.keys() & set(_TOKEN.findall(norm))
-                        base = _ANY_WORDS * sum(map(weights.__getitem__, held)) / total
+                    if match == "any":
+                        base = any_words_share(weights, norm)
                     found[id] = (base, -rank / (1 - rank), match)
         entries = self.entries(found)
         top = self._max_degree(kind)
@@ -235,7 +258,7 @@ class LabelIndex:
                                        "JOIN entity e ON e.rowid = f.rowid "
                                        "WHERE description_fts MATCH ? ORDER BY f.rank LIMIT ?"), \
                 " AND ".join(f'"{t}"' for t in tokens)
-        rare = [t for t in tokens if self._names_with(kind, t) <= _MAX_ANY_NAMES]
+        rare = uncommon(tokens, {t: self._names_with(kind, t) for t in tokens})
         if len(tokens) > 1 and rare:
             yield 0.0, "any", names, " OR ".join(f'"{t}"' for t in rare)
 
@@ -249,9 +272,8 @@ class LabelIndex:
         return self._names[key]
 
     def _rarity(self, kind: Kind, token: str) -> float:
-        """How much ``token`` says of a name of ``kind``: the log of how many names there are to each that holds
-        it (its inverse document frequency)."""
-        return math.log((int(self._meta["names"]) + 1) / (self._names_with(kind, token) + 1))
+        """How much ``token`` says of a name of ``kind`` (:func:`rarity`)."""
+        return rarity(int(self._meta["names"]), self._names_with(kind, token))
 
     def _max_degree(self, kind: Kind) -> int:
         return int(self._meta[f"max_degree_{kind}"])

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+import logging
 import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
@@ -35,14 +36,17 @@ from kif_lib import (
     Text,
     Time,
 )
+from kif_lib.compiler.sparql.results import SPARQL_Results
 from kif_lib.model import Entity, OrFingerprint, Value
 from kif_lib.store.mixer import MixerStore
+from kif_lib.store.sparql.sparql_core import _CoreSPARQL_Store
 
 from kifqa.config import KBSettings
 from kifqa.data.ids import is_sparql_iri
 from kifqa.data.text import index_key, spellings, typed_key
 from kifqa.errors import KBError
 from kifqa.kb import ids
+from kifqa.kb.anyword import AnyWordSearch
 from kifqa.kb.base import EntityProperties, FilterResult, KBStats, KnowledgeBase, PropertyUse
 from kifqa.kb.build import build_hash
 from kifqa.kb.coalesce import Coalescer
@@ -66,6 +70,8 @@ from kifqa.redact import redact
 from kifqa.types import Candidate, Direction, Fact
 
 T = TypeVar("T")
+
+_logger = logging.getLogger(__name__)
 
 #: Entities per KIF label query of a remote knowledge base.
 LABEL_BATCH = 50
@@ -109,7 +115,9 @@ class KifKnowledgeBase(KnowledgeBase):
             item that the text names: its words in any order, without punctuation, misspelt (``word~``). Where
             neither finds anything, ``search`` is asked for the text's shorter runs of words (:func:`_parts`)
             until one finds an item named so (:func:`_starts`); so is a search that finds items only
-            (:data:`ITEM_ONLY_SEARCHES`: DBpedia Lookup, whose word queries want every word of the text).
+            (:data:`ITEM_ONLY_SEARCHES`: DBpedia Lookup, whose word queries want every word of the text). For such
+            a search, the store's Virtuoso is then asked for names holding any uncommon word of the text
+            (:meth:`_any_word_hits`), as the label index's last tier finds them.
     """
 
     def __init__(self, store: Store, search: Search, *, spec: str, settings: KBSettings,
@@ -136,6 +144,10 @@ class KifKnowledgeBase(KnowledgeBase):
             self._run_batch, size=settings.batch_size, wait_s=settings.batch_wait_s)
         #: The namespace of the items the search finds, when it finds items only (:data:`ITEM_ONLY_SEARCHES`).
         self._found_items = ITEM_ONLY_SEARCHES.get(search.search_name)
+        #: The last tier of a search that finds items of one namespace only (DBpedia Lookup), on the store's Virtuoso.
+        self._any_words = AnyWordSearch(functools.partial(self._any_word_select, core), self._found_items) \
+            if core is not None and index is None and self._found_items is not None else None
+        self._any_words_failed = False
         #: The query of ``named`` on a SPARQL store without a label index.
         self._name_shape = NameShape.create(core) if core is not None and index is None else None
         #: ``named`` lookups of many callers asked in one query (a base without a label index).
@@ -279,12 +291,38 @@ class KifKnowledgeBase(KnowledgeBase):
         if not properties and public and not _names(text, hits):
             if self.fulltext is not None:
                 hits += await self._fulltext_hits(text, limit, known={c.id for c in hits})
+            searched, named_run = hits, False
             for part in [] if hits else _parts(text):
                 found = await self._guard.run("search_entities", functools.partial(self._hits, part, limit,
                                                                                    properties=False), target="search")
                 if hits := [c for c in found if _starts(part, c)]:
+                    named_run = _names(part, hits)
                     break
+            if self._any_words is not None and not named_run and len(searched) < limit:
+                known = {c.id for c in searched}
+                more = [c for c in await self._any_word_hits(text, limit) if c.id not in known]
+                hits = [*searched, *more][:limit] if searched else more or hits
         return _scored(text, hits)
+
+    async def _any_word_hits(self, text: str, limit: int) -> list[Candidate]:
+        """The resources whose label holds any uncommon word of ``text`` (:class:`~kifqa.kb.anyword.AnyWordSearch`),
+        in its order: the last tier of a search that finds items of one namespace only, as the label index's is.
+        They follow what the search found, up to ``limit``; where it found nothing, they take the place of what a
+        shorter run found by its start ("Hearts and Armour" of "hearts and coronets comedy": "Kind Hearts and
+        Coronets" holds more of the words), not of a name a run is.
+
+        Where the store cannot answer it (a mirror without Virtuoso's free-text index, a query that timed out),
+        the span's search stays as it was (a warning the first time): the tier only adds to what was found."""
+        search = self._any_words
+        assert search is not None
+        try:
+            found = await search.search(text, limit)
+        except KBError as err:
+            if not self._any_words_failed:
+                _logger.warning("%s: the any-word search failed (so may others, unlogged): %s", self.spec, err)
+            self._any_words_failed = True
+            return []
+        return [Candidate(id=ids.to_id(n.iri), label=n.label) for n in found]
 
     async def _hits(self, text: str, limit: int, *, properties: bool) -> list[Candidate]:
         """The search's hits for ``text`` in its order, unscored. KIF's search plugin over this base's own
@@ -490,6 +528,10 @@ class KifKnowledgeBase(KnowledgeBase):
             raise KBError(f"{len(pairs)} rows for {len(names)} names reach the query's limit: the result may be cut")
         within = self._found_items
         return frozenset(name for iri, name in pairs if within is None or iri.startswith(within)) & spellings
+
+    async def _any_word_select(self, core: _CoreSPARQL_Store, query: str) -> SPARQL_Results:
+        """``query`` (of the any-word search) on ``core``'s backend, as every query of the store goes."""
+        return await self._guard.run("search_any_words", lambda: core.backend.aselect(query, self.settings.timeout_s))
 
     def _typed_property(self, id: str) -> Property:
         """:func:`typed_property` of ``id``, remembered (building it costs ~0.4 ms)."""

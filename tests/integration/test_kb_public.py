@@ -258,3 +258,44 @@ def test_a_changed_search_answer_is_that_questions_error_only(settings: Settings
         broken, fine = asyncio.run(answer_all())
     assert broken.trace.error and "has no `search` list" in broken.trace.error and not broken.answers
     assert fine.trace.error is None and fine.answers
+
+
+def test_dbpedia_searches_any_uncommon_word_as_the_local_index_last_tier(
+        settings: Settings, dbpedia_build: dbpedia.DBpediaBuild, virtuoso_server: VirtuosoServer,
+        dbpedia_kb: KifKnowledgeBase) -> None:
+    """Where Lookup (every word in one name) and the shorter runs find nothing the span names, the Virtuoso's
+    free-text index is asked for names holding any of its uncommon words, those holding more of them, by rarity,
+    first: as the local index's last tier ranks them."""
+    texts = ["hearts and coronets comedy", "benny goodman", "San Giovanni in Persiceto"]
+    with DBpediaLookupLike(dbpedia_build.index_path, latency_s=0.0) as lookup:
+        kb = open_kb("dbpedia", settings.override(kb={"contact": CONTACT, "endpoints": {
+            "dbpedia.org": virtuoso_server.url, "lookup.dbpedia.org": lookup.url}}))
+
+        async def ask(kb: KifKnowledgeBase) -> list[Any]:
+            return [await kb.search_entities(t, limit=10) for t in texts]
+        found = _run(kb, ask)
+    local = [asyncio.run(dbpedia_kb.search_entities(t, limit=10)) for t in texts]
+    coronets, goodman, persiceto = found
+    # the shorter run "hearts and" finds "Hearts and Armour" only; the name holding two of the words comes first
+    assert coronets[0].label == "Kind Hearts and Coronets" == local[0][0].label
+    assert "Hearts and Armour" in {c.label for c in coronets}
+    # Lookup finds no name holding both words, nor any named "benny" or "goodman": those holding the rarer come first
+    assert goodman and all("Goodman" in c.label for c in goodman[:4])
+    assert {c.id for c in goodman[:4]} == {c.id for c in local[1][:4]}
+    assert persiceto[0].label == "San Giovanni in Croce" == local[2][0].label
+    assert all(c.id.startswith(dbpedia.DBR) for hits in found for c in hits)
+
+
+def test_a_store_without_the_free_text_index_leaves_the_search_as_it_was(
+        settings: Settings, dbpedia_build: dbpedia.DBpediaBuild, oxigraph_server: str) -> None:
+    """A DBpedia mirror that is not Virtuoso (Oxigraph refuses ``bif:contains``): the any-word search fails, and
+    the span keeps what Lookup's shorter runs found."""
+    with DBpediaLookupLike(dbpedia_build.index_path, latency_s=0.0) as lookup:
+        kb = open_kb("dbpedia", settings.override(kb={"contact": CONTACT, "resilience": {"retries": 0}, "endpoints": {
+            "dbpedia.org": oxigraph_server, "lookup.dbpedia.org": lookup.url}}))
+
+        async def ask(kb: KifKnowledgeBase) -> tuple[Any, ...]:
+            found = await kb.search_entities("hearts and coronets comedy", limit=10)
+            return found, kb.stats.by_kind.get("search_any_words", 0)
+        found, asked = _run(kb, ask)
+    assert [c.label for c in found] == ["Hearts and Armour"] and asked == 1
