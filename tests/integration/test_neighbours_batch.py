@@ -3,7 +3,9 @@ it: with the real encoder and a real pool, each question alone gets what it gets
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -36,16 +38,18 @@ def fresh() -> None:
     memo.cache_clear()
 
 
-def in_batches(asked: list[tuple[str, str]], count) -> list:
-    out: list = []
+def in_batches(asked: list[tuple[str, str]], count: Callable[[list[tuple[str, str]]], list[Any]]) -> list[Any]:
+    """``count`` of ``asked`` 64 at a time, each batch's texts encoded together."""
+    out: list[Any] = []
     for start in range(0, len(asked), BATCH):
         fresh()
         out += count(asked[start:start + BATCH])
     return out
 
 
-def alone(asked: list[tuple[str, str]], count) -> list:
-    out: list = []
+def alone(asked: list[tuple[str, str]], count: Callable[[list[tuple[str, str]]], list[Any]]) -> list[Any]:
+    """``count`` of each of ``asked`` on its own, its texts encoded alone."""
+    out: list[Any] = []
     for one in asked:
         fresh()
         out += count([one])
@@ -88,7 +92,7 @@ def test_the_nearest_examples_alone_are_those_inside_a_batch(precedents: Precede
 
 
 def test_the_votes_alone_are_those_inside_a_batch(precedents: Precedents, asked) -> None:
-    def count(part: list[tuple[str, str]]) -> list:
+    def count(part: list[tuple[str, str]]) -> list[Any]:
         return precedents.count(part, K)
 
     together, one_by_one = in_batches(asked, count), alone(asked, count)
