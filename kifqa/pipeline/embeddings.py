@@ -27,6 +27,13 @@ MODEL = "all-MiniLM-L6-v2"
 _CHUNK = 1024
 #: Questions scored against the pool in one matrix product.
 _BATCH = 64
+#: How far encoding a text among others can move its embedding (Euclidean distance), and so its cosine with a
+#: pool row, from the text's encoding alone: BLAS rounds a row of a product by where it sits among the batch's
+#: rows (measured: at most 1.2e-6, over 600 questions and masked questions in random batches of 2-300).
+NOISE = 3e-6
+#: What a pool cache file's rows are (a new rule needs a new name): one encoding per token sequence, shared by
+#: the examples that repeat it (:meth:`EmbeddedPool._encode_with_bar`), so that they tie exactly.
+_ROWS = "one-per-token-sequence"
 
 
 @dataclass(frozen=True)
@@ -44,6 +51,9 @@ class EmbeddedPool:
     The embeddings are computed once and cached in ``cache_dir`` by the pool's content hash. A pool
     example whose question is the asked question itself (after :func:`normalize`) is never returned:
     it would hand over the gold draft (the train split repeats some valid questions word for word).
+
+    The nearest examples to a text are the same, in the same order, whichever batch encoded the text and
+    scored it against the pool (:meth:`_top`).
     """
 
     def __init__(self, examples: list[Example], *, cache_dir: Path | None = None, view: View | None = None) -> None:
@@ -62,9 +72,10 @@ class EmbeddedPool:
 
     def _embed_pool(self) -> np.ndarray:
         if self.view is None:
-            digest = hashlib.sha256("\n".join(e.question for e in self.examples).encode()).hexdigest()[:16]
+            content = "\n".join([_ROWS, *(e.question for e in self.examples)])
+            digest = hashlib.sha256(content.encode()).hexdigest()[:16]
         else:  # the view's texts are worked out only when they are not cached
-            content = "\n".join(f"{e.question}\t{e.draft}" for e in self.examples)
+            content = "\n".join([_ROWS, *(f"{e.question}\t{e.draft}" for e in self.examples)])
             digest = f"{self.view.name}-{hashlib.sha256(content.encode()).hexdigest()[:16]}"
         cache = self.cache_dir / f"pool-{MODEL}-{digest}.npy" if self.cache_dir else None
         if cache is not None and cache.exists():
@@ -83,12 +94,20 @@ class EmbeddedPool:
     @staticmethod
     def _encode_with_bar(texts: list[str], what: str) -> np.ndarray:
         """Unit-length embeddings of ``texts``, one row each (:mod:`kifqa.pipeline.encoder`, loaded on first
-        use), with a progress bar. Chunks are encoded side by side, one thread and one BLAS thread per core
+        use), with a progress bar. Texts the encoder reads as the same tokens (the same question, or one that
+        differs in case or spacing) are encoded once and share the row: encoded apart, they would differ in
+        the last bits. Chunks are encoded side by side, one thread and one BLAS thread per core
         (NumPy's BLAS and the tokenizer release the GIL): the same rows for about a third less CPU than one
         chunk at a time on every core's BLAS threads, which mostly spin on matrices this small."""
         from tqdm import tqdm
 
         encoder = load_encoder()
+        read = [tuple(e.ids) for e in encoder.tokenizer.encode_batch(texts)]
+        first: dict[tuple[int, ...], str] = {}  # token sequence → its first text
+        for tokens, text in zip(read, texts):
+            first.setdefault(tokens, text)
+        row = {tokens: i for i, tokens in enumerate(first)}
+        texts = list(first.values())
         chunks = [texts[i:i + _CHUNK] for i in range(0, len(texts), _CHUNK)]
         workers = min(len(chunks), len(os.sched_getaffinity(0))) or 1
         with (tqdm(total=len(texts), unit="q", desc=f"embedding {what}") as bar, blas_threads(1),
@@ -96,7 +115,7 @@ class EmbeddedPool:
             encoding = [pool.submit(encoder.encode, chunk, threads=None) for chunk in chunks]
             for done in as_completed(encoding):
                 bar.update(len(done.result()))
-            return np.concatenate([f.result() for f in encoding])
+            return np.concatenate([f.result() for f in encoding])[[row[tokens] for tokens in read]]
 
     def embed(self, question: str) -> np.ndarray:
         """The unit-length embedding of ``question``."""
@@ -114,7 +133,8 @@ class EmbeddedPool:
     def nearest(self, question: str, k: int, *, skip: frozenset[int] = frozenset()) -> list[Example]:
         """The ``k`` examples closest to ``question``, closest first (neither ``skip`` nor the
         question itself)."""
-        return self._top(question, self.matrix @ self.embed(question), k, skip)
+        vector = self.embed(question)
+        return self._top(question, question, vector, self.matrix @ vector, k, skip)
 
     def nearest_many(self, questions: list[str], k: int, *, like: list[str] | None = None) -> list[list[Example]]:
         """:meth:`nearest` for each of ``questions`` (compared by ``like``'s texts where given), scored
@@ -127,22 +147,63 @@ class EmbeddedPool:
             with blas_threads(1):  # a second thread only spins for a product this small
                 # The pool as the left operand: the same numbers at 1.5-1.8x less CPU for 2-32 questions.
                 scores = (self.matrix @ vectors.T).T
-            out += [self._top(q, row, k, frozenset()) for q, row in zip(questions[start:start + _BATCH], scores)]
+            out += [self._top(q, text, vector, row, k, frozenset()) for q, text, vector, row
+                    in zip(questions[start:start + _BATCH], texts[start:start + _BATCH], vectors, scores)]
         return out
 
-    def _top(self, question: str, scores: np.ndarray, k: int, skip: frozenset[int]) -> list[Example]:
+    def _top(self, question: str, text: str, vector: np.ndarray, scores: np.ndarray, k: int,
+             skip: frozenset[int]) -> list[Example]:
+        """The ``k`` examples closest to ``text`` (whose embedding is ``vector``, and ``scores`` its float32
+        cosines with the pool), closest first: the ``k`` highest cosines of :func:`_cosines` with the text's
+        encoding alone, equal ones in pool order, neither in ``skip`` nor asking ``question``.
+
+        Exact, whichever batch encoded the text and scored it: :func:`_shortlist` holds every row that can
+        be among them, :func:`_cosines` gives each row the same cosine whatever the other rows, and where the
+        cosines of two of them (or of the last and the next) are within twice :data:`NOISE` of each other the
+        text is encoded again alone (a few in a hundred questions), the vector they are defined by."""
         asked = normalize(question)
-        top: list[int] = []
-        for n in (k + len(skip) + 8, len(scores)):  # the first k + a few hold them almost always
-            order = _best_first(scores, n)
-            top = list(itertools.islice((i for i in order if i not in skip and self._keys[i] != asked), k))
-            if len(top) == k:
+        for alone in (False, True):
+            if alone:
+                vector = load_encoder().encode([text])[0]
+            for n in (k + len(skip) + 8, len(scores)):  # the first k + a few hold them almost always
+                top, cosines = self._ranked(_shortlist(scores, n, self.matrix.shape[1]), vector, n, k + 1, skip,
+                                            asked)
+                if len(top) > k or n >= len(scores):
+                    break
+            if self._settled(top, cosines):
                 break
-        return [self.examples[i] for i in top]
+        return [self.examples[i] for i in top[:k]]
+
+    def _ranked(self, rows: np.ndarray, vector: np.ndarray, n: int, k: int, skip: frozenset[int],
+                asked: str) -> tuple[np.ndarray, np.ndarray]:
+        """The first ``k`` of the ``n`` best ``rows`` (pool order) by :func:`_cosines` with ``vector``, best
+        first, neither in ``skip`` nor asking ``asked``, and their cosines."""
+        cosines = _cosines(self.matrix[rows], vector)
+        order = np.argsort(-cosines, kind="stable")[:n]
+        kept = np.fromiter(itertools.islice(
+            (j for j in order if rows[j] not in skip and self._keys[rows[j]] != asked), k), dtype=np.intp)
+        return rows[kept], cosines[kept]
+
+    def _settled(self, top: np.ndarray, cosines: np.ndarray) -> bool:
+        """Whether the order of rows ``top`` (by their ``cosines``) stays whatever :data:`NOISE` does to the
+        vector: no two neighbours within twice it, unless they are the same row (a repeated question)."""
+        close = np.flatnonzero(cosines[:-1] - cosines[1:] <= 2 * NOISE)
+        return all(np.array_equal(self.matrix[top[i]], self.matrix[top[i + 1]]) for i in close)
 
 
-def _best_first(scores: np.ndarray, n: int) -> np.ndarray:
-    """The indices of the ``n`` highest ``scores``, highest first, equal scores (a question the pool
-    repeats) in pool order."""
-    best = np.sort(np.argpartition(-scores, n - 1)[:n]) if n < len(scores) else np.arange(len(scores))
-    return best[np.argsort(-scores[best], kind="stable")]
+def _cosines(rows: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    """The cosines of unit ``rows`` (C-contiguous) with unit ``vector``, each a function of its row and the
+    vector alone, unlike a BLAS product's: each product is rounded on its own, and NumPy sums each row in the
+    same order whatever the other rows."""
+    return (rows * vector).sum(axis=1)
+
+
+def _shortlist(scores: np.ndarray, n: int, width: int) -> np.ndarray:
+    """The rows, in pool order, that may be among the ``n`` highest :func:`_cosines` with the vector that
+    ``scores`` (a float32 product) approximate, or with one within :data:`NOISE` of it: those whose score is
+    within twice the worst rounding of both (width·2⁻²⁴ each, for unit vectors of ``width``) and ``NOISE`` of
+    the ``n``-th highest."""
+    if n >= len(scores):
+        return np.arange(len(scores))
+    nth = np.partition(scores, len(scores) - n)[len(scores) - n]
+    return np.flatnonzero(scores >= nth - 2 * (width * 2.0 ** -23 + NOISE))

@@ -12,12 +12,13 @@ from click.testing import CliRunner
 
 from kifqa.cli.model import model
 from kifqa.config import Settings
+from kifqa.data.pool import sqwd_pool
 from kifqa.llm import weights
 from kifqa.llm.blockstate import file_sha256
 from kifqa.llm.warm import split
 from kifqa.pipeline import open_examples
 from kifqa.pipeline.encoder import load_encoder
-from kifqa.pipeline.ranking import Precedents
+from kifqa.pipeline.ranking import MASKED, Precedents
 
 pytest.importorskip("xllamacpp", reason="the local backend needs xllamacpp: pip install 'kifqa[local]'")
 
@@ -79,7 +80,10 @@ def test_warm_splits_the_blocks_and_caches_every_pool_embedding(
     for state in states:  # each written whole, beside the sidecar that vouches for it
         side = json.loads(state.with_suffix(".json").read_text())
         assert side["bytes"] == state.stat().st_size > 0 and side["sha256"] == file_sha256(state)
-    assert encoded == [POOL, POOL]  # the pool as written, then masked
+    pool = sqwd_pool(Settings().data_dir, limit=POOL)
+    read = [{tuple(e.ids) for e in encoder.tokenizer.encode_batch(texts)}
+            for texts in ([e.question for e in pool], [MASKED.text(e) for e in pool])]
+    assert encoded == [len(read[0]), len(read[1])] and len(read[1]) < POOL  # as written, then masked: each once
 
     encoded.clear()
     settings = Settings.load(config)
@@ -91,7 +95,6 @@ def test_warm_splits_the_blocks_and_caches_every_pool_embedding(
 
 def test_warm_for_a_corpus_computes_only_the_blocks_its_questions_use(
         tmp_path: Path, warm_config: tuple[Path, Path]) -> None:
-    from kifqa.data.pool import sqwd_pool
 
     config, cache = warm_config
     question = sqwd_pool(Settings().data_dir, limit=POOL)[0].question
@@ -123,7 +126,6 @@ def test_bench_warm_computes_the_same_blocks_on_each_side(warm_config: tuple[Pat
 def test_the_pool_embedded_side_by_side_is_the_pool_embedded_at_once(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Chunks encoded by several threads come back in the pool's order, each row its question's."""
-    from kifqa.data.pool import sqwd_pool
     from kifqa.pipeline import embeddings
 
     pool = sqwd_pool(Settings().data_dir, limit=POOL)
