@@ -14,6 +14,7 @@ from kifqa.llm.base import ChatRequest
 from kifqa.pipeline import draft, open_examples, relations
 from kifqa.pipeline.examples import ExampleSource
 from kifqa.pipeline.ranking import Precedents
+from kifqa.pipeline.vectors import KEPT
 
 
 def embed_pools(settings: Settings) -> ExampleSource:
@@ -34,8 +35,20 @@ def shared_prefixes(settings: Settings, source: ExampleSource,
     relation choice's system prompt."""
     blocks = source.shared_blocks()
     if questions is not None:
-        wanted = {source.prefix_key(q) for q in questions}
+        wanted = _prefix_keys(source, list(questions))
         blocks = {key: shots for key, shots in blocks.items() if key in wanted}
     requests = [draft.request("?", shots, prefix_key=key) for key, shots in blocks.items()]
     requests.append(relations.shared_prefix(abstain=settings.pipeline.abstain))
     return requests
+
+
+def _prefix_keys(source: ExampleSource, questions: list[str]) -> set[str | None]:
+    """The blocks ``questions`` select, their embeddings encoded in batches (:meth:`ExampleSource.prepare`; one at a
+    time costs the encoder several times the CPU), a batch no larger than the process keeps
+    (:data:`~kifqa.pipeline.vectors.KEPT`)."""
+    keys: set[str | None] = set()
+    for start in range(0, len(questions), KEPT):
+        batch = questions[start:start + KEPT]
+        source.prepare(batch)
+        keys.update(map(source.prefix_key, batch))
+    return keys
