@@ -20,7 +20,7 @@ import functools
 import math
 from dataclasses import dataclass
 
-from kifqa.bench.standins.names import Match, Names
+from kifqa.bench.standins.names import Match, Names, within_edits
 from kifqa.data.text import index_key
 
 #: Each term query's boost (Lookup's ``exactMatchBoost``, ``prefixMatchBoost``, ``fuzzyMatchBoost``).
@@ -107,20 +107,4 @@ def _fuzzy(a: str, b: str) -> bool:
     """Whether Lucene's fuzzy query of ``a`` matches the word ``b``: at most :data:`FUZZY_EDITS` edits (insertions,
     deletions, substitutions, transpositions of neighbours), fewer than either word has characters."""
     limit = min(FUZZY_EDITS, len(a) - 1, len(b) - 1)
-    return limit > 0 and _distance(a, b, limit) <= limit
-
-
-def _distance(a: str, b: str, limit: int) -> int:
-    """The optimal-string-alignment distance of ``a`` and ``b``, or ``limit + 1`` once it must exceed ``limit``."""
-    before: list[int] = []
-    previous = list(range(len(b) + 1))
-    for i in range(1, len(a) + 1):
-        current = [i] + [0] * len(b)
-        for j in range(1, len(b) + 1):
-            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] != b[j - 1]))
-            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
-                current[j] = min(current[j], before[j - 2] + 1)
-        if min(current) > limit:
-            return limit + 1
-        before, previous = previous, current
-    return previous[-1]
+    return limit > 0 and within_edits(a, b, limit, transpositions=True)

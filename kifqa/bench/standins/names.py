@@ -112,7 +112,8 @@ class Names:
     def _near(self, word: str, distance: int) -> tuple[str, ...]:
         """The words of the names within ``distance`` edits of ``word`` (itself excepted)."""
         return tuple(other for size in range(len(word) - distance, len(word) + distance + 1)
-                     for other in self._by_length.get(size, ()) if other != word and _within(word, other, distance))
+                     for other in self._by_length.get(size, ())
+                     if other != word and within_edits(word, other, distance))
 
 
 def _fuzziness(word: str) -> int:
@@ -120,14 +121,18 @@ def _fuzziness(word: str) -> int:
     return 0 if len(word) <= 2 else 1 if len(word) <= 5 else 2
 
 
-def _within(a: str, b: str, limit: int) -> bool:
-    """Whether the edit distance of ``a`` and ``b`` (insertions, deletions, substitutions) is at most ``limit``."""
+def within_edits(a: str, b: str, limit: int, *, transpositions: bool = False) -> bool:
+    """Whether ``a`` turns into ``b`` in at most ``limit`` edits: insertions, deletions, substitutions and, with
+    ``transpositions``, swaps of neighbours (the optimal-string-alignment distance, as Lucene's fuzzy queries count)."""
+    before: list[int] = []
     previous = list(range(len(b) + 1))
-    for i, x in enumerate(a, 1):
-        current = [i]
-        for j, y in enumerate(b, 1):
-            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x != y)))
+    for i in range(1, len(a) + 1):
+        current = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] != b[j - 1]))
+            if transpositions and i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                current[j] = min(current[j], before[j - 2] + 1)
         if min(current) > limit:
             return False
-        previous = current
+        before, previous = previous, current
     return previous[-1] <= limit
