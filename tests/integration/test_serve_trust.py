@@ -6,6 +6,7 @@ an error reply and the connection goes on; questions, connections and replies ar
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import socket
@@ -86,10 +87,11 @@ def test_a_listener_of_another_user_gets_nothing(open_folder: Path, monkeypatch,
     assert f"the listener is uid {NOBODY}, not you (uid 0); nothing sent" in note
 
 
-def test_what_ask_sends_holds_no_secret(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv("KIFQA_LLM__BASE_URL", "https://user:s3cret@llm.example/v1")
-    path, received = tmp_path / "s.sock", []
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+@contextlib.contextmanager
+def replying_once(path: Path, output: str) -> Iterator[list[bytes]]:
+    """A listener on ``path`` that takes one connection, keeps the request line it is sent (in the list yielded)
+    and replies ``output`` as a served answer; joined and closed on exit."""
+    server, received = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM), []
     server.bind(str(path))
     server.listen()
 
@@ -97,15 +99,24 @@ def test_what_ask_sends_holds_no_secret(tmp_path: Path, monkeypatch) -> None:
         conn, _ = server.accept()
         with conn, conn.makefile("rwb") as stream:
             received.append(stream.readline())
-            stream.write(json.dumps({"output": "Bram Stoker \x1b[2J\x1b]0;owned\x07 \u202e"}).encode() + b"\n")
+            stream.write(json.dumps({"output": output}).encode() + b"\n")
             stream.flush()
 
     thread = threading.Thread(target=reply)
     thread.start()
-    inputs = settings_inputs(None, None, None, None)
-    left = list(ask_served(path, inputs, iter(["who wrote dracula"]), explain=False, as_json=False, title=False))
-    thread.join()
-    server.close()
+    try:
+        yield received
+    finally:
+        thread.join()
+        server.close()
+
+
+def test_what_ask_sends_holds_no_secret(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("KIFQA_LLM__BASE_URL", "https://user:s3cret@llm.example/v1")
+    path = tmp_path / "s.sock"
+    with replying_once(path, "Bram Stoker \x1b[2J\x1b]0;owned\x07 \u202e") as received:
+        inputs = settings_inputs(None, None, None, None)
+        left = list(ask_served(path, inputs, iter(["who wrote dracula"]), explain=False, as_json=False, title=False))
     assert left == []
     request = json.loads(received[0])
     assert b"s3cret" not in received[0] and os.getcwd().encode() not in received[0]
@@ -116,22 +127,8 @@ def test_what_ask_sends_holds_no_secret(tmp_path: Path, monkeypatch) -> None:
 
 def test_replies_are_printed_with_control_characters_escaped(tmp_path: Path, capsys) -> None:
     path = tmp_path / "s.sock"
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(str(path))
-    server.listen()
-
-    def reply() -> None:
-        conn, _ = server.accept()
-        with conn, conn.makefile("rwb") as stream:
-            stream.readline()
-            stream.write(json.dumps({"output": "Bram Stoker\x1b[2J\x1b]0;owned\x07\u202e\ttab\nline"}).encode() + b"\n")
-            stream.flush()
-
-    thread = threading.Thread(target=reply)
-    thread.start()
-    list(ask_served(path, {}, iter(["q"]), explain=False, as_json=False, title=False))
-    thread.join()
-    server.close()
+    with replying_once(path, "Bram Stoker\x1b[2J\x1b]0;owned\x07\u202e\ttab\nline"):
+        list(ask_served(path, {}, iter(["q"]), explain=False, as_json=False, title=False))
     out = capsys.readouterr().out
     assert out == "Bram Stoker\\u001b[2J\\u001b]0;owned\\u0007\\u202e\ttab\nline\n"
 
