@@ -61,6 +61,12 @@ def name_key(text: str) -> str:
     return _split_article(normalize(text).translate(_NO_APOSTROPHES))[1]
 
 
+def spaced(text: str) -> str:
+    """``text`` with each run of white space one space, and none at its ends: names and descriptions as the label
+    index keeps them."""
+    return " ".join(text.split())
+
+
 def index_key(text: str) -> str:
     """:func:`fold`'s ``text`` with single spaces: the label index's key of exact matches."""
     return " ".join(fold(text).split())

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from kifqa.data.paths import ITEM_LABELS, PROPERTIES, TRIPLES, check_data_dir
-from kifqa.data.text import index_key
+from kifqa.data.text import index_key, spaced
 from kifqa.errors import DataError
 
 #: A label the crawls put where Wikidata had none; it is not a name.
@@ -131,7 +131,7 @@ def _names(names: list[str]) -> tuple[str, tuple[str, ...]]:
     """The label and the aliases of a list of names (placeholders, blanks and duplicates dropped)."""
     kept: dict[str, str] = {}
     for name in names:
-        name = " ".join(name.split())
+        name = spaced(name)
         key = index_key(name)
         if key and key != NO_LABEL and key not in kept:
             kept[key] = name
@@ -164,7 +164,7 @@ def _properties(data_dir: Path) -> Iterator[tuple[str, PropertyRecord]]:
         if not all(isinstance(n, str) for n in names) or not isinstance(description, str):
             raise DataError(f"{path}: property {id} has non-string names")
         label, aliases = _names(names)
-        yield id, PropertyRecord(id=id, label=label, aliases=aliases, description=" ".join(description.split()),
+        yield id, PropertyRecord(id=id, label=label, aliases=aliases, description=spaced(description),
                                  datatype=datatype)
 
 

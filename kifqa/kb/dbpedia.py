@@ -28,6 +28,7 @@ from kifqa.config import Settings
 from kifqa.data import paths
 from kifqa.data.dbpedia_map import DBpediaLinks, read_links
 from kifqa.data.ids import WD
+from kifqa.data.text import spaced
 from kifqa.data.wikidata import Dataset, ItemRecord, PropertyRecord, Triple
 from kifqa.data.wikidata import load as load_wikidata
 from kifqa.errors import DataError, KBError
@@ -274,7 +275,7 @@ def _properties(ontology: rdflib.Graph) -> dict[str, PropertyRecord]:
 def _english(graph: rdflib.Graph, subject: rdflib.term.Node, predicate: rdflib.URIRef) -> str:
     texts = [o for o in graph.objects(subject, predicate) if isinstance(o, rdflib.Literal)]
     best = [o for o in texts if o.language == "en"] or [o for o in texts if not o.language]
-    return " ".join(str(min(best)).split()) if best else ""
+    return spaced(str(min(best))) if best else ""
 
 
 def _datatype(graph: rdflib.Graph, p: rdflib.term.Node) -> str:

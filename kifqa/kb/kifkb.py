@@ -43,7 +43,7 @@ from kif_lib.store.sparql.sparql_core import _CoreSPARQL_Store
 
 from kifqa.config import KBSettings
 from kifqa.data.ids import is_sparql_iri
-from kifqa.data.text import index_key, spellings, typed_key
+from kifqa.data.text import index_key, spaced, spellings, typed_key
 from kifqa.errors import KBError
 from kifqa.kb import ids
 from kifqa.kb.anyword import AnyWordSearch
@@ -598,8 +598,8 @@ class KifKnowledgeBase(KnowledgeBase):
             # asked without their datatypes: KIF's DBpedia mapping describes no property of a given datatype
             untyped = [Property(p.iri) for p in properties]
             texts = await self._kif_texts(untyped, (LabelProperty(), AliasProperty(), DescriptionProperty()))
-            known = {id: Candidate(id=id, label=_spaced(t["label"]), aliases=tuple(sorted(t["aliases"])),
-                                   description=_spaced(t["description"]))
+            known = {id: Candidate(id=id, label=spaced(t["label"]), aliases=tuple(sorted(t["aliases"])),
+                                   description=spaced(t["description"]))
                      for id, t in texts.items()}
         return {id: known.get(id) or Candidate(id=id, label=id) for id in keys}
 
@@ -733,11 +733,6 @@ def _id_order(id: str) -> tuple[int, str]:
 
 async def _collect(it: AsyncIterator[T]) -> list[T]:
     return [x async for x in it]
-
-
-def _spaced(text: str) -> str:
-    """``text`` with its runs of white space as one space (as the label index keeps names and descriptions)."""
-    return " ".join(text.split())
 
 
 def _scored(text: str, hits: list[Candidate]) -> list[Candidate]:
