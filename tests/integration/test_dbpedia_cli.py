@@ -94,14 +94,16 @@ def test_serve_virtuoso_answers_and_stops_its_server(env: dict[str, str],
 
 
 @needs_virtuoso
-def test_kifqa_ask_on_local_dbpedia_with_the_real_model(env: dict[str, str],
-                                                       dbpedia_build: dbpedia.DBpediaBuild) -> None:
-    """The unchanged pipeline and the real 0.5B model on a Virtuoso that the command starts and stops itself."""
+@pytest.mark.parametrize("examples", ["fixed", pytest.param("retrieved", marks=pytest.mark.slow)])
+def test_kifqa_ask_on_local_dbpedia_with_the_real_model(env: dict[str, str], dbpedia_build: dbpedia.DBpediaBuild,
+                                                       examples: str) -> None:
+    """The unchanged pipeline and the real 0.5B model on a Virtuoso that the command starts and stops itself; with
+    examples retrieved from the DBpedia pool (slow: its embedding costs a minute on a fresh cache) or the fixed block."""
     pytest.importorskip("xllamacpp", reason="the local backend needs xllamacpp")
     runs = set(Path(tempfile.gettempdir()).glob("kifqa-virtuoso-*"))
     done = subprocess.run(
         [str(Path(sys.executable).parent / "kifqa"), "ask", "--json", "--kb", "local-dbpedia",
-         "--model", "qwen2.5-coder-0.5b", "where was sasha vujačić born"],
+         "--model", "qwen2.5-coder-0.5b", "--examples", examples, "where was sasha vujačić born"],
         env={**os.environ, **env, "KIFQA_LLM__CACHE": ""}, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout)
