@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from kifqa.batch.kbpool import KBFactory, kb_in_tasks
 from kifqa.batch.llmpool import LLMFactory, cluster_cpus
-from kifqa.batch.pools import Pools, actor_pools, connect
+from kifqa.batch.pools import Pools, connect, started_pools
 from kifqa.batch.preflight import check_job
 from kifqa.batch.summary import COLUMNS, Summary, trace_counts
 from kifqa.batch.task import REPORT_S, PipelineFactory, Shard, TaskContext, default_pipeline, run_shard
@@ -147,12 +147,11 @@ def _run_job(settings: Settings, data: Corpus, output: RunFolder, out: str, *, p
             if todo and pools is None:
                 if progress:
                     _say_stages(settings)
-                with actor_pools(settings, open_kb=open_kb, open_llm=open_llm) as own:
-                    run = _run_shards(settings, out, todo, own, pipeline, progress)
-                    run.startup_s = own.startup_s
+                with started_pools(settings, open_kb=open_kb, open_llm=open_llm) as own:
+                    run = _run_shards(settings, out, todo, own, pipeline, progress, own_pools=True)
             elif todo and pools is not None:
                 pools.check(settings)
-                run = _run_shards(settings, out, todo, pools, pipeline, progress)
+                run = _run_shards(settings, out, todo, pools, pipeline, progress, own_pools=False)
     except KeyboardInterrupt:
         raise _stopped(output, manifest, shards, terminated=bool(terminated)) from None
 
@@ -262,29 +261,38 @@ def _say_stages(settings: Settings) -> None:
 
 
 def _run_shards(settings: Settings, out: str, todo: list[Shard], pools: Pools,
-                pipeline: PipelineFactory, progress: bool) -> _Run:
+                pipeline: PipelineFactory, progress: bool, *, own_pools: bool) -> _Run:
+    """Runs the shard tasks on ``pools``; the first ones are sent before the pools are ready (``own_pools``:
+    this job started them, and its startup is the time they took)."""
     b = settings.batch
     run = _Run(llm_actors=len(pools.llm_actors), kb_actors=len(pools.kb_actors))
     # On the driver's node: the job lives as long as that node does, whichever node is lost.
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
     counter = Progress.options(scheduling_strategy=here).remote()  # type: ignore[attr-defined]  # mypy ignores @ray.remote
     ctx = TaskContext(job=uuid.uuid4().hex, settings=settings, out=out, kb=pools.kb,
-                      open_kb=pools.open_kb, llm=pools.llm, pipeline=pipeline, progress=counter)
+                      open_kb=pools.open_kb, llm=pools.llm, pipeline=pipeline, progress=counter, ready=pools.ready)
     # Spread over the nodes: the tasks' CPU work shares the cluster, and a lost node takes only its share
     # (Ray reruns them elsewhere; the run folder is wherever ``out`` is, never a node's own disk).
     task = ray.remote(run_shard).options(num_cpus=0, max_retries=b.task_max_retries, scheduling_strategy="SPREAD")
     max_tasks = b.max_task_count(cpus=cluster_cpus())
+    queue = deque(todo)
+    pending: dict[ObjectRef[Any], int] = {}
+
+    def send() -> None:
+        while queue and len(pending) < max_tasks:
+            shard = queue.popleft()
+            pending[task.remote(shard, ctx)] = shard.index
+
+    send()  # the first tasks open their pipelines while the models load
+    waited = pools.wait()
+    run.startup_s = waited if own_pools else 0.0
     busy, kb, blocks = pools.llm_busy_seconds(), pools.kb_stats(), pools.blocks()
     start = time.perf_counter()
     total = sum(len(s.rows) if s.redo is None else len(s.redo) for s in todo)
     with tqdm(total=total, unit="q", desc="questions", disable=not progress, smoothing=0.05) as bar:
-        queue = deque(todo)
-        pending: dict[ObjectRef[Any], int] = {}
         next_look = time.perf_counter() + _LOOK_S
         while queue or pending:
-            while queue and len(pending) < max_tasks:
-                shard = queue.popleft()
-                pending[task.remote(shard, ctx)] = shard.index
+            send()
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)
             for ref in ready:
                 index = pending.pop(ref)

@@ -140,16 +140,24 @@ class ActorLLM(LLM):
     travel to each actor up to ``per_call`` in one call (:attr:`LLMSettings.requests_per_call`): a Ray call
     costs its caller and the actor about a millisecond of CPU each."""
 
-    def __init__(self, actors: list[ActorHandle], identity: str, *, per_call: int = 1) -> None:
-        self.identity = identity
+    def __init__(self, actors: list[ActorHandle], identity: str | ObjectRef[str], *, per_call: int = 1) -> None:
+        """``identity``: the model's, or the pending reply of an actor's :meth:`LLMActor.warm` that gives it (read
+        on first use, so that the pool's tasks can start while the models load)."""
+        self._identity = identity
         self.per_call = per_call
         self._pool = LeastLoaded(actors)
         # A shard task runs its questions on a loop of its own, and a worker keeps this object for the next task.
         self._waiting: PerLoop[list[_Pending]] = PerLoop(list)
         self._calls: set[asyncio.Task[None]] = set()
 
-    def __reduce__(self) -> tuple[Callable[..., ActorLLM], tuple[list[ActorHandle], str, int]]:
-        return _actor_llm, (self._pool.members, self.identity, self.per_call)
+    @property
+    def identity(self) -> str:  # type: ignore[override]  # read-only here: the actors' model names it
+        if not isinstance(self._identity, str):
+            self._identity = ray.get(self._identity)
+        return self._identity
+
+    def __reduce__(self) -> tuple[Callable[..., ActorLLM], tuple[list[ActorHandle], str | ObjectRef[str], int]]:
+        return _actor_llm, (self._pool.members, self._identity, self.per_call)
 
     async def agenerate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
         loop = asyncio.get_running_loop()
@@ -239,7 +247,7 @@ class _Pending:
     resends: int = 0
 
 
-def _actor_llm(actors: list[ActorHandle], identity: str, per_call: int) -> ActorLLM:
+def _actor_llm(actors: list[ActorHandle], identity: str | ObjectRef[str], per_call: int) -> ActorLLM:
     return ActorLLM(actors, identity, per_call=per_call)
 
 

@@ -1,7 +1,9 @@
 """The actors of a job, started and stopped together: the LLM pool, the KB pool and the endpoint limiter.
 
 :func:`actor_pools` starts them (models loaded) and stops them; :func:`~kifqa.batch.run_job` does so
-itself unless it is handed running pools, which lets several jobs share loaded models.
+itself unless it is handed running pools, which lets several jobs share loaded models. A job that starts its own
+(:func:`started_pools`) sends its tasks at once: they open their pipeline while the models load, and answer once
+:attr:`Pools.ready` resolves.
 """
 
 from __future__ import annotations
@@ -49,8 +51,19 @@ class Pools:
     open_kb: KBFactory
     llm_actors: list[ActorHandle]
     kb_actors: list[ActorHandle]
-    #: Seconds it took to start the actors and load the models.
-    startup_s: float
+    #: Resolve once every model is loaded and the knowledge base opens (an error says why one cannot).
+    ready: tuple[ObjectRef[Any], ...]
+    #: When the actors were started (``time.perf_counter()``).
+    started_at: float
+
+    def wait(self) -> float:
+        """Waits until the pools are :attr:`ready`; the seconds since they were started. A model or knowledge
+        base that cannot be opened raises its error, in one line."""
+        try:
+            ray.get(list(self.ready))
+        except RayTaskError as err:
+            raise err.cause if isinstance(err.cause, KifqaError) else err from None
+        return time.perf_counter() - self.started_at
 
     def check(self, settings: Settings) -> None:
         """Raises :class:`ConfigError` unless a job on ``settings`` may use these pools."""
@@ -97,6 +110,15 @@ def actor_pools(settings: Settings, *, open_kb: KBFactory | None = None,
     """Starts the LLM and KB actors ``settings.batch`` asks for and waits until the models are loaded;
     stops them on exit. ``open_kb`` and ``open_llm`` replace :func:`~kifqa.kb.spec.open_kb` and
     :func:`~kifqa.llm.open_llm` (they must be picklable)."""
+    with started_pools(settings, open_kb=open_kb, open_llm=open_llm) as pools:
+        pools.wait()
+        yield pools
+
+
+@contextmanager
+def started_pools(settings: Settings, *, open_kb: KBFactory | None = None,
+                  open_llm: LLMFactory | None = None) -> Iterator[Pools]:
+    """:func:`actor_pools` without the wait: the pools are :attr:`~Pools.ready` later."""
     connect(settings)
     start = time.perf_counter()
     open_kb = open_kb or _open_kb()
@@ -107,17 +129,13 @@ def actor_pools(settings: Settings, *, open_kb: KBFactory | None = None,
               if engine_workers(settings) > 1 else [])
     llm_actors = start_llm_pool(settings, open_llm or _open_llm(), groups=groups)
     try:
-        try:
-            # Where the tasks open the knowledge base, a task opens it once first (and that worker stays).
-            opened = [_open_in_task.remote(settings, open_kb)] if in_tasks else [a.start.remote() for a in kb_actors]
-            identities: list[str] = ray.get([a.warm.remote() for a in llm_actors])
-            ray.get(opened)
-        except RayTaskError as err:  # a model or KB that cannot be opened: say why in one line
-            raise err.cause if isinstance(err.cause, KifqaError) else err from None
-        llm = ActorLLM(llm_actors, identities[0], per_call=settings.llm.requests_per_call)
+        # Where the tasks open the knowledge base, a task opens it once first: an error then says why at once.
+        opened = [_open_in_task.remote(settings, open_kb)] if in_tasks else [a.start.remote() for a in kb_actors]
+        loaded: list[ObjectRef[str]] = [a.warm.remote() for a in llm_actors]
+        llm = ActorLLM(llm_actors, loaded[0], per_call=settings.llm.requests_per_call)
         yield Pools(settings=settings, llm=llm,
                     kb=None if in_tasks else ActorKB(kb_actors, settings.kb.spec), open_kb=open_kb,
-                    llm_actors=llm_actors, kb_actors=kb_actors, startup_s=time.perf_counter() - start)
+                    llm_actors=llm_actors, kb_actors=kb_actors, ready=(*loaded, *opened), started_at=start)
     finally:
         _stop(llm_actors + kb_actors, [limiter] if limiter else [], groups)
 

@@ -6,10 +6,11 @@ import asyncio
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from ray import ObjectRef
 from ray.actor import ActorHandle
 
 from kifqa.batch.kbpool import ActorKB, KBFactory, TaskKB
@@ -62,6 +63,8 @@ class TaskContext:
     llm: ActorLLM
     pipeline: PipelineFactory
     progress: ActorHandle
+    #: The pools' readiness (:attr:`~kifqa.batch.pools.Pools.ready`): a task prepares its questions, then waits for it.
+    ready: tuple[ObjectRef[Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,7 @@ async def _answer_all(questions: list[Question], ctx: TaskContext) -> tuple[list
     # LLM actor together; the results keep the shard's order.
     pipeline.prepare(questions)
     ordered = in_prefix_order(pipeline.examples, questions)
+    await asyncio.gather(*ctx.ready)
     reporting = asyncio.create_task(report_circuits(ctx.progress)) if kb is not None else None
     try:
         done = dict(zip(map(id, ordered), await asyncio.gather(*(answer(q) for q in ordered)), strict=True))

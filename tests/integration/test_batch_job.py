@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ from kifqa.batch.kbpool import ActorKB, start_kb_pool
 from kifqa.batch.limiter import EndpointLimiter
 from kifqa.batch.task import report_circuits
 from kifqa.config import EndpointLimit, Settings
-from kifqa.errors import ConfigError, KBError
+from kifqa.errors import ConfigError, KBError, LLMError
 from kifqa.kb.base import KnowledgeBase
 from kifqa.llm.base import LLM, ChatRequest, Completion, Message
 from kifqa.pipeline.examples import FixedExamples
@@ -347,6 +348,49 @@ def test_a_kb_that_cannot_be_opened_fails_the_job_with_its_own_error(cluster, tm
     with pytest.raises(KBError, match="run `kifqa kb build`"):
         run_job(_settings(tmp_path), _corpus(tmp_path, 3), tmp_path / "out", progress=False,
                 **fakes(flags) | {"open_kb": _unbuilt_kb})
+
+
+class SlowLoadingLLM(FakeLLM):
+    """Takes ``load_s`` over its first call (the actor's warm-up: a model loading), then records when it was loaded
+    in ``<cache_dir>/loaded``."""
+
+    def __init__(self, settings: Settings, *, load_s: float) -> None:
+        super().__init__(settings)
+        self.load_s, self.witness = load_s, Path(settings.cache_dir) / "loaded"
+
+    async def agenerate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
+        if not self.witness.exists():
+            await asyncio.sleep(self.load_s)
+            self.witness.write_text(str(time.time()))
+        return await super().agenerate(requests)
+
+
+class PreparingPipeline(FakePipeline):
+    """Records in ``<flags>/prepared`` when its task prepared its questions."""
+
+    def prepare(self, questions: list[Question]) -> None:
+        (self.flags / "prepared").write_text(str(time.time()))
+
+
+def test_the_tasks_prepare_their_questions_while_the_model_loads(cluster, tmp_path, flags):
+    settings = _settings(tmp_path)
+    settings.cache_dir.mkdir(parents=True)
+    summary = run_job(settings, _corpus(tmp_path, 5), tmp_path / "out", progress=False,
+                      **fakes(flags) | {"pipeline": partial(PreparingPipeline, flags=flags),
+                                        "open_llm": partial(SlowLoadingLLM, load_s=5.0)})
+    assert summary.answered == 5 and summary.startup_s >= 5.0
+    assert float((flags / "prepared").read_text()) < float((settings.cache_dir / "loaded").read_text())
+
+
+def _missing_model(settings: Settings) -> LLM:
+    raise LLMError("no model file; run `kifqa model fetch`")
+
+
+def test_a_model_that_cannot_be_opened_fails_the_job_before_any_answer(cluster, tmp_path, flags):
+    with pytest.raises(LLMError, match="run `kifqa model fetch`"):
+        run_job(_settings(tmp_path), _corpus(tmp_path, 3), tmp_path / "out", progress=False,
+                **fakes(flags) | {"open_llm": _missing_model})
+    assert RunFolder(tmp_path / "out").finished() == set()
 
 
 class HangingLLM(LLM):
