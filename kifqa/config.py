@@ -227,9 +227,6 @@ class PipelineSettings(Section):
     #: second's by this much (``None``: only an exactly named or lone option). Where the model is asked, it is
     #: shown only the options within this lead of the first.
     sure_lead: float | None = 0.1
-    #: Let the relation step's model answer "none of these" and leave the question unanswered
-    #: (:attr:`~kifqa.types.ErrorKind.ABSTAINED`) rather than take the least bad option.
-    abstain: bool = False
     #: Constrain the draft's known entity to runs of the question's words.
     constrain_draft: bool = True
     #: Replace the draft's known entity with the longest run of the question's words that holds it and is

@@ -107,8 +107,6 @@ class ChoiceOption:
 _CHOICE = re.compile(r"^Question: (?P<question>.*)\nDraft: (?P<draft>.*)\nOptions:\n(?P<options>.*)\nNumber:$", re.S)
 _OPTION = re.compile(r"^(?P<number>\d+)\. (?P<option>\(.*)$")
 _GLOSS = " — "
-#: The last option line of a :class:`RelationChoice` that admits none of its options.
-NONE_FITS = "0. none of these answers the question"
 
 
 @dataclass(frozen=True)
@@ -120,13 +118,10 @@ class RelationChoice:
     question: str
     draft: Pattern
     options: tuple[ChoiceOption, ...]
-    #: Whether ``0`` is an answer too: none of the options answers the question.
-    abstain: bool = False
 
     def __str__(self) -> str:
         listing = "\n".join(f"{i}. {o}" for i, o in enumerate(self.options, 1))
-        none = f"\n{NONE_FITS}" if self.abstain else ""
-        return f"Question: {self.question}\nDraft: {self.draft}\nOptions:\n{listing}{none}\nNumber:"
+        return f"Question: {self.question}\nDraft: {self.draft}\nOptions:\n{listing}\nNumber:"
 
     @classmethod
     def parse(cls, text: str) -> RelationChoice | None:
@@ -135,15 +130,14 @@ class RelationChoice:
         draft = Pattern.parse(match.group("draft")) if match else None
         if match is None or draft is None:
             return None
-        options, lines = [], match.group("options").splitlines()
-        abstain = bool(lines) and lines[-1] == NONE_FITS
-        for line in lines[:-1] if abstain else lines:
+        options = []
+        for line in match.group("options").splitlines():
             numbered = _OPTION.match(line)
             option = _option(numbered.group("option")) if numbered else None
             if option is None:
                 return None
             options.append(option)
-        return cls(match.group("question"), draft, tuple(options), abstain)
+        return cls(match.group("question"), draft, tuple(options))
 
 
 def _option(text: str) -> ChoiceOption | None:
@@ -221,8 +215,6 @@ class ErrorKind(StrEnum):
     NO_ENTITY = "no_entity"
     #: The kept entities have no statements to choose a relation from.
     NO_STATEMENTS = "no_statements"
-    #: No relation option fits the question: it is left unanswered rather than answered wrong.
-    ABSTAINED = "abstained"
     #: The question took longer than ``batch.question_timeout_s``.
     TIMEOUT = "timeout"
     #: An unexpected exception (a bug).
@@ -289,8 +281,6 @@ class Rule(StrEnum):
     KIND = "kind"
     #: A constraint pattern of the draft narrowed the answers (or was not applied).
     CONSTRAINT = "constraint"
-    #: The model answered that none of the options fits: no answer.
-    ABSTAINED = "abstained"
 
 
 #: What a rule weighed: a score, a share of votes, a threshold, a count, a name.

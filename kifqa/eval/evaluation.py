@@ -184,14 +184,11 @@ class Evaluation:
                 out[name] = m
         return out
 
-    def abstention(self) -> dict[str, Any]:
-        """How often the relation step left a question unanswered (:attr:`ErrorKind.ABSTAINED`), and the
-        macro precision of the questions with gold that got answers."""
-        abstained = sum(s.trace.error_kind is ErrorKind.ABSTAINED for s in self.scored)
+    def answered(self) -> dict[str, Any]:
+        """How many questions with gold got answers, and their macro precision."""
         answering = [s.score.precision for s in self.scored if s.has_gold and s.predicted]
-        return {"abstained": abstained, "rate": round(abstained / len(self.scored), 4) if self.scored else 0.0,
-                "answered": len(answering),
-                "precision_when_answered": round(statistics.fmean(answering), 4) if answering else None}
+        return {"questions": len(answering),
+                "precision": round(statistics.fmean(answering), 4) if answering else None}
 
     def calibration(self) -> dict[str, Any]:
         """Answer precision against coverage by silver-confidence threshold (:mod:`kifqa.eval.calibration`)."""
@@ -229,7 +226,7 @@ class Evaluation:
             "all": summarize([s.score for s in answered]).as_dict(),
             "single_answer": summarize(single).as_dict(),
             "linking": self.linking_accuracy(),
-            "abstention": self.abstention(),
+            "answered": self.answered(),
             "decisions": decision_counts((s.gold, s.trace) for s in self.scored),
             "failures": {k: failures.get(k, 0) / n for k in FAILURES},
             "failure_counts": {k: failures.get(k, 0) for k in FAILURES},

@@ -12,7 +12,7 @@ from kifqa.pipeline.text import tokens
 from kifqa.types import ErrorKind, Trace
 
 #: Failure classes, in the order they are checked.
-FAILURES = ("error", "draft", "large", "abstained", "entity", "relation", "empty", "partial")
+FAILURES = ("error", "draft", "large", "entity", "relation", "empty", "partial")
 
 #: A wrong answer set larger than this is a failure class of its own (``large``): such a set is no
 #: answer to a simple question whatever the step that led to it.
@@ -75,8 +75,7 @@ def failure_of(gold: GoldQuestion, trace: Trace, predicted: set[str], s: Score, 
     Checked in order: ``draft`` (the draft step failed to give a pattern, or the pattern's known
     entity is not the gold topic at all: the unknown is in the wrong place), ``error`` (any other
     error outside the entity and relation steps, or a failed model call: :attr:`ErrorKind.MODEL`), ``large`` (more
-    than :data:`LARGE_ANSWER_SET` answers), ``abstained`` (the relation step found no option that fits and
-    answered nothing: :attr:`ErrorKind.ABSTAINED`), ``entity`` (the gold
+    than :data:`LARGE_ANSWER_SET` answers), ``entity`` (the gold
     topic entity is not among the kept entities), ``relation`` (no chosen relation has the gold
     property in the gold direction), ``empty`` (no answer), ``partial`` (answers, but not exactly
     the gold ones). Questions without gold answers (SimpleDBpediaQA) get a class only from the
@@ -93,8 +92,6 @@ def failure_of(gold: GoldQuestion, trace: Trace, predicted: set[str], s: Score, 
         return "error", f"{step}: {error}"
     if len(predicted) > LARGE_ANSWER_SET:
         return "large", f"{len(predicted)} answers, {s.true_positives} right of {s.gold} gold"
-    if trace.error_kind is ErrorKind.ABSTAINED:
-        return "abstained", str(error)
     link = linking(gold, trace)
     if gold.topic:
         if not link["entity"]:

@@ -4,7 +4,7 @@ The gold draft is the gold triple written as the example pool writes it
 (:func:`kifqa.data.pool.gold_draft`). Answering the same questions with the model's drafts
 and with the gold ones splits the loss of macro F1 (1 − F1) by step: ``draft`` is what the gold
 draft gains (oracle F1 − normal F1); the rest is the oracle run's own shortfall by failure class:
-``entity``, ``relation`` (and ``abstained``), ``answers`` (``empty``, ``partial`` and ``large``) and
+``entity``, ``relation``, ``answers`` (``empty``, ``partial`` and ``large``) and
 ``other`` (``error``, and ``draft`` when even the gold draft did not go through). The parts add up to
 1 − normal F1.
 """
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from kifqa.eval.evaluation import Evaluation
 
 #: Loss parts of the oracle run, by its failure classes.
-_PARTS = {"entity": "entity", "relation": "relation", "abstained": "relation", "empty": "answers",
+_PARTS = {"entity": "entity", "relation": "relation", "empty": "answers",
           "partial": "answers", "large": "answers", "error": "other", "draft": "other"}
 
 

@@ -21,7 +21,7 @@ PLOTS = ("scores.png", "failures.png", "by_property.png", "latency.png", "calibr
 _MACRO, _MICRO = "#4C72B0", "#DD8452"
 _FAILURE_COLORS = {"ok": "#55A868", "error": "#8C8C8C", "draft": "#C44E52", "entity": "#DD8452",
                    "relation": "#8172B3", "empty": "#CCB974", "partial": "#64B5CD",
-                   "large": "#937860", "abstained": "#DA8BC3"}
+                   "large": "#937860"}
 
 
 def _pyplot() -> Any:

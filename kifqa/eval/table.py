@@ -1,7 +1,7 @@
 """Scored evaluation folders side by side, one row each (``kifqa eval --table DIR ...``).
 
 Each row comes from a folder ``kifqa eval --out DIR`` wrote (``--oracle-drafts`` for the oracle
-column): ``metrics.json`` for the scores, slices and wall time, ``questions.jsonl`` for abstentions,
+column): ``metrics.json`` for the scores, slices and wall time, ``questions.jsonl`` for the
 precision when answered and the wrong answer sets over :data:`~kifqa.eval.failures.LARGE_ANSWER_SET`, so that
 folders written by earlier versions of kifqa (without those figures) read the same way.
 """
@@ -21,7 +21,7 @@ COLUMNS = (
     ("run", "{}"), ("base", "{}"), ("n", "{}"), ("macro F1", "{:.3f}"), ("micro F1", "{:.3f}"),
     ("macro F1, oracle drafts", "{:.3f}"), ("F1, one (p, d)", "{:.3f}"), ("F1, several", "{:.3f}"),
     ("topic not named", "{}"), ("F1, topic named", "{:.3f}"),
-    ("abstained", "{:.1%}"), ("precision when answered", "{:.3f}"), (f"> {LARGE_ANSWER_SET} answers", "{}"),
+    ("precision when answered", "{:.3f}"), (f"> {LARGE_ANSWER_SET} answers", "{}"),
     ("LLM calls / q", "{:.2f}"), ("s / q", "{:.2f}"),
 )
 
@@ -45,7 +45,6 @@ def row(folder: Path) -> dict[str, Any]:
         "topic not named": sum(r["names_topic"] is False for r in rows) if any("names_topic" in r for r in rows)
         else None,
         "F1, topic named": slices.get("topic_named", {}).get("all", {}).get("macro_f1"),
-        "abstained": sum(r.get("error_kind") == "abstained" for r in rows) / n,
         "precision when answered": statistics.fmean(answered) if answered else None,
         f"> {LARGE_ANSWER_SET} answers": sum(len(r.get("predicted") or ()) > LARGE_ANSWER_SET and r["f1"] < 1
                                              for r in rows if r.get("scored")),

@@ -52,10 +52,9 @@ class GoldLLM(LLM):
 
 
 def _choose(draft: str, choice: RelationChoice) -> str:
-    """The number of the option that states the gold draft's property in its direction (if none, "0"
-    where the choice admits none, else "1")."""
+    """The number of the option that states the gold draft's property in its direction ("1" if none does)."""
     gold = Pattern.parse(draft.splitlines()[0])
     for number, option in enumerate(choice.options, 1):
         if gold and (option.pattern.predicate, option.pattern.direction) == (gold.predicate, gold.direction):
             return str(number)
-    return "0" if choice.abstain else "1"
+    return "1"

@@ -166,9 +166,6 @@ class Pipeline:
             with rec.step("relations"):
                 choice = await relations.choose(ctx, taken.main, taken.options)
                 outcome = replace(outcome, choice=choice)
-                if choice.option is None:
-                    raise StepError(f"none of the {choice.shown} relation options answers the question",
-                                    kind=ErrorKind.ABSTAINED)
             with rec.step("answers"):
                 outcome = replace(outcome, answered=await answers.step(ctx, choice.option.relations(),
                                                                        taken.drafted.patterns[1:]))

@@ -89,7 +89,7 @@ class Outcome:
         trace.options = [r for o in taken.options for r in o.relations()]
         kind = self.kind_taken
         choice = kind.choice if kind is not None else self.choice
-        if choice is not None and choice.option is not None:
+        if choice is not None:
             trace.relations = choice.option.relations()
         answered = self.answered_taken
         if answered is not None:
@@ -145,12 +145,9 @@ def _score(score: float) -> float | None:
 
 
 def _chosen(choice: Choice, *, step: str) -> list[Decision]:
-    """The rule that chose the relation without the model, or the model's abstention, if either."""
+    """The rule that chose the relation without the model, if one did."""
     if choice.by == "model":
         return []
-    if choice.by == "abstained":
-        return [Decision(rule=Rule.ABSTAINED, step=step, taken=True, inputs={"shown": choice.shown})]
-    assert choice.option is not None
     first, chosen = choice.ranked[0], choice.option
     second = choice.ranked[1].score if len(choice.ranked) > 1 else None
     inputs: dict[str, Input] = {
@@ -180,7 +177,7 @@ def _kind(kind: Kind, outcome: Outcome) -> list[Decision]:
         rule=Rule.KIND, step="redraft", taken=kind.answered is not None,
         inputs={"answers": len(outcome.answered.answers),
                 "narrower": len(kind.narrower.answers) if kind.narrower is not None else None,
-                "first_votes": round(first.votes, 4) if first is not None else None,
+                "first_votes": round(first.votes, 4),
                 "second_votes": round(second.votes, 4) if second is not None else None, "error": kind.error},
         chosen=_relations(second) if kind.answered is not None else (),
         instead=_relations(first) if kind.answered is not None else ()))

@@ -167,8 +167,6 @@ async def kind(ctx: Context, first: Attempt, chosen: Choice, found: Answered) ->
         choice = await relations.choose(ctx, redraft.taken.main, redraft.taken.options)
     except (StepError, relations.ChoiceError) as err:
         return Kind(redraft, error=str(err))
-    if choice.option is None or chosen.option is None:
-        return Kind(redraft, choice, error=f"none of the {choice.shown} relation options answers the question")
     narrower = None
     if relations.narrows(chosen.option, choice.option):
         narrower = await answers.step(ctx, choice.option.relations(), ())

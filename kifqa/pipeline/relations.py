@@ -20,7 +20,6 @@ from kifqa.pipeline.text import ALIAS_MATCH, SPELLING_MATCH, article_takers, sim
 from kifqa.types import UNKNOWN, Candidate, ChoiceOption, Direction, ErrorKind, Pattern, Relation, RelationChoice
 
 _SYSTEM = resources.files("kifqa.pipeline").joinpath("prompts/choose_system.txt").read_text().strip()
-_SYSTEM_ABSTAIN = "Reply 0 if none of the options answers the question."
 
 #: The value types every question may be answered with: entities (``""``: the base does not say).
 ENTITY_TYPES = frozenset({"item", "property", ""})
@@ -108,20 +107,17 @@ async def step(ctx: Context, pattern: Pattern, linking: Linking) -> tuple[Option
 
 
 #: How an option was chosen: the precedent votes over the draft's named option (:func:`overruling`), the ranking's
-#: obvious one (:func:`obvious`), or the model; or the model
-#: found none that fits (with :attr:`~kifqa.config.PipelineSettings.abstain`).
-ChosenBy = Literal["overruled", "obvious", "model", "abstained"]
+#: obvious one (:func:`obvious`), or the model.
+ChosenBy = Literal["overruled", "obvious", "model"]
 
 
 @dataclass(frozen=True)
 class Choice:
-    """Step 3's result: the option taken (``None``: the model abstained), how, among which ranked options, and how
-    many of them the model was shown."""
+    """Step 3's result: the option taken, how, and among which ranked options."""
 
-    option: Option | None
+    option: Option
     by: ChosenBy
     ranked: tuple[Option, ...]
-    shown: int = 0
 
 
 async def choose(ctx: Context, pattern: Pattern, ranked: Sequence[Option]) -> Choice:
@@ -134,11 +130,10 @@ async def choose(ctx: Context, pattern: Pattern, ranked: Sequence[Option]) -> Ch
     if (chosen := obvious(ranked, lead=s.sure_lead)) is not None:
         return Choice(chosen, "obvious", ranked)
     shown = contenders(ranked, lead=s.sure_lead, most=s.max_options)
-    out = await ctx.recorder.generate(ctx.llm, request(ctx.question, pattern, shown, abstain=s.abstain))
+    out = await ctx.recorder.generate(ctx.llm, request(ctx.question, pattern, shown))
     if out.error:
         raise StepError(f"model call failed: {out.error}", kind=ErrorKind.MODEL)
-    chosen = parse(out.text, shown, abstain=s.abstain)
-    return Choice(chosen, "model" if chosen is not None else "abstained", ranked, len(shown))
+    return Choice(parse(out.text, shown), "model", ranked)
 
 
 async def uses(kb: KnowledgeBase, entities: list[Candidate]) -> dict[str, list[PropertyUse]]:
@@ -271,34 +266,30 @@ def contenders(ranked: Sequence[Option], *, lead: float | None, most: int) -> li
     return shown if lead is None else [o for o in shown if shown[0].score - o.score < lead]
 
 
-def request(question: str, pattern: Pattern, shown: Sequence[Option], *, abstain: bool = False) -> ChatRequest:
-    """Asks the model for one option's number (the grammar admits only the shown numbers, and ``0``
-    for none of them with ``abstain``). Its system prompt is a prefix every relation choice shares
-    (:func:`shared_prefix`)."""
-    user = str(RelationChoice(question, pattern, tuple(o.shown() for o in shown), abstain))
-    numbers = " | ".join(f'"{i}"' for i in range(0 if abstain else 1, len(shown) + 1))
-    prefix = shared_prefix(abstain=abstain)
+def request(question: str, pattern: Pattern, shown: Sequence[Option]) -> ChatRequest:
+    """Asks the model for one option's number (the grammar admits only the shown numbers). Its system
+    prompt is a prefix every relation choice shares (:func:`shared_prefix`)."""
+    user = str(RelationChoice(question, pattern, tuple(o.shown() for o in shown)))
+    numbers = " | ".join(f'"{i}"' for i in range(1, len(shown) + 1))
+    prefix = shared_prefix()
     return replace(prefix, messages=(prefix.messages[0], Message("user", user)), grammar=f"root ::= {numbers}")
 
 
-def shared_prefix(*, abstain: bool = False) -> ChatRequest:
+def shared_prefix() -> ChatRequest:
     """A request holding only what every relation choice shares, its system prompt, under its
     ``prefix_key``: the local backend keeps that prefix's model state like a few-shot block's, and
     ``kifqa model warm`` computes it ahead of time."""
-    system = Message("system", f"{_SYSTEM} {_SYSTEM_ABSTAIN}" if abstain else _SYSTEM)
-    return ChatRequest(messages=(system, Message("user", "?")), max_tokens=4,
-                       prefix_key="relations-abstain" if abstain else "relations")
+    return ChatRequest(messages=(Message("system", _SYSTEM), Message("user", "?")), max_tokens=4,
+                       prefix_key="relations")
 
 
 class ChoiceError(ValueError):
     """The model's relation choice is not one of the shown option numbers."""
 
 
-def parse(text: str, shown: Sequence[Option], *, abstain: bool = False) -> Option | None:
-    """The option the model's answer numbers; ``None`` for ``0`` (none fits) with ``abstain``."""
+def parse(text: str, shown: Sequence[Option]) -> Option:
+    """The option the model's answer numbers."""
     match = re.fullmatch(r"\s*(\d+)\s*\.?\s*", text)
-    first = 0 if abstain else 1
-    if match is None or not first <= int(match.group(1)) <= len(shown):
-        raise ChoiceError(f"expected an option number {first}..{len(shown)}, got {text[:100]!r}")
-    number = int(match.group(1))
-    return shown[number - 1] if number else None
+    if match is None or not 1 <= int(match.group(1)) <= len(shown):
+        raise ChoiceError(f"expected an option number 1..{len(shown)}, got {text[:100]!r}")
+    return shown[int(match.group(1)) - 1]

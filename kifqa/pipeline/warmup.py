@@ -38,7 +38,7 @@ def shared_prefixes(settings: Settings, source: ExampleSource,
         wanted = _prefix_keys(source, list(questions))
         blocks = {key: shots for key, shots in blocks.items() if key in wanted}
     requests = [draft.request("?", shots, prefix_key=key) for key, shots in blocks.items()]
-    requests.append(relations.shared_prefix(abstain=settings.pipeline.abstain))
+    requests.append(relations.shared_prefix())
     return requests
 
 

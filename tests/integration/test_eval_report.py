@@ -83,7 +83,7 @@ def test_scores_and_failure_classes(evaluation: Evaluation) -> None:
     assert by_id["sqwd-valid-10"].detail == "found by the search but not kept"
     m = evaluation.metrics()
     assert m["questions"] == N and m["correct"] == N - len(EXPECTED)
-    assert m["failure_counts"] == {"error": 1, "draft": 2, "large": 1, "abstained": 0, "entity": 1, "relation": 1,
+    assert m["failure_counts"] == {"error": 1, "draft": 2, "large": 1, "entity": 1, "relation": 1,
                                    "empty": 0, "partial": 0}
     assert m["linking"]["entity"]["correct"] == N - 5  # draft (2), entity (2) and error lose the topic
     assert m["linking"]["relation"]["correct"] == N - 6
@@ -123,9 +123,11 @@ def test_slices_by_whether_the_question_names_its_topic(evaluation: Evaluation, 
 
 
 def test_calibration_of_the_confidence(evaluation: Evaluation) -> None:
-    cal = evaluation.metrics()["calibration"]
+    m = evaluation.metrics()
+    cal = m["calibration"]
     answered = [s for s in evaluation.scored if s.predicted]
     assert cal["questions"] == N and cal["answered"] == len(answered)
+    assert m["answered"]["questions"] == sum(s.has_gold for s in answered)
     top = cal["curve"][-1]  # the lowest threshold keeps every answered question
     assert top["n"] == len(answered) and top["precision"] == pytest.approx(
         sum(s.score.precision for s in answered) / len(answered), abs=1e-4)

@@ -285,22 +285,16 @@ def test_a_predicate_named_only_by_a_description_ranks_first() -> None:
     assert relations.obvious(ranked) is None, "a description match still goes to the model"
 
 
-def test_the_model_may_answer_none_of_these() -> None:
+def test_the_model_answers_one_of_the_shown_numbers() -> None:
     by_entity = {BROWN_1.id: [PropertyUse(property=P19, direction="forward"), PropertyUse(property=P20, direction="forward")]}
     pattern = Pattern("james brown", "hometown", "?x")
     ranked = relations.options(pattern, _linking(BROWN_1), by_entity)
-    request = relations.request("what is james brown's hometown", pattern, ranked, abstain=True)
-    assert request.grammar == 'root ::= "0" | "1" | "2"'
-    assert request.messages[1].content.endswith("\n0. none of these answers the question\nNumber:")
-    choice = RelationChoice.parse(request.messages[1].content)
-    assert choice is not None and choice.abstain and len(choice.options) == 2
-    assert str(choice) == request.messages[1].content
-    assert relations.parse("0", ranked, abstain=True) is None
-    assert relations.parse("2", ranked, abstain=True) is ranked[1]
-    with pytest.raises(relations.ChoiceError):
-        relations.parse("0", ranked)
-    plain = relations.request("what is james brown's hometown", pattern, ranked)
-    assert "none of these" not in plain.messages[1].content and "0" not in plain.grammar
+    request = relations.request("what is james brown's hometown", pattern, ranked)
+    assert request.grammar == 'root ::= "1" | "2"'
+    assert relations.parse("2", ranked) is ranked[1]
+    for answer in ("0", "3"):
+        with pytest.raises(relations.ChoiceError):
+            relations.parse(answer, ranked)
 
 
 def test_the_better_named_near_match_outweighs_the_drafts_direction() -> None:
@@ -325,9 +319,6 @@ def test_every_relation_choice_shares_its_system_prompt_as_a_named_prefix() -> N
     assert a.prefix_key == b.prefix_key == shared.prefix_key == "relations"
     assert a.messages[:1] == b.messages[:1] == shared.messages[:1] and a.messages[1] != b.messages[1]
     assert a.prefix_messages is None and len(a.messages) == 2  # the prefix is the system prompt alone
-    none = relations.request("what is james brown's hometown", pattern, ranked, abstain=True)
-    assert none.prefix_key == relations.shared_prefix(abstain=True).prefix_key != a.prefix_key
-    assert none.messages[:1] == relations.shared_prefix(abstain=True).messages[:1] != a.messages[:1]
 
 
 def test_a_similarity_floor_keeps_every_value_that_reaches_it() -> None:

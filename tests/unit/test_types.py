@@ -45,7 +45,7 @@ def test_to_dict_is_what_asdict_gives_with_its_enums_as_values() -> None:
                                      filter="Filter(...)", sparql="SELECT ...", n_statements=1, seconds=0.01)],
                   llm_calls=[LLMCall(step="draft", prompt_tokens=12)], timings={"total": 0.5})
     trace.constraints.append(ConstraintOutcome(constraint=trace.draft[0], result=ConstraintResult.UNMET, kept=0, of=1))
-    trace.fail(ErrorKind.ABSTAINED, "none fits", step="relations")
-    expected = dataclasses.asdict(trace) | {"error_kind": "abstained"}
+    trace.fail(ErrorKind.NO_STATEMENTS, "no statements", step="relations")
+    expected = dataclasses.asdict(trace) | {"error_kind": "no_statements"}
     expected["constraints"] = [{**c, "result": "unmet"} for c in expected["constraints"]]
     assert trace.to_dict() == expected and type(trace.to_dict()["candidates"][0]["aliases"]) is tuple
