@@ -140,7 +140,7 @@ class Pipeline:
         """The steps for ``question``, in order; the trace is written from what they decided, also where one
         raises."""
         ctx = Context(question.text, CountingKB(self.kb, rec.trace), self.llm, self.examples, self.settings, rec,
-                      self.vectors, self.precedents)
+                      self.vectors, self.precedents, self.examples.priors)
         with rec.step("input"):
             checked(question, self.settings)
         with rec.step("draft"):
@@ -172,7 +172,7 @@ class Pipeline:
             if outcome.redraft is None or outcome.redraft.taken is None:
                 outcome = await self._kind(ctx, outcome)
         finally:
-            outcome.write(rec.trace)
+            outcome.write(rec.trace, ctx.priors)
         return list(outcome.answers)
 
     async def _kind(self, ctx: Context, outcome: Outcome) -> Outcome:
