@@ -71,7 +71,8 @@ class Pipeline:
     Args:
         kb: The knowledge base (in-process, or an actor-backed proxy of the same interface).
         llm: The model (likewise).
-        examples: Few-shot examples for the draft; the fixed set by default.
+        examples: Few-shot examples for the draft, and the pool whose priors say which dataset conventions the
+            rules follow (:mod:`.priors`); the fixed set by default.
         settings: Limits and switches of the steps.
         oracle_drafts: Drafts given instead of the model's, by question id (the oracle-draft diagnostic).
         vectors: Where the relation ranking keeps the embeddings of properties and predicates between
