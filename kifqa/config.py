@@ -197,9 +197,9 @@ class ExamplesSettings(Section):
 
 
 class PipelineSettings(Section):
-    """Limits and switches of the five steps. General limits first, then the rules that read the example pool's
-    precedent votes, then the second-draft policy (:mod:`kifqa.pipeline.redraft`). What each rule gained and cost
-    on the tuning sets is in docs/results.md."""
+    """Limits and switches of the five steps. General limits first, then the rules that read the example pool (its
+    precedent votes, its priors), then the second-draft policy (:mod:`kifqa.pipeline.redraft`). What each rule
+    gained and cost on the tuning sets is in docs/results.md."""
 
     #: Longer questions are refused as input errors.
     max_question_chars: int = 1000
@@ -220,6 +220,12 @@ class PipelineSettings(Section):
     #: vote for the relation options: each option's score gains with the share of them that ask for its property
     #: in its direction (0: no votes, and none of the rules below that read them).
     precedent_neighbours: int = 20
+    #: A rule written for a dataset convention (:mod:`kifqa.pipeline.priors`: the name before a comma, an answer
+    #: the question offers, the article before a name, a handle's digits) fires only where the example pool bears
+    #: the convention out: in at least this share of the pool's questions its rule would act on...
+    prior_share: float = Field(default=0.5, ge=0.0, le=1.0)
+    #: ... and in at least this many of them (0 with ``prior_share`` 0: every such rule fires, whatever the pool).
+    prior_least: int = Field(default=1, ge=0)
     #: Let the votes take another option over the one the draft's predicate names exactly, where they ask for it
     #: far more (:func:`~kifqa.pipeline.relations.overruling`).
     overrule: bool = True
@@ -234,7 +240,8 @@ class PipelineSettings(Section):
     widen_known: bool = True
     #: Where the draft's known entity follows a comma (and is not widened), take the run before the comma that is
     #: exactly an item's label or alias, the longest: the name after a comma qualifies the one before it
-    #: ("massachusetts" in "born in new bedford, massachusetts", a person's title after their name).
+    #: ("massachusetts" in "born in new bedford, massachusetts", a person's title after their name), where the
+    #: example pool bears that out (``prior_share``).
     comma_known: bool = True
     #: Where the first draft's best relation option scores below this, or it has none (no item, or no statement),
     #: draft again with the known entity one of the question's runs that name an item exactly and are not part of
@@ -244,7 +251,8 @@ class PipelineSettings(Section):
     #: drafts before the choice).
     redraft_below: float | None = 0.3
     #: Where the first draft's known entity is an answer the question offers ("male" in "is X male or female?",
-    #: :func:`~kifqa.pipeline.draft.offered`), draft again as where it found nothing (needs ``redraft_below``).
+    #: :func:`~kifqa.pipeline.draft.offered`), draft again as where it found nothing (needs ``redraft_below``, and
+    #: an example pool whose offered answers are not its topics: ``prior_share``).
     redraft_offered: bool = True
     #: How many second drafts: 1, one whose grammar admits every such run (the model chooses the name); more,
     #: one for each of the first this many of them (the outermost, longest first), the best option deciding

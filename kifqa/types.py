@@ -281,6 +281,28 @@ class Rule(StrEnum):
     KIND = "kind"
     #: A constraint pattern of the draft narrowed the answers (or was not applied).
     CONSTRAINT = "constraint"
+    #: Namesakes sharing the chosen option told apart by the article the question writes before their name.
+    ARTICLE = "article"
+    #: The known entity found with a handle's trailing digits dropped, its words written without their spaces.
+    HANDLE = "handle"
+
+
+class Convention(StrEnum):
+    """A dataset convention a rule is written for: the rule fires only where the example pool bears it out
+    (:mod:`kifqa.pipeline.priors`), and its :class:`Decision` names it."""
+
+    #: The name before a comma is the topic, the one after it qualifies it ("born in new bedford, massachusetts"):
+    #: ``pipeline.comma_known`` (:func:`~kifqa.pipeline.draft.qualified`).
+    COMMA = "comma"
+    #: A name next to an "or" is an answer to choose, not the topic ("is X male or female"): second drafts over
+    #: another name (``pipeline.redraft_offered``, :func:`~kifqa.pipeline.draft.offered`).
+    OFFERED = "offered"
+    #: The article written before a name is the one the name takes ("the suicide club" for The Suicide Club):
+    #: namesakes told apart by it (:func:`~kifqa.pipeline.relations.agreeing`).
+    ARTICLE = "article"
+    #: Digits that end a word of letters are a handle's ("honeycone1969" for Honey Cone): dropped before a name
+    #: written without its spaces is cut (:func:`~kifqa.pipeline.entities.unjoined`).
+    HANDLE = "handle"
 
 
 #: What a rule weighed: a score, a share of votes, a threshold, a count, a name.

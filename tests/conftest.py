@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from kifqa.config import DEFAULT_DATA_DIR, ExamplesSettings, Settings
+from kifqa.config import DEFAULT_DATA_DIR, ExamplesSettings, PipelineSettings, Settings
 from kifqa.kb.build import BuiltKB, build
 from kifqa.kb.kifkb import KifKnowledgeBase
 from kifqa.kb.server import OxigraphServer
@@ -26,6 +26,10 @@ REPO = Path(__file__).resolve().parent.parent
 TEST_CACHE = REPO / ".cache" / "tests"
 #: The tiny data has no train split to draw a pool from, and the cassettes hold fixed-example prompts.
 FIXED_EXAMPLES = ExamplesSettings(mode="fixed")
+#: The fixed examples show none of the dataset conventions the pool's priors count (kifqa/pipeline/priors.py), and
+#: the cassettes were recorded with every rule written for one firing: the tests' settings fire them whatever the
+#: pool (the priors have their own tests: test_pipeline_priors.py, test_pipeline.py).
+EVERY_CONVENTION = PipelineSettings(prior_share=0.0, prior_least=0)
 
 
 @pytest.fixture(scope="session")
@@ -42,8 +46,8 @@ def data_dir() -> Path:
 def settings(data_dir: Path) -> Settings:
     """Settings over the real data, caching under ``<repo>/.cache/tests``, with the fixed examples the
     replay cassettes were recorded with (the clustered default has its own tests: test_examples.py,
-    test_pipeline_clustered.py)."""
-    return Settings(data_dir=data_dir, cache_dir=TEST_CACHE, examples=FIXED_EXAMPLES)
+    test_pipeline_clustered.py) and every convention rule firing (:data:`EVERY_CONVENTION`)."""
+    return Settings(data_dir=data_dir, cache_dir=TEST_CACHE, examples=FIXED_EXAMPLES, pipeline=EVERY_CONVENTION)
 
 
 @pytest.fixture(scope="session")

@@ -13,10 +13,12 @@ from kifqa.types import UNKNOWN, Pattern
 
 @dataclass(frozen=True)
 class Example:
-    """A question and the draft it should get."""
+    """A question and the draft it should get; ``names``: its gold topic's names, label first (empty where the
+    pool does not say), which the pool's priors read (:mod:`kifqa.pipeline.priors`)."""
 
     question: str
     draft: str
+    names: tuple[str, ...] = ()
 
     def relation(self) -> tuple[str, bool]:
         """The predicate of the draft's main pattern and whether the unknown is its subject."""
@@ -36,7 +38,7 @@ def sqwd_pool(data_dir: Path, *, split: str = "train", limit: int | None = None)
     ``Pn`` rows ask for the value: ``(topic | property | ?x)``; ``Rn`` rows ask for the subject:
     ``(?x | property | topic)``. The topic is written as the question writes it when the question
     contains its label or an alias (so the examples teach copying the name); rows whose topic or
-    property has no label are skipped.
+    property has no label are skipped. Each example keeps its topic's names.
     """
     base = Path(data_dir)
     entity_labels = read_item_names(base)
@@ -48,7 +50,8 @@ def sqwd_pool(data_dir: Path, *, split: str = "train", limit: int | None = None)
         prop_label = property_labels.get("P" + prop[1:])
         if not names or not prop_label or not question:
             continue
-        pool.append(Example(question, gold_draft(question, names, prop_label, inverse=prop.startswith("R"))))
+        draft = gold_draft(question, names, prop_label, inverse=prop.startswith("R"))
+        pool.append(Example(question, draft, tuple(names)))
         if limit is not None and len(pool) >= limit:
             break
     return pool

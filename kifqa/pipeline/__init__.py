@@ -71,7 +71,8 @@ class Pipeline:
     Args:
         kb: The knowledge base (in-process, or an actor-backed proxy of the same interface).
         llm: The model (likewise).
-        examples: Few-shot examples for the draft; the fixed set by default.
+        examples: Few-shot examples for the draft, and the pool whose priors say which dataset conventions the
+            rules follow (:mod:`.priors`); the fixed set by default.
         settings: Limits and switches of the steps.
         oracle_drafts: Drafts given instead of the model's, by question id (the oracle-draft diagnostic).
         vectors: Where the relation ranking keeps the embeddings of properties and predicates between
@@ -140,7 +141,7 @@ class Pipeline:
         """The steps for ``question``, in order; the trace is written from what they decided, also where one
         raises."""
         ctx = Context(question.text, CountingKB(self.kb, rec.trace), self.llm, self.examples, self.settings, rec,
-                      self.vectors, self.precedents)
+                      self.vectors, self.precedents, self.examples.priors)
         with rec.step("input"):
             checked(question, self.settings)
         with rec.step("draft"):
@@ -172,7 +173,7 @@ class Pipeline:
             if outcome.redraft is None or outcome.redraft.taken is None:
                 outcome = await self._kind(ctx, outcome)
         finally:
-            outcome.write(rec.trace)
+            outcome.write(rec.trace, ctx.priors)
         return list(outcome.answers)
 
     async def _kind(self, ctx: Context, outcome: Outcome) -> Outcome:

@@ -12,7 +12,7 @@ from kifqa.kb.base import FilterResult, KnowledgeBase
 from kifqa.pipeline.context import Context
 from kifqa.pipeline.entities import link
 from kifqa.pipeline.text import similarity
-from kifqa.types import Answer, ConstraintOutcome, ConstraintResult, FilterRun, Pattern, Relation
+from kifqa.types import Answer, ConstraintOutcome, ConstraintResult, Convention, FilterRun, Pattern, Relation
 
 #: How well a constraint's predicate must name a property to be applied without the model.
 CONSTRAINT_MIN_SIMILARITY = 0.5
@@ -33,7 +33,7 @@ async def step(ctx: Context, relations: Sequence[Relation], constraints: Sequenc
     found, filters = await run_filters(ctx.kb, relations)
     outcomes = []
     for constraint in constraints:
-        found, outcome = await constrain(ctx.kb, found, constraint)
+        found, outcome = await constrain(ctx.kb, found, constraint, handles=ctx.follows(Convention.HANDLE))
         outcomes.append(outcome)
     return Answered(tuple(found), tuple(filters), tuple(outcomes))
 
@@ -62,17 +62,17 @@ async def run_filters(kb: KnowledgeBase, relations: Sequence[Relation]) -> tuple
     return list(answers.values()), runs
 
 
-async def constrain(kb: KnowledgeBase, answers: list[Answer],
-                    constraint: Pattern) -> tuple[list[Answer], ConstraintOutcome]:
+async def constrain(kb: KnowledgeBase, answers: list[Answer], constraint: Pattern, *,
+                    handles: bool = True) -> tuple[list[Answer], ConstraintOutcome]:
     """Keeps the answers ``a`` for which ``(a, p, e)`` holds, where ``e`` is the constraint's
-    entity and ``p`` the property of ``e`` (as value) that best names the constraint's predicate,
-    and says what it did. A constraint that cannot be resolved, or that no answer meets, leaves the
-    answers as they are: a constraint narrows, it never empties."""
+    entity (:func:`~kifqa.pipeline.entities.link`, ``handles`` as there) and ``p`` the property of ``e`` (as value)
+    that best names the constraint's predicate, and says what it did. A constraint that cannot be resolved, or that
+    no answer meets, leaves the answers as they are: a constraint narrows, it never empties."""
 
     def outcome(result: ConstraintResult, kept: int) -> ConstraintOutcome:
         return ConstraintOutcome(constraint=constraint, result=result, kept=kept, of=len(answers))
 
-    linking = await link(kb, constraint.object)
+    linking = await link(kb, constraint.object, handles=handles)
     if not linking.exact:
         return answers, outcome(ConstraintResult.UNRESOLVED, len(answers))
     allowed: set[str] = set()

@@ -6,13 +6,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kifqa.types import ErrorKind
+from kifqa.types import Convention, ErrorKind
 
 if TYPE_CHECKING:  # annotations only: the steps that import this module need none of these at import
     from kifqa.config import PipelineSettings
     from kifqa.kb.base import KnowledgeBase
     from kifqa.llm.base import LLM
     from kifqa.pipeline.examples import ExampleSource
+    from kifqa.pipeline.priors import PoolPriors
     from kifqa.pipeline.ranking import Precedents, Votes
     from kifqa.pipeline.recorder import Recorder
     from kifqa.pipeline.vectors import SavedVectors
@@ -29,7 +30,8 @@ class StepError(Exception):
 @dataclass(frozen=True)
 class Context:
     """One question and what its steps use: the base (its calls counted in the trace), the model, the few-shot
-    examples, the settings, and the pool's precedent votes (opened on first use: embedding the pool is costly)."""
+    examples, the settings, the pool's precedent votes (opened on first use: embedding the pool is costly) and
+    the pool's priors."""
 
     question: str
     kb: KnowledgeBase
@@ -39,6 +41,13 @@ class Context:
     recorder: Recorder
     vectors: SavedVectors | None
     precedents: Callable[[], Precedents | None]
+    priors: PoolPriors
+
+    def follows(self, convention: Convention) -> bool:
+        """Whether the example pool bears ``convention`` out enough for its rule to fire
+        (:attr:`PipelineSettings.prior_share`, :attr:`PipelineSettings.prior_least`)."""
+        s = self.settings
+        return self.priors.prior(convention).holds(share=s.prior_share, least=s.prior_least)
 
     async def votes(self, known: str) -> Votes | None:
         """What the pool's questions nearest to the question, asked about ``known``, ask for

@@ -13,7 +13,7 @@ from kifqa.kb.base import KnowledgeBase
 from kifqa.llm.base import ChatRequest, Message
 from kifqa.pipeline.context import Context, StepError
 from kifqa.pipeline.text import before_comma, ngrams, spans, within
-from kifqa.types import UNKNOWN, ErrorKind, Pattern
+from kifqa.types import UNKNOWN, Convention, ErrorKind, Pattern
 
 #: Characters a predicate may use (the grammar and the parser agree on them).
 _PREDICATE = r"[^|()\n?]{1,48}"
@@ -80,12 +80,13 @@ async def step(ctx: Context, *, known: list[str] | None = None) -> Drafted:
 async def regrounded(ctx: Context, text: str, *, examples: tuple[str, ...] = (), given: bool = False) -> Drafted:
     """The patterns of draft ``text``, the known entity replaced by the longer name in the question that holds it
     (:attr:`~kifqa.config.PipelineSettings.widen_known`, :func:`widened`) or else by the name it qualifies after a
-    comma (:attr:`~kifqa.config.PipelineSettings.comma_known`, :func:`qualified`)."""
+    comma (:attr:`~kifqa.config.PipelineSettings.comma_known`, :func:`qualified`, where the pool bears the
+    convention out: :attr:`~kifqa.types.Convention.COMMA`)."""
     s, patterns = ctx.settings, parse(text)
     known = patterns[0].known
     if s.widen_known and (wider := await widened(ctx.kb, ctx.question, known)):
         return Drafted(text, (patterns[0].with_known(wider), *patterns[1:]), examples, ("widened", known), given)
-    if s.comma_known and (head := await qualified(ctx.kb, ctx.question, known)):
+    if s.comma_known and ctx.follows(Convention.COMMA) and (head := await qualified(ctx.kb, ctx.question, known)):
         return Drafted(text, (patterns[0].with_known(head), *patterns[1:]), examples, ("qualified", known), given)
     return Drafted(text, tuple(patterns), examples, None, given)
 
@@ -129,7 +130,9 @@ async def grounded(kb: KnowledgeBase, question: str) -> list[str] | None:
 def offered(question: str, name: str, *, exact: bool = True) -> bool:
     """Whether ``name`` is one of the answers ``question`` offers to choose from, next to one of its "or"s ("male"
     in "is ferruccio furlanetto male or female?"), or that "or", or (where it names no item ``exact``-ly) two of them
-    with the "or" between ("denmark or sweden"): answers, not the entity the question asks about."""
+    with the "or" between ("denmark or sweden"): answers, not the entity the question asks about. A convention of
+    SimpleQuestions, not of questions ("who was born first, A or B" asks about A and B): its rules follow it only
+    where the example pool bears it out (:attr:`~kifqa.types.Convention.OFFERED`)."""
     key, whole = question_key(name), f" {question_key(question)} "
     if not exact and " or " in f" {key} ":
         return True
@@ -158,7 +161,8 @@ async def qualified(kb: KnowledgeBase, question: str, known: str) -> str | None:
     """The longest run of ``question``'s words, as written, that ends at a comma right before ``known`` and is
     exactly an item's label or alias in ``kb`` ("new bedford" for ``massachusetts`` in "born in new bedford,
     massachusetts"): what ``known`` qualifies, a town its state, a person their title. ``None`` when no such run is,
-    or when the base cannot tell."""
+    or when the base cannot tell. A convention of SimpleQuestions, not of questions ("in titanic, who played rose"):
+    the draft follows it only where the example pool bears it out (:attr:`~kifqa.types.Convention.COMMA`)."""
     return await _longest_named(kb, before_comma(question, known))
 
 

@@ -11,7 +11,7 @@ from kifqa.data.text import name_key, typed_key
 from kifqa.kb.base import KnowledgeBase
 from kifqa.pipeline.context import Context
 from kifqa.pipeline.text import SPELLING_MATCH, names, relaxed, similarity, singular
-from kifqa.types import Candidate, Pattern
+from kifqa.types import Candidate, Convention, Pattern
 
 
 @dataclass(frozen=True)
@@ -29,37 +29,43 @@ class Linking:
     candidates: list[Candidate]
     kept: list[Candidate]
     exact: bool
+    #: Whether ``query`` is the label written without its spaces, found with a handle's trailing digits dropped
+    #: (:func:`unjoined`).
+    handle: bool = False
 
 
 async def step(ctx: Context, pattern: Pattern) -> Linking:
-    """Step 2: the entities ``pattern``'s known label names, within the settings' limits (:func:`link`)."""
+    """Step 2: the entities ``pattern``'s known label names, within the settings' limits (:func:`link`), a handle's
+    digits dropped where the pool bears :attr:`~kifqa.types.Convention.HANDLE` out."""
     s = ctx.settings
     return await link(ctx.kb, pattern.known, limit=s.search_limit, max_kept=s.max_entities,
-                      max_near=s.max_near_entities)
+                      max_near=s.max_near_entities, handles=ctx.follows(Convention.HANDLE))
 
 
 async def link(kb: KnowledgeBase, label: str, *, limit: int = 50, max_kept: int = 10,
-               max_near: int = 5) -> Linking:
-    """Searches ``label`` (then its relaxed forms, then the name it writes without spaces, if it finds nothing;
-    then its :func:`~kifqa.pipeline.text.singular`, if nothing is named exactly) and keeps the candidates."""
+               max_near: int = 5, handles: bool = True) -> Linking:
+    """Searches ``label`` (then its relaxed forms, then the name it writes without spaces, if it finds nothing,
+    with ``handles`` a handle's trailing digits dropped; then its :func:`~kifqa.pipeline.text.singular`, if
+    nothing is named exactly) and keeps the candidates."""
     query, candidates = label, await kb.search_entities(label, limit=limit)
     for form in relaxed(label) if not candidates else ():
         query, candidates = form, await kb.search_entities(form, limit=limit)
         if candidates:
             break
-    named, key = label, name_key
-    if not candidates and (spaced := await unjoined(kb, label)):  # named exactly, punctuation folded
+    named, key, handle = label, name_key, False
+    if not candidates and (spaced := await unjoined(kb, label, handles=handles)):  # named exactly, punctuation folded
         query, candidates = spaced, await kb.search_entities(spaced, limit=limit)
         named, key = spaced, typed_key
+        handle = handles and any(HANDLE_DIGITS.search(w) for w in label.split())
     exact = named_exactly(candidates, named, key=key)
     if not exact and (one := singular(label)):  # "dramas", "ray krocs": a plural, or a possessive's bare s
         found = await kb.search_entities(one, limit=limit)
         exact = named_exactly(found, one)
         if exact or not candidates:
-            query, candidates = one, found
+            query, candidates, handle = one, found, False
     if exact:
-        return Linking(query, candidates, exact[:max_kept], True)
-    return Linking(query, candidates, typos_first(label, candidates)[:max_near], False)
+        return Linking(query, candidates, exact[:max_kept], True, handle)
+    return Linking(query, candidates, typos_first(label, candidates)[:max_near], False, handle)
 
 
 def named_exactly(candidates: list[Candidate], name: str, *,
@@ -82,16 +88,18 @@ def typos_first(label: str, candidates: list[Candidate]) -> list[Candidate]:
 _MAX_CUT3 = 20
 
 
-#: Digits that end a word of letters: a handle's ("chocolatestarfish26", "honeycone1969").
-_HANDLE_DIGITS = re.compile(r"(?<=[^\W\d_])\d+$")
+#: Digits that end a word of letters: a handle's ("chocolatestarfish26", "honeycone1969"), in SimpleQuestions; dropped
+#: only where the example pool bears that convention out (:attr:`~kifqa.types.Convention.HANDLE`: "area51" joins
+#: the name's own digits).
+HANDLE_DIGITS = re.compile(r"(?<=[^\W\d_])\d+$")
 
 
-async def unjoined(kb: KnowledgeBase, label: str) -> str | None:
+async def unjoined(kb: KnowledgeBase, label: str, *, handles: bool = True) -> str | None:
     """``label`` with one of its words cut in two (else in three) so that it is exactly an item's name, case,
-    accents and punctuation folded: a name the question wrote without its spaces ("thezutons", "jimmarcus"), as a
-    handle, its trailing digits dropped ("chocolatestarfish26"). Fewer cuts first, then the word's order; ``None``
-    when no cut names an item, or when the base cannot tell."""
-    words = [_HANDLE_DIGITS.sub("", w) for w in label.split()]
+    accents and punctuation folded: a name the question wrote without its spaces ("thezutons", "jimmarcus"), with
+    ``handles`` as a handle, its trailing digits dropped ("chocolatestarfish26"). Fewer cuts first, then the word's
+    order; ``None`` when no cut names an item, or when the base cannot tell."""
+    words = [HANDLE_DIGITS.sub("", w) if handles else w for w in label.split()]
     for parts in (2, 3):
         forms = [" ".join([*words[:i], *cut, *words[i + 1:]]) for i, word in enumerate(words)
                  if len(word) >= 5 and (parts == 2 or len(word) <= _MAX_CUT3) for cut in _cuts(word, parts)]

@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import abc
+import functools
 import json
 from importlib import resources
 from pathlib import Path
 
 from kifqa.data.pool import Example
 from kifqa.pipeline.embeddings import EmbeddedPool
+from kifqa.pipeline.priors import PoolPriors, pool_priors
 
 
 class ExampleSource(abc.ABC):
@@ -21,6 +23,17 @@ class ExampleSource(abc.ABC):
 
     #: The embedded example pool, for the sources that choose by sentence embeddings.
     pool: EmbeddedPool | None = None
+
+    def drawn(self) -> list[Example]:
+        """The examples this source draws from: its pool."""
+        return self.pool.examples if self.pool is not None else []
+
+    @functools.cached_property
+    def priors(self) -> PoolPriors:
+        """What the examples this source draws from say of the dataset conventions some rules are written for
+        (:mod:`kifqa.pipeline.priors`; under a second for the 19,481 training questions), worked out on first use.
+        """
+        return pool_priors(self.drawn())
 
     def prepare(self, questions: list[str]) -> None:
         """Computes at once what selecting examples for ``questions`` needs (their embeddings, in one
@@ -51,6 +64,9 @@ class FixedExamples(ExampleSource):
         self.examples = examples if examples is not None else load_fixed_examples()
 
     def select(self, question: str) -> list[Example]:
+        return list(self.examples)
+
+    def drawn(self) -> list[Example]:
         return list(self.examples)
 
     def prefix_key(self, question: str) -> str | None:

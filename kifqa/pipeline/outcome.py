@@ -1,5 +1,6 @@
 """What one question's run decided, step by step, and the trace written from it once, with a typed
-:class:`~kifqa.types.Decision` for every rule that fired."""
+:class:`~kifqa.types.Decision` for every rule that fired (naming, for a rule written for a dataset convention, the
+pool's prior that let it fire)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,14 @@ from dataclasses import dataclass
 
 from kifqa.pipeline.answers import Answered
 from kifqa.pipeline.attempt import Attempt
-from kifqa.pipeline.draft import Drafted
-from kifqa.pipeline.redraft import Kind, Redraft
+from kifqa.pipeline.priors import PoolPriors
+from kifqa.pipeline.redraft import Kind, Reason, Redraft
 from kifqa.pipeline.relations import Choice, Option
 from kifqa.types import (
     Answer,
     ConstraintOutcome,
     ConstraintResult,
+    Convention,
     Decision,
     Input,
     Pattern,
@@ -78,8 +80,8 @@ class Outcome:
                 out += [TriedDraft(error=error) for error in redraft.failed]
         return out
 
-    def write(self, trace: Trace) -> None:
-        """Writes what was decided into ``trace``."""
+    def write(self, trace: Trace, priors: PoolPriors) -> None:
+        """Writes what was decided into ``trace``, the decisions of convention rules with their ``priors``."""
         taken = self.taken
         trace.draft_output, trace.draft = clipped(taken.drafted.output), list(self.patterns)
         trace.examples = list(taken.drafted.examples)
@@ -95,47 +97,58 @@ class Outcome:
         if answered is not None:
             trace.filters, trace.constraints = list(answered.filters), list(answered.constraints)
         trace.attempts = self.tried()
-        trace.decisions = _decisions(self)
+        trace.decisions = _decisions(self, priors)
 
 
-def _decisions(outcome: Outcome) -> list[Decision]:
+def _decisions(outcome: Outcome, priors: PoolPriors) -> list[Decision]:
     """Every rule that fired, in the order the steps ran."""
     taken = outcome.taken
-    out = _regrounded(outcome.first.drafted)
+    out = _linked(outcome.first, priors)
     if outcome.redraft is not None:
-        out.append(_redrafted(outcome.redraft, outcome.first, outcome.choice))
+        out.append(_redrafted(outcome.redraft, outcome.first, outcome.choice, priors))
         if outcome.redraft.taken is taken:
-            out += _regrounded(taken.drafted)
+            out += _linked(taken, priors)
     if outcome.choice is not None:
-        out += _chosen(outcome.choice, step="relations")
+        out += _chosen(outcome.choice, step="relations", priors=priors)
     if outcome.answered is not None:
         out += [_constrained(c) for c in outcome.answered.constraints]
     if outcome.kind is not None:
-        out += _kind(outcome.kind, outcome)
+        out += _kind(outcome.kind, outcome, priors)
     return out
 
 
-def _regrounded(drafted: Drafted) -> list[Decision]:
-    """The known entity's replacement by a longer name of the question or the name it qualifies, if any."""
-    if drafted.regrounded is None:
-        return []
-    how, before = drafted.regrounded
-    return [Decision(rule=Rule(how), step="draft", taken=True, inputs={"drafted": before, "known": drafted.main.known})]
+def _linked(attempt: Attempt, priors: PoolPriors) -> list[Decision]:
+    """The known entity's replacement by a longer name of the question or the name it qualifies, and its name found
+    with a handle's digits dropped, if any."""
+    drafted, linking = attempt.drafted, attempt.linking
+    out = []
+    if drafted.regrounded is not None:
+        how, before = drafted.regrounded
+        rule = Rule(how)
+        prior = priors.inputs(Convention.COMMA) if rule is Rule.QUALIFIED else {}
+        out.append(Decision(rule=rule, step="draft", taken=True,
+                            inputs={"drafted": before, "known": drafted.main.known, **prior}))
+    if linking is not None and linking.handle:
+        out.append(Decision(rule=Rule.HANDLE, step="entities", taken=True,
+                            inputs={"drafted": drafted.main.known, "found": linking.query,
+                                    **priors.inputs(Convention.HANDLE)}))
+    return out
 
 
 def _relations(option: Option | None) -> tuple[Relation, ...]:
     return tuple(option.relations()) if option is not None else ()
 
 
-def _redrafted(redraft: Redraft, first: Attempt, choice: Choice | None) -> Decision:
-    """A second draft, taken or refused, with the scores the policy compared (:func:`~kifqa.pipeline.redraft.beats`).
-    """
+def _redrafted(redraft: Redraft, first: Attempt, choice: Choice | None, priors: PoolPriors) -> Decision:
+    """A second draft, taken or refused, with the scores the policy compared (:func:`~kifqa.pipeline.redraft.beats`)
+    and, for an offered answer, the prior that let it be tried."""
     best = max((a.best for a in redraft.tried), default=float("-inf"))
+    prior = priors.inputs(Convention.OFFERED) if redraft.reason is Reason.OFFERED else {}
     return Decision(
         rule=Rule.REDRAFT, step="redraft", taken=redraft.taken is not None,
         inputs={"reason": redraft.reason.value, "first": str(first.main), "first_best": _score(first.best),
                 "second": str(redraft.taken.main) if redraft.taken is not None else None,
-                "second_best": _score(best), "tried": len(redraft.tried), "failed": len(redraft.failed)},
+                "second_best": _score(best), "tried": len(redraft.tried), "failed": len(redraft.failed), **prior},
         chosen=_relations(choice.option) if redraft.taken is not None and choice is not None else (),
         instead=_relations(first.options[0]) if redraft.taken is not None and first.options else ())
 
@@ -144,10 +157,14 @@ def _score(score: float) -> float | None:
     return round(score, 4) if score > float("-inf") else None
 
 
-def _chosen(choice: Choice, *, step: str) -> list[Decision]:
-    """The rule that chose the relation without the model, if one did."""
+def _chosen(choice: Choice, *, step: str, priors: PoolPriors) -> list[Decision]:
+    """The rule that chose the relation without the model, if one did; and where the question's article told the
+    chosen option's namesakes apart, that rule."""
+    told = [Decision(rule=Rule.ARTICLE, step=step, taken=True,
+                     inputs={"kept": len(choice.option.entities), "of": choice.option.namesakes,
+                             **priors.inputs(Convention.ARTICLE)})] if choice.option.namesakes else []
     if choice.by == "model":
-        return []
+        return told
     first, chosen = choice.ranked[0], choice.option
     second = choice.ranked[1].score if len(choice.ranked) > 1 else None
     inputs: dict[str, Input] = {
@@ -155,7 +172,7 @@ def _chosen(choice: Choice, *, step: str) -> list[Decision]:
         "first_votes": round(first.votes, 4), "second_score": None if second is None else round(second, 4),
         "chosen": chosen.property.label, "chosen_votes": round(chosen.votes, 4)}
     return [Decision(rule=Rule(choice.by), step=step, taken=True, inputs=inputs, chosen=_relations(chosen),
-                     instead=_relations(first) if chosen is not first else ())]
+                     instead=_relations(first) if chosen is not first else ()), *told]
 
 
 def _constrained(outcome: ConstraintOutcome) -> Decision:
@@ -164,13 +181,13 @@ def _constrained(outcome: ConstraintOutcome) -> Decision:
                             "kept": outcome.kept, "of": outcome.of})
 
 
-def _kind(kind: Kind, outcome: Outcome) -> list[Decision]:
+def _kind(kind: Kind, outcome: Outcome, priors: PoolPriors) -> list[Decision]:
     """The second draft for a kind's answers: the redraft, its choice, and the kind taken as its constraint or not.
     """
     assert outcome.answered is not None and outcome.choice is not None
-    out = [_redrafted(kind.redraft, outcome.first, kind.choice)]
+    out = [_redrafted(kind.redraft, outcome.first, kind.choice, priors)]
     if kind.choice is not None:
-        out += _chosen(kind.choice, step="redraft")
+        out += _chosen(kind.choice, step="redraft", priors=priors)
     second = kind.choice.option if kind.choice is not None else None
     first = outcome.choice.option
     out.append(Decision(

@@ -17,7 +17,7 @@ from kifqa.pipeline.attempt import Attempt
 from kifqa.pipeline.context import Context, StepError
 from kifqa.pipeline.relations import Choice
 from kifqa.pipeline.text import outermost
-from kifqa.types import ConstraintOutcome, ConstraintResult
+from kifqa.types import ConstraintOutcome, ConstraintResult, Convention
 
 
 class Reason(StrEnum):
@@ -60,7 +60,8 @@ async def reason(ctx: Context, first: Attempt, answered: Answered | None = None)
     if not first.linking.kept:
         return Reason.NO_ENTITY if s.redraft_below is not None else None
     if s.redraft_below is not None:
-        if s.redraft_offered and draft.offered(ctx.question, first.main.known, exact=first.linking.exact):
+        if (s.redraft_offered and ctx.follows(Convention.OFFERED)
+                and draft.offered(ctx.question, first.main.known, exact=first.linking.exact)):
             return Reason.OFFERED
         if not first.options:
             return Reason.NO_STATEMENTS
@@ -131,12 +132,15 @@ async def second(ctx: Context, first: Attempt, why: Reason) -> Redraft:
 
 async def _knowns(ctx: Context, first: Attempt) -> list[list[str]]:
     """The known entities the second drafts' grammars admit: the question's runs that name an item exactly,
-    outside the first draft's known entity (:func:`~kifqa.pipeline.draft.elsewhere`) and not an answer the
-    question offers; one draft over all of them, or one for each of the first
+    outside the first draft's known entity (:func:`~kifqa.pipeline.draft.elsewhere`) and, where the pool bears
+    :attr:`~kifqa.types.Convention.OFFERED` out, not an answer the question offers; one draft over all of them, or
+    one for each of the first
     :attr:`~kifqa.config.PipelineSettings.redraft_each` (the outermost, longest first)."""
     exact = first.linking is not None and first.linking.exact
     named = await draft.grounded(ctx.kb, ctx.question) or []
-    runs = [r for r in draft.elsewhere(named, first.main.known, exact=exact) if not draft.offered(ctx.question, r)]
+    runs = draft.elsewhere(named, first.main.known, exact=exact)
+    if ctx.follows(Convention.OFFERED):
+        runs = [r for r in runs if not draft.offered(ctx.question, r)]
     if not runs:
         return []
     each = ctx.settings.redraft_each

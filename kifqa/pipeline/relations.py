@@ -17,7 +17,17 @@ from kifqa.pipeline.context import Context, StepError
 from kifqa.pipeline.entities import Linking
 from kifqa.pipeline.ranking import NamedRelation
 from kifqa.pipeline.text import ALIAS_MATCH, SPELLING_MATCH, article_takers, similarity, tokens
-from kifqa.types import UNKNOWN, Candidate, ChoiceOption, Direction, ErrorKind, Pattern, Relation, RelationChoice
+from kifqa.types import (
+    UNKNOWN,
+    Candidate,
+    ChoiceOption,
+    Convention,
+    Direction,
+    ErrorKind,
+    Pattern,
+    Relation,
+    RelationChoice,
+)
 
 _SYSTEM = resources.files("kifqa.pipeline").joinpath("prompts/choose_system.txt").read_text().strip()
 
@@ -75,6 +85,9 @@ class Option:
     score: float
     #: The share of the precedent votes that ask for its property in its direction (0 without votes).
     votes: float = 0.0
+    #: How many namesakes shared it before the article the question writes kept those whose name takes it
+    #: (:func:`agreeing`; 0 where it kept them all).
+    namesakes: int = 0
 
     def relations(self) -> list[Relation]:
         return [Relation(e.id, self.property.id, self.direction) for e in self.entities]
@@ -93,7 +106,8 @@ class Option:
 async def step(ctx: Context, pattern: Pattern, linking: Linking) -> tuple[Option, ...]:
     """Step 3's options for ``pattern``'s kept entities, best first (:func:`options`; none without kept entities),
     ranked by closeness in meaning where the settings say so and weighed by what similar questions of the pool ask
-    for (:meth:`~kifqa.pipeline.context.Context.votes`)."""
+    for (:meth:`~kifqa.pipeline.context.Context.votes`); namesakes told apart by the question's article where the
+    pool bears :attr:`~kifqa.types.Convention.ARTICLE` out."""
     if not linking.kept:
         return ()
     by_entity = await uses(ctx.kb, linking.kept)
@@ -103,7 +117,8 @@ async def step(ctx: Context, pattern: Pattern, linking: Linking) -> tuple[Option
         closeness = await asyncio.to_thread(ranking.closeness, ctx.question, pattern.predicate, properties,
                                             saved=ctx.vectors)
     votes = await ctx.votes(pattern.known)
-    return tuple(options(pattern, linking, by_entity, question=ctx.question, closeness=closeness, votes=votes))
+    return tuple(options(pattern, linking, by_entity, question=ctx.question, closeness=closeness, votes=votes,
+                         articles=ctx.follows(Convention.ARTICLE)))
 
 
 #: How an option was chosen: the precedent votes over the draft's named option (:func:`overruling`), the ranking's
@@ -144,7 +159,7 @@ async def uses(kb: KnowledgeBase, entities: list[Candidate]) -> dict[str, list[P
 
 def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[PropertyUse]], *,
             question: str = "", closeness: Mapping[str, float] | None = None,
-            votes: Mapping[NamedRelation, float] | None = None) -> list[Option]:
+            votes: Mapping[NamedRelation, float] | None = None, articles: bool = True) -> list[Option]:
     """The ways to answer, best first by how well the property names the draft's predicate and whether
     its direction agrees with the draft. A property named exactly (label, then alias) comes first;
     the others rank by ``closeness`` (property id → closeness in meaning to the question,
@@ -152,8 +167,8 @@ def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[Proper
     their descriptions' words.
 
     Entities that share a name share one option per (property, direction): all the kept ones when
-    they are named exactly (of those, the ones whose name takes the article the question writes, where only
-    some do: :func:`agreeing`), each near-match name's namesakes otherwise, where the search's order
+    they are named exactly (with ``articles``, of those the ones whose name takes the article the question
+    writes, where only some do: :func:`agreeing`), each near-match name's namesakes otherwise, where the search's order
     among the names weighs more than the draft's direction (:data:`NEAR_RANK_STEP`). Properties whose values are not
     what ``question`` asks for (:func:`wanted_types`: an identifier, a date or a width for "who" or
     "where") are left out unless the draft names them, or unless nothing else is left."""
@@ -167,15 +182,17 @@ def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[Proper
     wanted = wanted_types(question) if question else None
     out: list[Option] = []
     passed_over: list[Option] = []
-    takers = article_takers(question, pattern.known, linking.kept) if linking.exact and question else None
-    for members, use in groups.values():
-        members = agreeing(members, takers)
+    told = articles and linking.exact and bool(question)
+    takers = article_takers(question, pattern.known, linking.kept) if told else None
+    for all_members, use in groups.values():
+        members = agreeing(all_members, takers)
         match = _match(pattern.predicate, use.property, closeness)
         score = match + (0.05 if use.direction == pattern.direction else 0.0)
         score -= 0.0 if linking.exact else NEAR_RANK_STEP * rank[members[0].id]
         share = votes.get((name_key(use.property.label), use.direction), 0.0) if votes else 0.0
         score += PRECEDENT_WEIGHT * share
-        option = Option(tuple(members), use.property, use.direction, match, score, share)
+        namesakes = len(all_members) if len(members) < len(all_members) else 0
+        option = Option(tuple(members), use.property, use.direction, match, score, share, namesakes)
         fits = wanted is None or use.direction == "backward" or use.value_type in wanted or match >= ALIAS_MATCH
         (out if fits else passed_over).append(option)
     out = out or passed_over

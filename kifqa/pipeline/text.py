@@ -160,7 +160,10 @@ def names(candidate: Candidate) -> list[str]:
 def article_takers(question: str, known: str, candidates: Sequence[Candidate]) -> frozenset[str] | None:
     """The ids of ``candidates`` (items named ``known`` up to a leading article) with a name that takes the article
     ``question`` writes right before ``known``'s words (none as it writes none): "The Suicide Club" for "what genre
-    is the suicide club", "Infidel" for "which author wrote infidel". ``None`` where it writes no such run."""
+    is the suicide club", "Infidel" for "which author wrote infidel". ``None`` where it writes no such run. That a
+    question copies a name's article is a convention of SimpleQuestions ("plays the guitar" writes one the name
+    does not take): the relation step follows it only where the example pool bears it out
+    (:attr:`~kifqa.types.Convention.ARTICLE`)."""
     if (said := article_before(question, known)) is None:
         return None
     _, rest = article_split(known)

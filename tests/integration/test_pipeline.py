@@ -7,10 +7,10 @@ import asyncio
 import pytest
 
 from kifqa.config import PipelineSettings
-from kifqa.data.pool import sqwd_pool
+from kifqa.data.pool import Example, sqwd_pool
 from kifqa.llm.base import Completion, Usage
 from kifqa.pipeline import Pipeline, answers, draft, entities, relations
-from kifqa.pipeline.examples import RetrievedExamples
+from kifqa.pipeline.examples import FixedExamples, RetrievedExamples
 from kifqa.types import ConstraintResult, Decision, ErrorKind, Pattern, Question, Rule, Trace
 from tests.cassette import cassette_llm
 from tests.fakes import ScriptedLLM
@@ -90,20 +90,83 @@ def test_a_draft_that_names_part_of_a_title_is_widened_to_the_title(local_kb, wi
         assert result.trace.draft[0].known == "autobiography" and "Q36279" not in found
 
 
-@pytest.mark.parametrize("comma", [True, False])
-def test_a_draft_over_the_name_after_a_comma_takes_the_name_it_qualifies(local_kb, comma: bool) -> None:
+def pool(*examples: tuple[str, str, tuple[str, ...]]) -> FixedExamples:
+    """A pool of examples (question, the topic as the draft writes it, the topic's names) for the draft and priors."""
+    return FixedExamples([Example(q, f"({topic} | p | ?x)", names) for q, topic, names in examples])
+
+
+#: A pool whose topic is the name before a comma, and one whose topic is the name after a comma.
+BEFORE_COMMA = pool(("which county is orlando, florida located in", "orlando", ()))
+AFTER_COMMA = pool(("where is the tv program, catscratch, from?", "catscratch", ()))
+
+
+@pytest.mark.parametrize(("examples", "comma", "qualified"), [(BEFORE_COMMA, True, True), (AFTER_COMMA, True, False),
+                                                              (BEFORE_COMMA, False, False)])
+def test_a_draft_over_the_name_after_a_comma_takes_the_name_it_qualifies(local_kb, examples: FixedExamples,
+                                                                         comma: bool, qualified: bool) -> None:
     """"california" in "born in long beach, california" qualifies the town before the comma: with
-    ``comma_known`` the draft's known entity becomes "long beach", whose births answer."""
+    ``comma_known``, where the pool's topics are the names before commas, the draft's known entity becomes "long
+    beach", whose births answer; the decision names the prior that let it."""
     llm = Scripted("(?x | place of birth | california)")
-    result = asyncio.run(Pipeline(kb=local_kb, llm=llm, settings=PipelineSettings(comma_known=comma)).answer(
-        Question("q", "What drummer was born in long beach, california?")))
+    pipeline = Pipeline(kb=local_kb, llm=llm, examples=examples, settings=PipelineSettings(comma_known=comma))
+    result = asyncio.run(pipeline.answer(Question("q", "What drummer was born in long beach, california?")))
     assert result.trace.error is None, result.trace.error
     found = {a.answer for a in result.answers}
-    if comma:
+    if qualified:
         assert result.trace.draft[0].known == "long beach" and {"Q6267333", "Q920892"} <= found
         assert {(r.entity, r.property) for r in result.trace.relations} == {("Q16739", "P19")}
+        [decision] = decided(result.trace, Rule.QUALIFIED)
+        assert (decision.inputs["prior"], decision.inputs["prior_share"]) == ("comma", 1.0)
     else:
         assert result.trace.draft[0].known == "california" and "Q920892" not in found
+        assert decided(result.trace, Rule.QUALIFIED) == []
+
+
+#: A pool whose "or" offers answers (the topic is not one), and one whose "or" offers topics.
+OFFERS_ANSWERS = pool(("is sandro puppo male or female", "sandro puppo", ()))
+OFFERS_TOPICS = pool(("who was born first, john lennon or paul mccartney", "john lennon", ()))
+#: A pool whose namesakes differ by the article the question writes, and one where they differ otherwise.
+ARTICLE_TOLD = pool(("what language is the guns in?", "the guns", ("The Guns",)),
+                    ("where was guns released?", "guns", ("Guns",)))
+ARTICLE_UNTOLD = pool(("what language is the guns in?", "the guns", ("Guns",)),
+                      ("where was guns released?", "guns", ("The Guns",)))
+#: A pool that writes a name without its spaces as a handle, and one whose joined digits are the name's.
+HANDLES = pool(("what music genre is granddrive1?", "Grand Drive", ("Grand Drive",)))
+JOINED_DIGITS = pool(("what is area51 famous for", "Area 51", ("Area 51",)))
+
+
+@pytest.mark.parametrize(("examples", "told"), [(ARTICLE_TOLD, True), (ARTICLE_UNTOLD, False)])
+def test_namesakes_are_told_apart_by_the_article_where_the_pool_writes_names_with_their_articles(
+        local_kb, examples: FixedExamples, told: bool) -> None:
+    """"The Cool World" and "Cool World" both have a composer: the article the question writes keeps the first,
+    where the pool's questions write their topics' articles."""
+    pipeline = Pipeline(kb=local_kb, llm=Scripted("(cool world | composer | ?x)"), examples=examples)
+    result = asyncio.run(pipeline.answer(Question("w", "who composed the music for the cool world")))
+    assert result.trace.error is None, result.trace.error
+    entities_ = {r.entity for r in result.trace.relations}
+    if told:
+        assert entities_ == {"Q7727567"}
+        [decision] = decided(result.trace, Rule.ARTICLE)
+        assert decision.inputs == {"kept": 1, "of": 2, "prior": "article", "prior_share": 1.0}
+    else:
+        assert entities_ == {"Q7727567", "Q26265"} and decided(result.trace, Rule.ARTICLE) == []
+
+
+@pytest.mark.parametrize(("examples", "dropped"), [(HANDLES, True), (JOINED_DIGITS, False)])
+def test_a_handle_s_digits_are_dropped_where_the_pool_writes_names_as_handles(local_kb, examples: FixedExamples,
+                                                                              dropped: bool) -> None:
+    """"honeycone1969" is Honey Cone written as a handle: found where the pool writes names so, not where the
+    digits a pool's question joins to a name are the name's."""
+    pipeline = Pipeline(kb=local_kb, llm=Scripted("(honeycone1969 | genre | ?x)"), examples=examples,
+                        settings=PipelineSettings(redraft_below=None))
+    result = asyncio.run(pipeline.answer(Question("h", "The artist honeycone1969 is in which genre of music?")))
+    if dropped:
+        assert result.trace.error is None and result.trace.entities == ["Q1626847"]
+        [decision] = decided(result.trace, Rule.HANDLE)
+        assert decision.inputs == {"drafted": "honeycone1969", "found": "honey cone", "prior": "handle",
+                                   "prior_share": 1.0}
+    else:
+        assert "Q1626847" not in result.trace.entities and decided(result.trace, Rule.HANDLE) == []
 
 
 class _GroundedScript(ScriptedLLM):
@@ -181,21 +244,27 @@ def test_a_second_draft_replaces_one_that_found_nothing_only_if_it_is_sure(local
     assert redraft.inputs["reason"] == error_kind.value and redraft.inputs["tried"] == 1
 
 
-@pytest.mark.parametrize(("question", "redrafted"), [("is alexander mackenzie male or female", True),
-                                                      ("who is a male named alexander mackenzie", False)])
-def test_a_draft_over_an_answer_the_question_offers_is_drafted_again(local_kb, question: str,
+@pytest.mark.parametrize(("question", "examples", "redrafted"), [
+    ("is alexander mackenzie male or female", OFFERS_ANSWERS, True),
+    ("is alexander mackenzie male or female", OFFERS_TOPICS, False),
+    ("who is a male named alexander mackenzie", OFFERS_ANSWERS, False)])
+def test_a_draft_over_an_answer_the_question_offers_is_drafted_again(local_kb, question: str, examples: FixedExamples,
                                                                      redrafted: bool) -> None:
-    """"male" in "is X male or female" is an answer to choose, not the entity asked about: a second draft over
-    the question's other names replaces it. Where "male" is not one of two offered answers, nothing is redrafted
-    (the second draft for an answer set over ``redraft_over`` aside)."""
+    """"male" in "is X male or female" is an answer to choose, not the entity asked about, where the pool's "or"s
+    offer answers: a second draft over the question's other names replaces it. Where the pool's "or"s offer
+    topics, or "male" is not one of two offered answers, nothing is redrafted (the second draft for an answer set
+    over ``redraft_over`` aside)."""
     llm = _GroundedScript("(?x | sex or gender | male)", "(alexander mackenzie | sex or gender | ?x)")
     settings = PipelineSettings(redraft_over=None)
-    result = asyncio.run(Pipeline(kb=local_kb, llm=llm, settings=settings).answer(Question("m", question)))
+    pipeline = Pipeline(kb=local_kb, llm=llm, examples=examples, settings=settings)
+    result = asyncio.run(pipeline.answer(Question("m", question)))
     assert result.trace.error is None, result.trace.error
     if redrafted:
         assert len(llm.grammars) == 2 and "male" not in llm.grammars[1].split("known ::=")[1]
         assert [(r.entity, r.property, r.direction) for r in result.trace.relations] == [("Q128708", "P21", "forward")]
         assert [a.answer for a in result.answers] == ["Q6581097"]
+        [decision] = decided(result.trace, Rule.REDRAFT)
+        assert (decision.inputs["reason"], decision.inputs["prior"]) == ("offered", "offered")
     else:
         assert len(llm.grammars) == 1 and len(result.answers) > 100
 
