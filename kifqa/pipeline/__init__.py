@@ -106,11 +106,13 @@ class Pipeline:
 
     def prepare(self, questions: list[Question]) -> None:
         """Embeds ``questions`` in one encoder batch, for choosing their examples and ranking their relation
-        options, before they are answered one by one (one at a time costs the encoder 3-4× the CPU)."""
+        options, before they are answered one by one (one at a time costs the encoder 3-4× the CPU), and works out
+        the pool's priors (a batch task does this while the models load, not in its first question)."""
         texts = [q.text for q in questions]
         self.examples.prepare(texts)
         if self.settings.rank_relations == "meaning":
             memo().vectors(texts)  # a dict lookup each where the examples have just embedded them
+        self.examples.priors()
 
     async def answer(self, question: Question | str) -> Result:
         """The answers and trace of ``question``; never raises (errors land in the trace)."""
@@ -141,7 +143,7 @@ class Pipeline:
         """The steps for ``question``, in order; the trace is written from what they decided, also where one
         raises."""
         ctx = Context(question.text, CountingKB(self.kb, rec.trace), self.llm, self.examples, self.settings, rec,
-                      self.vectors, self.precedents, self.examples.priors)
+                      self.vectors, self.precedents, self.examples.priors())
         with rec.step("input"):
             checked(question, self.settings)
         with rec.step("draft"):

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import abc
-import functools
 import json
 from importlib import resources
 from pathlib import Path
@@ -23,17 +22,18 @@ class ExampleSource(abc.ABC):
 
     #: The embedded example pool, for the sources that choose by sentence embeddings.
     pool: EmbeddedPool | None = None
+    _priors: PoolPriors | None = None
 
     def drawn(self) -> list[Example]:
         """The examples this source draws from: its pool."""
         return self.pool.examples if self.pool is not None else []
 
-    @functools.cached_property
     def priors(self) -> PoolPriors:
         """What the examples this source draws from say of the dataset conventions some rules are written for
-        (:mod:`kifqa.pipeline.priors`; under a second for the 19,481 training questions), worked out on first use.
-        """
-        return pool_priors(self.drawn())
+        (:mod:`kifqa.pipeline.priors`; under a second for the 19,481 training questions), worked out once."""
+        if self._priors is None:
+            self._priors = pool_priors(self.drawn())
+        return self._priors
 
     def prepare(self, questions: list[str]) -> None:
         """Computes at once what selecting examples for ``questions`` needs (their embeddings, in one
