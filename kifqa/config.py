@@ -251,7 +251,7 @@ class PipelineSettings(Section):
     #: drafts before the choice).
     redraft_below: float | None = 0.3
     #: Where the first draft's known entity is an answer the question offers ("male" in "is X male or female?",
-    #: :func:`~kifqa.pipeline.draft.offered`), draft again as where it found nothing (needs ``redraft_below``, and
+    #: :func:`~kifqa.pipeline.text.offered`), draft again as where it found nothing (needs ``redraft_below``, and
     #: an example pool whose offered answers are not its topics: ``prior_share``).
     redraft_offered: bool = True
     #: How many second drafts: 1, one whose grammar admits every such run (the model chooses the name); more,

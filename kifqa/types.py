@@ -295,7 +295,7 @@ class Convention(StrEnum):
     #: ``pipeline.comma_known`` (:func:`~kifqa.pipeline.draft.qualified`).
     COMMA = "comma"
     #: A name next to an "or" is an answer to choose, not the topic ("is X male or female"): second drafts over
-    #: another name (``pipeline.redraft_offered``, :func:`~kifqa.pipeline.draft.offered`).
+    #: another name (``pipeline.redraft_offered``, :func:`~kifqa.pipeline.text.offered`).
     OFFERED = "offered"
     #: The article written before a name is the one the name takes ("the suicide club" for The Suicide Club):
     #: namesakes told apart by it (:func:`~kifqa.pipeline.relations.agreeing`).

@@ -127,18 +127,6 @@ async def grounded(kb: KnowledgeBase, question: str) -> list[str] | None:
     return await kb.named(spans(question)) or None
 
 
-def offered(question: str, name: str, *, exact: bool = True) -> bool:
-    """Whether ``name`` is one of the answers ``question`` offers to choose from, next to one of its "or"s ("male"
-    in "is ferruccio furlanetto male or female?"), or that "or", or (where it names no item ``exact``-ly) two of them
-    with the "or" between ("denmark or sweden"): answers, not the entity the question asks about. A convention of
-    SimpleQuestions, not of questions ("who was born first, A or B" asks about A and B): its rules follow it only
-    where the example pool bears it out (:attr:`~kifqa.types.Convention.OFFERED`)."""
-    key, whole = question_key(name), f" {question_key(question)} "
-    if not exact and " or " in f" {key} ":
-        return True
-    return key == "or" or (bool(key) and (f" {key} or " in whole or f" or {key} " in whole))
-
-
 def elsewhere(runs: list[str], known: str, *, exact: bool) -> list[str]:
     """The ``runs`` that are not part of ``known``'s words (``known`` respelled stays, unless it named an item
     ``exact``-ly as drafted); when every run is, those shorter than ``known``."""

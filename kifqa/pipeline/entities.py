@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import combinations
@@ -10,7 +9,7 @@ from itertools import combinations
 from kifqa.data.text import name_key, typed_key
 from kifqa.kb.base import KnowledgeBase
 from kifqa.pipeline.context import Context
-from kifqa.pipeline.text import SPELLING_MATCH, names, relaxed, similarity, singular
+from kifqa.pipeline.text import HANDLE_DIGITS, SPELLING_MATCH, names, relaxed, similarity, singular
 from kifqa.types import Candidate, Convention, Pattern
 
 
@@ -88,10 +87,6 @@ def typos_first(label: str, candidates: list[Candidate]) -> list[Candidate]:
 _MAX_CUT3 = 20
 
 
-#: Digits that end a word of letters: a handle's ("chocolatestarfish26", "honeycone1969"), in SimpleQuestions; dropped
-#: only where the example pool bears that convention out (:attr:`~kifqa.types.Convention.HANDLE`: "area51" joins
-#: the name's own digits).
-HANDLE_DIGITS = re.compile(r"(?<=[^\W\d_])\d+$")
 
 
 async def unjoined(kb: KnowledgeBase, label: str, *, handles: bool = True) -> str | None:

@@ -16,7 +16,7 @@ from kifqa.pipeline.answers import Answered
 from kifqa.pipeline.attempt import Attempt
 from kifqa.pipeline.context import Context, StepError
 from kifqa.pipeline.relations import Choice
-from kifqa.pipeline.text import outermost
+from kifqa.pipeline.text import offered, outermost
 from kifqa.types import ConstraintOutcome, ConstraintResult, Convention
 
 
@@ -30,7 +30,7 @@ class Reason(StrEnum):
     #: Its best option scores below :attr:`~kifqa.config.PipelineSettings.redraft_below`.
     LOW_SCORE = "low_score"
     #: Its known entity is an answer the question offers ("male" in "is X male or female?",
-    #: :func:`~kifqa.pipeline.draft.offered`).
+    #: :func:`~kifqa.pipeline.text.offered`).
     OFFERED = "offered"
     #: Similar questions ask for none of its options, but for a property the base has
     #: (:attr:`~kifqa.config.PipelineSettings.redraft_unasked`).
@@ -61,7 +61,7 @@ async def reason(ctx: Context, first: Attempt, answered: Answered | None = None)
         return Reason.NO_ENTITY if s.redraft_below is not None else None
     if s.redraft_below is not None:
         if (s.redraft_offered and ctx.follows(Convention.OFFERED)
-                and draft.offered(ctx.question, first.main.known, exact=first.linking.exact)):
+                and offered(ctx.question, first.main.known, exact=first.linking.exact)):
             return Reason.OFFERED
         if not first.options:
             return Reason.NO_STATEMENTS
@@ -140,7 +140,7 @@ async def _knowns(ctx: Context, first: Attempt) -> list[list[str]]:
     named = await draft.grounded(ctx.kb, ctx.question) or []
     runs = draft.elsewhere(named, first.main.known, exact=exact)
     if ctx.follows(Convention.OFFERED):
-        runs = [r for r in runs if not draft.offered(ctx.question, r)]
+        runs = [r for r in runs if not offered(ctx.question, r)]
     if not runs:
         return []
     each = ctx.settings.redraft_each

@@ -256,3 +256,21 @@ def _name(text: str) -> tuple[str, frozenset[str], str]:
 def _names(label: str, aliases: tuple[str, ...]) -> tuple[tuple[str, frozenset[str], str], ...]:
     """:func:`_name` of a thing's label and of each of its aliases (properties recur in every question)."""
     return tuple(_name(n) for n in (label, *aliases))
+
+
+#: Digits that end a word of letters: a handle's ("chocolatestarfish26", "honeycone1969"), in SimpleQuestions; dropped
+#: only where the example pool bears that convention out (:attr:`~kifqa.types.Convention.HANDLE`: "area51" joins
+#: the name's own digits).
+HANDLE_DIGITS = re.compile(r"(?<=[^\W\d_])\d+$")
+
+
+def offered(question: str, name: str, *, exact: bool = True) -> bool:
+    """Whether ``name`` is one of the answers ``question`` offers to choose from, next to one of its "or"s ("male"
+    in "is ferruccio furlanetto male or female?"), or that "or", or (where it names no item ``exact``-ly) two of them
+    with the "or" between ("denmark or sweden"): answers, not the entity the question asks about. A convention of
+    SimpleQuestions, not of questions ("who was born first, A or B" asks about A and B): its rules follow it only
+    where the example pool bears it out (:attr:`~kifqa.types.Convention.OFFERED`)."""
+    key, whole = question_key(name), f" {question_key(question)} "
+    if not exact and " or " in f" {key} ":
+        return True
+    return key == "or" or (bool(key) and (f" {key} or " in whole or f" or {key} " in whole))

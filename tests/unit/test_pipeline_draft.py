@@ -4,7 +4,7 @@ import pytest
 
 from kifqa.pipeline import draft
 from kifqa.pipeline.examples import FixedExamples
-from kifqa.pipeline.text import before_comma
+from kifqa.pipeline.text import before_comma, offered
 from kifqa.types import Pattern
 
 
@@ -114,7 +114,7 @@ def test_a_second_draft_names_what_the_first_did_not() -> None:
 ])
 def test_an_answer_the_question_offers_is_told_from_its_entity(question: str, name: str, exact: bool,
                                                                is_offered: bool) -> None:
-    assert draft.offered(question, name, exact=exact) is is_offered
+    assert offered(question, name, exact=exact) is is_offered
 
 
 @pytest.mark.parametrize(("question", "name", "runs"), [
