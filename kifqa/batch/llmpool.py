@@ -37,7 +37,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 from kifqa.config import Settings
 from kifqa.errors import ConfigError
 from kifqa.llm.aio import PerLoop
-from kifqa.llm.base import LLM, ChatRequest, Completion, Message
+from kifqa.llm.base import LLM, ChatRequest, Completion
 from kifqa.llm.blockstate import BlockStats
 from kifqa.llm.routing import RESEND_BACKOFF_S, LeastLoaded
 from kifqa.llm.vllm_engine import EngineDead
@@ -48,7 +48,6 @@ log = logging.getLogger(__name__)
 #: Opens the model the settings name (:func:`kifqa.llm.open_llm`).
 LLMFactory = Callable[[Settings], LLM]
 
-_WARM_UP = ChatRequest(messages=(Message("user", "Hi"),), max_tokens=1)
 #: The Hugging Face token variable (gated models), forwarded to vLLM actors.
 HF_TOKEN = "HF_TOKEN"
 
@@ -95,8 +94,8 @@ class LLMActor:
         return self._llm
 
     async def warm(self) -> str:
-        """Loads the model (backends load lazily) with a one-token request; returns its identity."""
-        await self._model().agenerate([_WARM_UP])
+        """Loads the model (backends load lazily, :meth:`LLM.aload`); returns its identity."""
+        await self._model().aload()
         return self._model().identity
 
     async def agenerate(self, requests: list[ChatRequest]) -> list[Completion]:

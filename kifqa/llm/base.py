@@ -75,6 +75,10 @@ class Completion:
         return self.error is None
 
 
+#: The request :meth:`LLM.aload` sends by default.
+_LOAD = ChatRequest(messages=(Message("user", "Hi"),), max_tokens=1)
+
+
 class LLM(abc.ABC):
     """A chat model. ``agenerate`` never raises for one bad request: that request's ``error`` says why."""
 
@@ -84,6 +88,11 @@ class LLM(abc.ABC):
     @abc.abstractmethod
     async def agenerate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
         """Completions for ``requests``, in order."""
+
+    async def aload(self) -> None:
+        """Loads the model now (backends load on first use), so that a first question does not wait for it;
+        by default a one-token request, which also checks that the model answers."""
+        await self.agenerate([_LOAD])
 
     def blocks(self) -> BlockStats | None:
         """What restoring and computing saved few-shot block states cost so far (None: this backend

@@ -159,6 +159,11 @@ class CachedLLM(LLM):
                 self._db.execute("ROLLBACK")
                 raise
 
+    async def aload(self) -> None:
+        """Loads the model, unless it is never called (``replay``)."""
+        if self.mode != "replay":
+            await self.llm.aload()
+
     def blocks(self) -> BlockStats | None:
         return self.llm.blocks()
 

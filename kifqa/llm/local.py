@@ -185,6 +185,10 @@ class LocalLLM(LLM):
             except RuntimeError as e:
                 raise LLMError(f"llama.cpp could not load {params.model.path}: {e}") from e
 
+    async def aload(self) -> None:
+        """Loads the model (:meth:`load`) without decoding anything."""
+        await asyncio.get_running_loop().run_in_executor(None, self.load)
+
     async def agenerate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
         """Completions for ``requests``, in order; at most ``decoding`` run at once."""
         if self._closed:

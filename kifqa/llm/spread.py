@@ -30,5 +30,8 @@ class SpreadLLM(LLM):
     def blocks(self) -> BlockStats | None:
         return BlockStats.total(m.blocks() for m in self.members)
 
+    async def aload(self) -> None:
+        await asyncio.gather(*(m.aload() for m in self.members))
+
     async def aclose(self) -> None:
         await asyncio.gather(*(m.aclose() for m in self.members))

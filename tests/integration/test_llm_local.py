@@ -148,3 +148,23 @@ def test_decoding_bounds_the_requests_llama_cpp_runs_at_once(decoding: int) -> N
         asyncio.run(model.aclose())
     assert all(d.ok for d in done), [d.error for d in done]
     assert overlap.most == decoding
+
+
+class _Counting(LocalLLM):
+    """Counts the requests it is sent."""
+
+    sent = 0
+
+    async def agenerate(self, requests):  # type: ignore[no-untyped-def]
+        self.sent += len(requests)
+        return await super().agenerate(requests)
+
+
+def test_loading_ahead_decodes_nothing() -> None:
+    """An LLM actor's warm-up loads the model without a request (a request costs its prompt's evaluation)."""
+    model = _Counting(model=MODEL, cache_dir=Settings().cache_dir, parallel=1, context=1024)
+    try:
+        asyncio.run(model.aload())
+        assert model._server is not None and model.sent == 0
+    finally:
+        asyncio.run(model.aclose())
