@@ -12,6 +12,7 @@ or none.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import defaultdict
 from collections.abc import Sequence
@@ -67,7 +68,14 @@ class PoolPriors:
 def pool_priors(examples: Sequence[Example]) -> PoolPriors:
     """The priors of ``examples``: each question's verdict on each convention (:func:`_comma`, :func:`_offered`,
     :func:`_article`, :func:`_handle`), counted. The article and handle verdicts need the gold topic's names
-    (:attr:`~kifqa.data.pool.Example.names`); an example without them has none."""
+    (:attr:`~kifqa.data.pool.Example.names`); an example without them has none. Kept for the process's last few
+    pools: every example source over the same pool shares them."""
+    return _pool_priors(tuple(examples))
+
+
+@functools.lru_cache(maxsize=4)
+def _pool_priors(examples: tuple[Example, ...]) -> PoolPriors:
+    """:func:`pool_priors` of a hashable pool."""
     namesakes = _namesakes(examples)
     counts: dict[Convention, list[int]] = {c: [0, 0] for c in Convention}
     for e in examples:

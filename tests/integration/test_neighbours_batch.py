@@ -16,15 +16,16 @@ from kifqa.pipeline.encoder import load_encoder
 from kifqa.pipeline.ranking import Precedents
 from kifqa.pipeline.text import masked
 from kifqa.pipeline.vectors import memo
+from tests.conftest import TEST_CACHE
 
 K = 20
 BATCH = 64
 
 
 @pytest.fixture(scope="module")
-def precedents(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Precedents:
-    """Votes over the first 2000 train questions (both pools embedded once for the module)."""
-    return Precedents(EmbeddedPool(sqwd_pool(data_dir, limit=2000), cache_dir=tmp_path_factory.mktemp("pool")))
+def precedents(data_dir: Path) -> Precedents:
+    """Votes over the first 2000 train questions (both pools embedded once for the test run, in its cache)."""
+    return Precedents(EmbeddedPool(sqwd_pool(data_dir, limit=2000), cache_dir=TEST_CACHE / "examples"))
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,7 @@ from kifqa.pipeline.ranking import Precedents
 from kifqa.pipeline.ranking import closeness as meaning
 from kifqa.pipeline.vectors import SavedVectors, memo
 from kifqa.types import Candidate, Pattern
+from tests.conftest import TEST_CACHE
 
 CLUTTER = Candidate(id="Q1947410", label="Your Future Our Clutter", description="album by The Fall")
 COUNTRY = Candidate(id="P17", label="country", description="sovereign state that this subject item is in")
@@ -143,10 +144,10 @@ PERSON_PROPERTIES = [
 ]
 
 
-def test_what_similar_questions_ask_for_lifts_its_option(data_dir, tmp_path) -> None:
+def test_what_similar_questions_ask_for_lifts_its_option(data_dir) -> None:
     """The pool questions nearest to the question, whoever they ask about, vote for the relations they ask;
     their votes move a country-of-a-person relation above "founder", which meaning alone puts first."""
-    pool = EmbeddedPool(sqwd_pool(data_dir, limit=2000), cache_dir=tmp_path)
+    pool = EmbeddedPool(sqwd_pool(data_dir, limit=2000), cache_dir=TEST_CACHE / "examples")  # embedded once
     question, pattern = "What country is medford bryan evans from", Pattern("medford bryan evans", "country of origin", "?x")
     [votes] = Precedents(pool).count([(question, "medford bryan evans")], 20)
     assert sum(votes.values()) == pytest.approx(1.0)
@@ -173,10 +174,10 @@ def test_a_clear_lead_is_taken_without_the_model() -> None:
     assert relations.obvious(clear, lead=0.1) is clear[0]
 
 
-def test_concurrent_questions_votes_are_counted_in_one_batch(data_dir, tmp_path) -> None:
+def test_concurrent_questions_votes_are_counted_in_one_batch(data_dir) -> None:
     """Questions asked at the same time share one encoder batch and one matrix product per pool, and get
     the votes each would get alone."""
-    precedents = Precedents(EmbeddedPool(sqwd_pool(data_dir, limit=2000), cache_dir=tmp_path))
+    precedents = Precedents(EmbeddedPool(sqwd_pool(data_dir, limit=2000), cache_dir=TEST_CACHE / "examples"))
     asked = [("who is clara harris parent?", "clara harris"), ("where was james brown born", "james brown"),
              ("What country is medford bryan evans from", "medford bryan evans")]
 
