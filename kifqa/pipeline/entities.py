@@ -87,8 +87,6 @@ def typos_first(label: str, candidates: list[Candidate]) -> list[Candidate]:
 _MAX_CUT3 = 20
 
 
-
-
 async def unjoined(kb: KnowledgeBase, label: str, *, handles: bool = True) -> str | None:
     """``label`` with one of its words cut in two (else in three) so that it is exactly an item's name, case,
     accents and punctuation folded: a name the question wrote without its spaces ("thezutons", "jimmarcus"), with
