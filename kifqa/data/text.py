@@ -69,7 +69,7 @@ def spaced(text: str) -> str:
 
 def index_key(text: str) -> str:
     """:func:`fold`'s ``text`` with single spaces: the label index's key of exact matches."""
-    return " ".join(fold(text).split())
+    return spaced(fold(text))
 
 
 def question_key(text: str) -> str:

@@ -17,6 +17,7 @@ from kifqa.data.text import (
     name_key,
     normalize,
     question_key,
+    spaced,
     typed_key,
 )
 from kifqa.types import Candidate
@@ -55,7 +56,7 @@ def spans(text: str, *, max_len: int = MAX_RUN) -> list[str]:
     out: dict[str, None] = {}
     for i in range(len(found)):
         for j in range(i, min(i + max_len, len(found))):
-            run = " ".join(text[found[i].start():found[j].end()].split())
+            run = spaced(text[found[i].start():found[j].end()])
             if _PATTERN_SYNTAX.search(run):  # a pattern could not hold it
                 break
             if all(within_aside[i:j + 1]):
@@ -126,7 +127,7 @@ def before_comma(question: str, name: str) -> list[str]:
             start = j + 1
             break
     end = found[i - 1].end()
-    return [" ".join(question[found[j].start():end].split()) for j in range(start, i)]
+    return [spaced(question[found[j].start():end]) for j in range(start, i)]
 
 
 def within(part: str, whole: str) -> bool:
