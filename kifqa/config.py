@@ -150,7 +150,7 @@ class LLMSettings(Section):
     #: ``local``: where the block states are kept (default ``cache_dir/kv``).
     block_dir: Path | None = Field(default=None, json_schema_extra=RUNTIME)
     #: ``openai``: how the server takes a grammar: ``llamacpp`` (``grammar``), ``vllm``
-    #: (``structured_outputs``, vLLM >= 0.10.2), ``vllm-legacy`` (``guided_grammar``, vLLM < 0.12)
+    #: (``structured_outputs``, vLLM >= 0.11), ``vllm-legacy`` (``guided_grammar``, vLLM < 0.12)
     #: or ``openai`` (hosted APIs: no grammar).
     server: Literal["llamacpp", "vllm", "vllm-legacy", "openai"] = "llamacpp"
     #: ``openai``: retries, backoff and circuit breaker of the model server.
