@@ -338,6 +338,9 @@ class BatchSettings(Section):
     llm_actors: int | Literal["auto"] = Field(default="auto", json_schema_extra=RUNTIME)
     llm_actor_cpus: float = Field(default=1.0, ge=0, json_schema_extra=RUNTIME)
     llm_actor_gpus: float = Field(default=0.0, ge=0, json_schema_extra=RUNTIME)
+    #: Times Ray restarts an LLM actor whose process died (a dead vLLM engine ends it); -1: without end. An
+    #: actor past them leaves the pool's routing, and with none left every model call fails saying so.
+    llm_actor_max_restarts: int = Field(default=2, ge=-1, json_schema_extra=RUNTIME)
     #: Requests one LLM actor accepts at once (they reach the backend together).
     llm_actor_concurrency: int = Field(default=64, ge=1, json_schema_extra=RUNTIME)
     #: KB actors, each holding its own knowledge base (KIF store and search).
