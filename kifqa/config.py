@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.config import JsonDict
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 
@@ -412,6 +412,20 @@ class Settings(BaseSettings):
     examples: ExamplesSettings = Field(default_factory=ExamplesSettings)
     pipeline: PipelineSettings = Field(default_factory=PipelineSettings)
     batch: BatchSettings = Field(default_factory=BatchSettings)
+
+    @model_validator(mode="after")
+    def _one_gpu_per_parallel_worker(self) -> Settings:
+        """vLLM's Ray executor runs a tensor- or pipeline-parallel engine as one worker per GPU, each in a
+        placement-group bundle of one GPU (:func:`kifqa.batch.llmpool.llm_placement_groups`): other shares
+        make bundles it refuses once the GPU actors start."""
+        sizes = [self.llm.extra.get(n, 1) for n in ("tensor_parallel_size", "pipeline_parallel_size")]
+        workers = sizes[0] * sizes[1] if all(isinstance(n, int) for n in sizes) else 1
+        if self.llm.backend == "vllm" and workers > 1 and self.batch.llm_actor_gpus not in (0, 1):
+            raise ValueError(
+                f"batch.llm_actor_gpus is {self.batch.llm_actor_gpus:g}, but with tensor_parallel_size × "
+                f"pipeline_parallel_size = {workers} vLLM runs a worker per GPU, one GPU each: set "
+                f"batch.llm_actor_gpus: 1 (each actor then holds {workers} GPUs)")
+        return self
 
     @classmethod
     def load(cls, path: str | Path | None = None, **overrides: Any) -> Settings:
