@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from functools import partial
 from pathlib import Path
@@ -62,7 +63,13 @@ def ask(text: str) -> ChatRequest:
 
 
 def _pid(actor: ray.actor.ActorHandle) -> int:
-    return ray.get(actor.__ray_call__.remote(lambda self: os.getpid()), timeout=120)
+    """The actor's process id, once it is up (Ray answers a call to a restarting actor with ActorUnavailableError)."""
+    for _ in range(120):
+        try:
+            return ray.get(actor.__ray_call__.remote(lambda self: os.getpid()), timeout=120)
+        except ray.exceptions.ActorUnavailableError:
+            time.sleep(1)
+    raise AssertionError("the actor did not come back in two minutes")
 
 
 def vllm_settings(**batch: object) -> Settings:
