@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.config import JsonDict
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 
@@ -150,7 +150,7 @@ class LLMSettings(Section):
     #: ``local``: where the block states are kept (default ``cache_dir/kv``).
     block_dir: Path | None = Field(default=None, json_schema_extra=RUNTIME)
     #: ``openai``: how the server takes a grammar: ``llamacpp`` (``grammar``), ``vllm``
-    #: (``structured_outputs``, vLLM >= 0.10.2), ``vllm-legacy`` (``guided_grammar``, vLLM < 0.12)
+    #: (``structured_outputs``, vLLM >= 0.11), ``vllm-legacy`` (``guided_grammar``, vLLM < 0.12)
     #: or ``openai`` (hosted APIs: no grammar).
     server: Literal["llamacpp", "vllm", "vllm-legacy", "openai"] = "llamacpp"
     #: ``openai``: retries, backoff and circuit breaker of the model server.
@@ -338,6 +338,9 @@ class BatchSettings(Section):
     llm_actors: int | Literal["auto"] = Field(default="auto", json_schema_extra=RUNTIME)
     llm_actor_cpus: float = Field(default=1.0, ge=0, json_schema_extra=RUNTIME)
     llm_actor_gpus: float = Field(default=0.0, ge=0, json_schema_extra=RUNTIME)
+    #: Times Ray restarts an LLM actor whose process died (a dead vLLM engine ends it); -1: without end. An
+    #: actor past them leaves the pool's routing, and with none left every model call fails saying so.
+    llm_actor_max_restarts: int = Field(default=2, ge=-1, json_schema_extra=RUNTIME)
     #: Requests one LLM actor accepts at once (they reach the backend together).
     llm_actor_concurrency: int = Field(default=64, ge=1, json_schema_extra=RUNTIME)
     #: KB actors, each holding its own knowledge base (KIF store and search).
@@ -409,6 +412,20 @@ class Settings(BaseSettings):
     examples: ExamplesSettings = Field(default_factory=ExamplesSettings)
     pipeline: PipelineSettings = Field(default_factory=PipelineSettings)
     batch: BatchSettings = Field(default_factory=BatchSettings)
+
+    @model_validator(mode="after")
+    def _one_gpu_per_parallel_worker(self) -> Settings:
+        """vLLM's Ray executor runs a tensor- or pipeline-parallel engine as one worker per GPU, each in a
+        placement-group bundle of one GPU (:func:`kifqa.batch.llmpool.llm_placement_groups`): other shares
+        make bundles it refuses once the GPU actors start."""
+        sizes = [self.llm.extra.get(n, 1) for n in ("tensor_parallel_size", "pipeline_parallel_size")]
+        workers = sizes[0] * sizes[1] if all(isinstance(n, int) for n in sizes) else 1
+        if self.llm.backend == "vllm" and workers > 1 and self.batch.llm_actor_gpus not in (0, 1):
+            raise ValueError(
+                f"batch.llm_actor_gpus is {self.batch.llm_actor_gpus:g}, but with tensor_parallel_size × "
+                f"pipeline_parallel_size = {workers} vLLM runs a worker per GPU, one GPU each: set "
+                f"batch.llm_actor_gpus: 1 (each actor then holds {workers} GPUs)")
+        return self
 
     @classmethod
     def load(cls, path: str | Path | None = None, **overrides: Any) -> Settings:

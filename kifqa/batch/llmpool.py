@@ -6,8 +6,9 @@ pipeline parallelism, on the GPUs of its placement group). Actors are async with
 batches them (llama.cpp's parallel slots, vLLM's continuous batching).
 
 An actor whose engine died (:class:`~kifqa.llm.vllm_engine.EngineDead`) ends its process, so that
-Ray restarts it (``max_restarts``) with a fresh engine; :class:`ActorLLM` sends the requests it held
-to another actor, and avoids a failing actor until it serves again.
+Ray restarts it (``batch.llm_actor_max_restarts``) with a fresh engine; :class:`ActorLLM` sends the
+requests it held to another actor, avoids a failing actor until it serves again, and drops from its
+routing an actor that Ray will not restart.
 
 Secrets the backends read from the environment (the OpenAI-compatible API key, ``HF_TOKEN``) travel
 from the driver to the LLM actors as constructor arguments, never in the runtime env (which the
@@ -30,7 +31,7 @@ import ray
 from pydantic import SecretStr
 from ray import ObjectRef
 from ray.actor import ActorHandle
-from ray.exceptions import RayError, RayTaskError
+from ray.exceptions import ActorDiedError, RayError, RayTaskError
 from ray.util.placement_group import PlacementGroup, placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -150,6 +151,11 @@ class ActorLLM(LLM):
         self._calls: set[asyncio.Task[None]] = set()
 
     @property
+    def live_actors(self) -> list[ActorHandle]:
+        """The actors this proxy still routes to: all but those found dead for good."""
+        return self._pool.live
+
+    @property
     def identity(self) -> str:  # type: ignore[override]  # read-only here: the actors' model names it
         if not isinstance(self._identity, str):
             self._identity = ray.get(self._identity)
@@ -183,7 +189,11 @@ class ActorLLM(LLM):
             if pending.future.done():
                 continue  # its caller gave up
             pick = ExitStack()
-            actor = pick.enter_context(self._pool.pick(pending.request.prefix_key))  # busy until the call ends
+            try:
+                actor = pick.enter_context(self._pool.pick(pending.request.prefix_key))  # busy until the call ends
+            except LookupError:
+                pending.future.set_result(Completion(error=ALL_DEAD))
+                continue
             _, picks, batch = by_actor.get(id(actor)) or (actor, ExitStack(), [])
             if len(batch) == self.per_call:
                 self._start(actor, batch, picks)
@@ -219,6 +229,10 @@ class ActorLLM(LLM):
                 completions = await call
             except RayError as err:
                 self._pool.failed(actor)
+                if isinstance(err, ActorDiedError) and await asyncio.to_thread(_dead_for_good, actor):
+                    log.error("an LLM actor died and Ray will not restart it (batch.llm_actor_max_restarts): "
+                              "it leaves the routing; %d left", len(self._pool.live) - 1)
+                    self._pool.remove(actor)
                 first_line = str(err).partition("\n")[0]
                 completions = [Completion(error=f"LLM actor failed: {type(err).__name__}: {first_line}")] * len(batch)
                 if not isinstance(err, RayTaskError):  # the actor died or cannot be reached, not the call
@@ -235,6 +249,19 @@ class ActorLLM(LLM):
             log.warning("an LLM actor failed; sending its %d request(s) to another actor", len(resent))
             await asyncio.sleep(RESEND_BACKOFF_S[max(p.resends for p in resent)])
             self._send([_Pending(p.request, p.future, p.resends + 1) for p in resent])
+
+
+#: A model call's error once every LLM actor is dead for good.
+ALL_DEAD = ("every LLM actor died and Ray restarts them no more (batch.llm_actor_max_restarts): see the actors' "
+            "logs for why their engines died, then rerun the job (finished shards are kept)")
+
+
+def _dead_for_good(actor: ActorHandle) -> bool:
+    """Whether Ray holds ``actor`` dead (its restarts spent), not restarting (the GCS's actor table)."""
+    from ray._private import state  # the one query of an actor's state that needs no dashboard
+
+    info = state.actors(actor_id=actor._actor_id.hex())
+    return bool(info) and info.get("State") == "DEAD"
 
 
 @dataclass(eq=False)
@@ -260,7 +287,7 @@ def start_llm_pool(settings: Settings, open_llm: LLMFactory, *,
     # A dead engine exits its actor's process: Ray restarts the actor, and ActorLLM (not Ray) sends the
     # requests it held to another actor, so that they do not wait for the new engine to load.
     options = dict(num_cpus=b.llm_actor_cpus, num_gpus=b.llm_actor_gpus, max_concurrency=b.llm_actor_concurrency,
-                   max_restarts=2, max_task_retries=0)
+                   max_restarts=b.llm_actor_max_restarts, max_task_retries=0)
     secrets = forwarded_secrets(settings)
     if engine_workers(settings) == 1:
         actor = ray.remote(LLMActor).options(**options)

@@ -3,7 +3,7 @@
 Servers differ in how they take a grammar, so the server family is a setting:
 
 * ``llamacpp`` (llama.cpp's ``llama-server``, xllamacpp, Ollama's OpenAI endpoint): ``"grammar"``;
-* ``vllm`` (vLLM >= 0.10.2): ``"structured_outputs": {"grammar": ...}``;
+* ``vllm`` (vLLM >= 0.11): ``"structured_outputs": {"grammar": ...}``;
 * ``vllm-legacy`` (vLLM < 0.12, which still reads it): ``"guided_grammar"`` (vLLM >= 0.12 ignores
   this field silently, so use ``vllm`` there);
 * ``openai`` (hosted APIs): no grammar; the caller's parser checks the text.

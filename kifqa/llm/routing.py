@@ -44,11 +44,18 @@ class LeastLoaded(Generic[T]):
         self._in_flight = [0] * len(members)
         self._failures = [0] * len(members)
         self._avoid_until = [0.0] * len(members)
+        self._gone: set[int] = set()
         self._turn = itertools.count()
+
+    @property
+    def live(self) -> list[T]:
+        """The members not removed (:meth:`remove`)."""
+        return [m for i, m in enumerate(self.members) if i not in self._gone]
 
     @contextmanager
     def pick(self, affinity: str | None = None) -> Iterator[T]:
-        """The chosen member, counted as busy until the block ends."""
+        """The chosen member, counted as busy until the block ends; :class:`LookupError` when every member
+        is gone."""
         n = len(self.members)
         healthy = self._healthy()
         offset = next(self._turn)
@@ -71,6 +78,10 @@ class LeastLoaded(Generic[T]):
         wait = min(AVOID_S * 2 ** (self._failures[i] - 1), MAX_AVOID_S)
         self._avoid_until[i] = self._clock() + wait
 
+    def remove(self, member: T) -> None:
+        """``member`` can never serve again: it is picked no more (affinity keys keep their other homes)."""
+        self._gone.add(self._index(member))
+
     def succeeded(self, member: T) -> None:
         """``member`` served a call: it is healthy again."""
         i = self._index(member)
@@ -85,8 +96,11 @@ class LeastLoaded(Generic[T]):
     def _healthy(self) -> set[int]:
         """The indices of the members not avoided now; else the one whose wait ends first."""
         now = self._clock()
-        healthy = {i for i, until in enumerate(self._avoid_until) if until <= now}
-        return healthy or {min(range(len(self.members)), key=self._avoid_until.__getitem__)}
+        live = [i for i in range(len(self.members)) if i not in self._gone]
+        if not live:
+            raise LookupError("every member of the pool is gone")
+        healthy = {i for i in live if self._avoid_until[i] <= now}
+        return healthy or {min(live, key=self._avoid_until.__getitem__)}
 
     def _index(self, member: T) -> int:
         return next(i for i, m in enumerate(self.members) if m is member)

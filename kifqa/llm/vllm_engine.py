@@ -1,17 +1,18 @@
 """The ``vllm`` backend: vLLM's async engine in this process (for GPU actors).
 
-vLLM (>= 0.10.2, for ``StructuredOutputsParams``) is imported on first use, so kifqa runs without
-it. The engine lives on a private event loop in a background thread: its output handler is bound
-to the loop that starts it, while callers may come from ``generate`` (a fresh loop per call), a
-Ray actor's loop or the pipeline's. Prefix caching is on, so requests sharing a few-shot prefix
-reuse its KV blocks.
+vLLM (:data:`VLLM_SUPPORTED`) is imported on first use, so kifqa runs without it. The engine lives on a
+private event loop in a background thread: its output handler is bound to the loop that starts it, while
+callers may come from ``generate`` (a fresh loop per call), a Ray actor's loop or the pipeline's. Prefix
+caching is on, so requests sharing a few-shot prefix reuse its KV blocks.
 
 What production needs of it:
 
-- One BOS token. The chat template already starts with the model's BOS (Llama 3.1, Mistral), and
-  vLLM would add another when it tokenizes text (vLLM issue 9519). The rendered prompt is tokenized
-  here without special tokens and handed to the engine as token ids (``TokensPrompt``), which it runs
-  as they are.
+- The prompt the model was trained on. The engine's tokenizer encodes the chat to token ids itself
+  (``apply_chat_template(tokenize=True)``), and the engine gets those ids (``TokensPrompt``), which it
+  runs as they are: one BOS (vLLM would add a second to rendered text, vLLM issue 9519), and Mistral's
+  ``[INST]`` as control tokens. Rendered text tokenized again would not do: vLLM serves Mistral models
+  through ``mistral_common`` (``tokenizer_mode`` ``auto``), which reads ``<s>[INST]`` in text as
+  literal characters.
 - A dead engine is reported, never hidden. vLLM's ``EngineDeadError``, or an engine that finishes
   nothing for a whole request timeout while a request waits, raises :class:`EngineDead` from
   :meth:`VllmLLM.agenerate`: the engine cannot serve again, and its process must be replaced (the
@@ -36,11 +37,17 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any
 
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
 from kifqa.errors import LLMError
 from kifqa.llm import weights
 from kifqa.llm.base import LLM, ChatRequest, Completion, Usage
 
-_INSTALL_HINT = "the vllm backend needs vLLM >= 0.10.2: pip install 'kifqa[vllm]'"
+#: The vLLM releases whose API this backend is written and tested against (the ``vllm`` extra installs them):
+#: ``StructuredOutputsParams`` from 0.11; vLLM changes its Python API between minor releases.
+VLLM_SUPPORTED = SpecifierSet(">=0.11,<0.34")
+_INSTALL_HINT = f"the vllm backend needs vllm{VLLM_SUPPORTED}: pip install 'kifqa[vllm]'"
 #: Pending requests per engine slot (``max_num_seqs`` × pipeline stages), as Ray Data LLM allows.
 PENDING_PER_SEQ = 1.1
 
@@ -128,9 +135,10 @@ class VllmLLM(LLM):
         """Imports vLLM, then builds the engine and reads its tokenizer and capacity."""
         try:
             import vllm
-            from vllm.sampling_params import StructuredOutputsParams  # noqa: F401  (version check)
         except ImportError as e:
             raise LLMError(_INSTALL_HINT) from e
+        if problem := vllm_version_problem(getattr(vllm, "__version__", "unknown")):
+            raise LLMError(problem)
         try:  # vLLM >= 0.19 keeps the prompt forms in vllm.inputs.llm only
             from vllm.inputs.llm import TokensPrompt
         except ImportError:
@@ -157,14 +165,15 @@ class VllmLLM(LLM):
         self._progress_at = time.monotonic()
 
     def prompt_ids(self, request: ChatRequest) -> list[int]:
-        """The token ids of ``request`` rendered with the chat template: the template's own special
-        tokens (its BOS) and none added by the tokenizer."""
-        text = self._tokenizer.apply_chat_template(
+        """The token ids of ``request`` as the tokenizer's chat template encodes them: its own special
+        tokens (one BOS, Mistral's ``[INST]`` control tokens), none added and none read back from text.
+        ``return_dict=False``: transformers 5 returns a mapping by default (vLLM's own renderer asks the same)."""
+        return list(self._tokenizer.apply_chat_template(
             [{"role": m.role, "content": m.content} for m in request.messages],
-            tokenize=False,
+            tokenize=True,
             add_generation_prompt=True,
-        )
-        return list(self._tokenizer.encode(text, add_special_tokens=False))
+            return_dict=False,
+        ))
 
     async def _one(self, request: ChatRequest) -> Completion:
         """One request run to completion: its completion or its error; raises :class:`EngineDead`."""
@@ -232,6 +241,17 @@ class VllmLLM(LLM):
         """Stops the engine (on its loop)."""
         self._engine.shutdown()
         self._engine = self._tokenizer = None
+
+
+def vllm_version_problem(version: str) -> str | None:
+    """What is wrong with vLLM ``version`` (``vllm.__version__``) for this backend, or ``None`` when it is
+    in :data:`VLLM_SUPPORTED`."""
+    try:
+        if Version(version) in VLLM_SUPPORTED:
+            return None
+    except InvalidVersion:
+        pass
+    return f"vLLM {version} is installed, but {_INSTALL_HINT}"
 
 
 def _pending_limit(engine: Any, options: Mapping[str, Any]) -> int:

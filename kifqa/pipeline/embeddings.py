@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import itertools
 import os
@@ -34,6 +35,13 @@ NOISE = 3e-6
 #: What a pool cache file's rows are (a new rule needs a new name): one encoding per token sequence, shared by
 #: the examples that repeat it (:meth:`EmbeddedPool._encode_with_bar`), so that they tie exactly.
 _ROWS = "one-per-token-sequence"
+#: Pools this process has encoded (:func:`pool_encodings`).
+_encodings = 0
+
+
+def pool_encodings() -> int:
+    """How many times this process has encoded a whole pool (a cache file missing when it was needed)."""
+    return _encodings
 
 
 @dataclass(frozen=True)
@@ -78,18 +86,29 @@ class EmbeddedPool:
             content = "\n".join([_ROWS, *(f"{e.question}\t{e.draft}" for e in self.examples)])
             digest = f"{self.view.name}-{hashlib.sha256(content.encode()).hexdigest()[:16]}"
         cache = self.cache_dir / f"pool-{MODEL}-{digest}.npy" if self.cache_dir else None
-        if cache is not None and cache.exists():
+        if cache is None:
+            return self._compute()
+        if cache.exists():
             return np.load(cache)
-        texts = [e.question if self.view is None else self.view.text(e) for e in self.examples]
-        what = "the example pool" if self.view is None else f"the example pool ({self.view.name})"
-        # The first use on a machine embeds the whole pool (minutes on one core): show a bar.
-        matrix = self._encode_with_bar(texts, what)
-        if cache is not None:
-            cache.parent.mkdir(parents=True, exist_ok=True)
+        # Tasks that start together on a fresh machine wait for the first one's embeddings instead of each
+        # computing them (minutes of CPU that the model's server needs).
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        with open(cache.with_suffix(".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if cache.exists():
+                return np.load(cache)
+            matrix = self._compute()
             tmp = cache.with_suffix(f".{os.getpid()}.tmp.npy")
             np.save(tmp, matrix)
             tmp.replace(cache)
-        return matrix
+            return matrix
+
+    def _compute(self) -> np.ndarray:
+        """The pool's embeddings (:meth:`_encode_with_bar` of its questions or its view's texts)."""
+        texts = [e.question if self.view is None else self.view.text(e) for e in self.examples]
+        what = "the example pool" if self.view is None else f"the example pool ({self.view.name})"
+        # The first use on a machine embeds the whole pool (minutes on one core): show a bar.
+        return self._encode_with_bar(texts, what)
 
     @staticmethod
     def _encode_with_bar(texts: list[str], what: str) -> np.ndarray:
@@ -101,6 +120,8 @@ class EmbeddedPool:
         chunk at a time on every core's BLAS threads, which mostly spin on matrices this small."""
         from tqdm import tqdm
 
+        global _encodings
+        _encodings += 1
         encoder = load_encoder()
         read = [tuple(e.ids) for e in encoder.tokenizer.encode_batch(texts)]
         first: dict[tuple[int, ...], str] = {}  # token sequence → its first text

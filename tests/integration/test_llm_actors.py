@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from functools import partial
 from pathlib import Path
@@ -62,7 +63,13 @@ def ask(text: str) -> ChatRequest:
 
 
 def _pid(actor: ray.actor.ActorHandle) -> int:
-    return ray.get(actor.__ray_call__.remote(lambda self: os.getpid()), timeout=120)
+    """The actor's process id, once it is up (Ray answers a call to a restarting actor with ActorUnavailableError)."""
+    for _ in range(120):
+        try:
+            return ray.get(actor.__ray_call__.remote(lambda self: os.getpid()), timeout=120)
+        except ray.exceptions.ActorUnavailableError:
+            time.sleep(1)
+    raise AssertionError("the actor did not come back in two minutes")
 
 
 def vllm_settings(**batch: object) -> Settings:
@@ -174,3 +181,25 @@ def test_the_api_key_reaches_the_actors_without_the_runtime_env(cluster: Cluster
     assert all(c.ok for c in done), [c.error for c in done]
     assert [h.get("authorization") for h in server.headers] == ["Bearer sk-only-the-driver-has-it"] * 2
     assert "sk-only" not in repr(runtime_envs)
+
+
+def test_an_actor_past_its_restarts_leaves_the_routing(cluster: Cluster, die_file: Path) -> None:
+    actors = start_llm_pool(vllm_settings(llm_actors=2, llm_actor_cpus=0.5, llm_actor_max_restarts=0), open_llm)
+    try:
+        ray.get([a.warm.remote() for a in actors], timeout=120)
+        llm = ActorLLM(actors, "vllm:some/model")
+        die_file.touch()  # the next request that reaches an engine kills it, and Ray does not restart it
+        done = llm.generate([ask(f"question {i}") for i in range(24)])
+        assert not die_file.exists(), "an engine died"
+        assert all(c.ok for c in done), [c.error for c in done if c.error]
+        assert len(llm.live_actors) == 1, "the dead actor left the routing"
+        (survivor,) = llm.live_actors
+        assert ray.get(survivor.agenerate.remote([ask("still here")]), timeout=120)[0].text == "echo: still here"
+        die_file.touch()  # now the last one dies too
+        done = llm.generate([ask("one"), ask("two")])
+        assert not llm.live_actors
+        assert all(not c.ok and "every LLM actor died" in c.error and "llm_actor_max_restarts" in c.error
+                   for c in done), [c.error for c in done]
+    finally:
+        for actor in actors:
+            ray.kill(actor)

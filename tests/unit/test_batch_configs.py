@@ -174,3 +174,15 @@ def test_the_launcher_cluster_keeps_the_dashboard_on_the_head_and_mounts_the_hf_
     assert "--dashboard-host=127.0.0.1" in start and "0.0.0.0" not in start
     assert config["file_mounts"] == {"~/.cache/huggingface/token": "~/.cache/huggingface/token"}
     assert "/mnt/kifqa" not in str(config), "nothing mounts a shared disk: output goes to object storage"
+
+
+def test_every_rayjob_pod_mounts_a_memory_backed_dev_shm() -> None:
+    """Ray's object store lives in /dev/shm: a container's default 64 MiB makes Ray fall back to /tmp (slow)
+    and vLLM's workers exchange tensors there."""
+    cluster = yaml.safe_load((REPO / "cluster" / "rayjob.yaml").read_text())["spec"]["rayClusterSpec"]
+    pods = [cluster["headGroupSpec"]["template"]["spec"]] + [g["template"]["spec"] for g in cluster["workerGroupSpecs"]]
+    for pod in pods:
+        [container] = pod["containers"]
+        memory = {v["name"] for v in pod.get("volumes", []) if v.get("emptyDir", {}).get("medium") == "Memory"}
+        mounts = {m["name"] for m in container.get("volumeMounts", []) if m["mountPath"] == "/dev/shm"}
+        assert mounts & memory, f"{container['name']} has no memory-backed /dev/shm"

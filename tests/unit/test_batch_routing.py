@@ -5,6 +5,8 @@ from __future__ import annotations
 import pickle
 from contextlib import ExitStack
 
+import pytest
+
 from kifqa.llm.routing import LeastLoaded
 
 
@@ -80,3 +82,15 @@ def test_when_every_member_fails_the_one_whose_wait_ends_first_is_picked():
     pool.failed("b")  # avoided 1 s
     with pool.pick() as member:
         assert member == "b"
+
+
+def test_a_removed_member_is_never_picked_and_none_left_is_an_error() -> None:
+    pool = LeastLoaded(["a", "b"])
+    pool.remove("a")
+    for _ in range(4):
+        with pool.pick() as member, pool.pick("some prefix") as keyed:
+            assert member == keyed == "b"
+    assert pool.live == ["b"]
+    pool.remove("b")
+    with pytest.raises(LookupError, match="every member"), pool.pick():
+        pass

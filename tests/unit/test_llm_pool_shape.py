@@ -44,3 +44,15 @@ def test_the_driver_forwards_only_the_secrets_the_backend_reads(monkeypatch: pyt
     assert list(secrets) == ["MY_KEY"] and secrets["MY_KEY"].get_secret_value() == "sk-x"
     assert "sk-x" not in repr(secrets) and "sk-x" not in str(secrets)
     assert forwarded_secrets(Settings(llm={"backend": "local"})) == {}
+
+
+@pytest.mark.parametrize("gpus", [2, 0.5])
+def test_tensor_parallel_with_other_than_one_gpu_per_worker_is_refused_at_load(gpus: float) -> None:
+    """vLLM's Ray executor runs one worker per GPU, each in a bundle of one GPU: say what to set instead."""
+    with pytest.raises(ConfigError, match=r"batch\.llm_actor_gpus: 1"):
+        Settings.load(llm={"backend": "vllm", "model": "m", "extra": {"tensor_parallel_size": 2}},
+                      batch={"llm_actor_gpus": gpus})
+    for fine in (0, 1):
+        Settings.load(llm={"backend": "vllm", "model": "m", "extra": {"tensor_parallel_size": 2}},
+                      batch={"llm_actor_gpus": fine})
+    Settings.load(llm={"backend": "vllm", "model": "m"}, batch={"llm_actor_gpus": 2})  # one worker: any share

@@ -192,3 +192,65 @@ def test_tensor_parallel_engines_use_the_ray_executor(fake_vllm: type) -> None:
     assert done.ok and (args.tensor_parallel_size, args.pipeline_parallel_size) == (2, 2)
     assert args.distributed_executor_backend == "ray"
     assert llm.max_pending == 22  # ceil(1.1 x 10 seqs x 2 stages)
+
+
+def test_a_mistral_prompt_is_its_chat_template_s_token_ids(fake_vllm: type) -> None:
+    """vLLM 0.33 serves Mistral through mistral_common (tokenizer_mode auto): the prompt's ids are the
+    tokenizer's own chat encoding, with one BOS and [INST]/[/INST] as control tokens, not text."""
+    from mistral_common.protocol.instruct.request import ChatCompletionRequest
+
+    llm = VllmLLM(model="mistralai/Mistral-7B-Instruct-v0.3")
+    request = ask("who wrote dracula")
+    try:
+        (done,) = llm.generate([request])
+    finally:
+        asyncio.run(llm.aclose())
+    (engine,) = fake_vllm.instances
+    tokenizer = engine.tokenizer
+    assert tokenizer.IS_MISTRAL_TOKENIZER
+    (ids,) = engine.prompt_ids
+    inst, end = (tokenizer.tokenizer.get_special_token(t) for t in ("[INST]", "[/INST]"))
+    assert ids[0] == tokenizer.bos_token_id and ids.count(tokenizer.bos_token_id) == 1
+    assert ids[1] == inst and ids[-1] == end
+    reference = tokenizer.mistral.encode_chat_completion(ChatCompletionRequest.from_openai(
+        messages=[{"role": m.role, "content": m.content} for m in request.messages]))
+    assert ids == reference.tokens
+    assert done.ok and done.text == "echo: who wrote dracula"
+
+
+@pytest.mark.parametrize(("version", "supported"), [("0.11.0", True), ("0.33.0", True), ("0.33.1", True),
+                                                    ("0.10.2", False), ("0.34.0", False), ("not-a-version", False)])
+def test_vllm_version_problem_names_the_supported_range(version: str, supported: bool) -> None:
+    from kifqa.llm.vllm_engine import vllm_version_problem
+
+    problem = vllm_version_problem(version)
+    if supported:
+        assert problem is None
+    else:
+        assert problem is not None and version in problem and ">=0.11" in problem and "kifqa[vllm]" in problem
+
+
+def test_the_vllm_extra_installs_the_supported_range() -> None:
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    from kifqa.llm.vllm_engine import VLLM_SUPPORTED
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    (requirement,) = (Requirement(r) for r in pyproject["project"]["optional-dependencies"]["vllm"])
+    assert requirement.name == "vllm" and requirement.specifier == VLLM_SUPPORTED
+
+
+def test_an_unsupported_vllm_fails_the_engine_with_what_to_install(fake_vllm: type,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import vllm
+
+    monkeypatch.setattr(vllm, "__version__", "0.10.2")
+    llm = VllmLLM(model="m")
+    try:
+        with pytest.raises(LLMError, match=r"vLLM 0\.10\.2 .*pip install 'kifqa\[vllm\]'"):
+            llm.generate([ask("q")])
+    finally:
+        asyncio.run(llm.aclose())
+    assert not fake_vllm.instances

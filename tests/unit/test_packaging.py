@@ -63,7 +63,8 @@ def test_the_browser_is_an_extra_not_a_core_dependency() -> None:
 def test_vllm_is_bounded_and_xllamacpp_has_a_calendar_floor_that_the_installed_one_meets() -> None:
     declared = _declared()
     vllm = declared["vllm"].specifier
-    assert Version("0.10.2") in vllm and Version("0.33.9") in vllm and Version("0.34.0") not in vllm
+    assert Version("0.11.0") in vllm and Version("0.33.9") in vllm
+    assert Version("0.10.2") not in vllm and Version("0.34.0") not in vllm  # 0.10.2: no StructuredOutputsParams
     xllamacpp = declared["xllamacpp"].specifier
     [floor] = [s for s in xllamacpp if s.operator == ">="]
     assert Version(floor.version).major >= 2025, "xllamacpp uses calendar versions"

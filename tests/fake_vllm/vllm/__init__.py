@@ -1,11 +1,11 @@
 """A CPU stand-in for the slice of vLLM that kifqa's ``vllm`` backend calls (tests only).
 
-Same names and signatures as vLLM >= 0.10.2 (``vllm.AsyncEngineArgs``, ``vllm.AsyncLLMEngine``,
+Same names and signatures as vLLM 0.33 (``vllm.AsyncEngineArgs``, ``vllm.AsyncLLMEngine``,
 ``vllm.SamplingParams``, ``vllm.sampling_params.StructuredOutputsParams``/``RequestOutputKind``,
 ``vllm.outputs.RequestOutput``/``CompletionOutput``, ``vllm.inputs.TokensPrompt``,
-``vllm.v1.engine.exceptions.EngineDeadError``). The "model" answers ``(fake | grammar | ?x)`` under a
-grammar and ``echo: <last user message>`` otherwise; a prompt sharing a token prefix with an earlier one
-reports those tokens as cached.
+``vllm.v1.engine.exceptions.EngineDeadError``, ``vllm.tokenizers.mistral.MistralTokenizer``). The "model"
+answers ``(fake | grammar | ?x)`` under a grammar and ``echo: <last user message>`` otherwise; a prompt
+sharing a token prefix with an earlier one reports those tokens as cached.
 """
 
 from __future__ import annotations
@@ -16,5 +16,7 @@ from vllm.inputs import TextPrompt, TokensPrompt
 from vllm.outputs import CompletionOutput, RequestOutput
 from vllm.sampling_params import SamplingParams
 
-__all__ = ["AsyncEngineArgs", "AsyncLLMEngine", "CompletionOutput", "RequestOutput", "SamplingParams", "TextPrompt",
-           "TokensPrompt"]
+__version__ = "0.33.0"
+
+__all__ = ["__version__", "AsyncEngineArgs", "AsyncLLMEngine", "CompletionOutput", "RequestOutput", "SamplingParams",
+           "TextPrompt", "TokensPrompt"]

@@ -1,4 +1,4 @@
-"""``vllm.sampling_params`` stand-in (vLLM >= 0.10.2 names)."""
+"""``vllm.sampling_params`` stand-in (vLLM >= 0.11 names)."""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ class AsyncEngineArgs:
     """A few of vLLM's ``AsyncEngineArgs`` fields, with vLLM's defaults."""
 
     model: str = "facebook/opt-125m"
+    tokenizer_mode: str = "auto"
     max_model_len: int | None = None
     enable_prefix_caching: bool | None = None
     gpu_memory_utilization: float = 0.9

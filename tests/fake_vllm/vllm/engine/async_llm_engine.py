@@ -1,10 +1,15 @@
 """``vllm.engine.async_llm_engine`` stand-in: an async engine with a trivial deterministic model.
 
-The tokenizer works like Llama 3.1's: ``encode`` adds the BOS token unless ``add_special_tokens=False``,
-and the chat template starts with that BOS, so a rendered prompt that the engine tokenizes again carries
-two (vLLM issue 9519). The engine dies the way vLLM's does (``EngineDeadError`` for the requests in
-flight and every later one) when a prompt says ``DIE`` or when the file ``$FAKE_VLLM_DIE_FILE`` exists
-(the engine that removes it dies, once); it stops answering altogether when a prompt says ``HANG``.
+The tokenizer is picked as vLLM 0.33 picks it (``tokenizer_mode``): ``auto`` serves a ``mistralai/`` model
+with vLLM's ``MistralTokenizer`` over the real ``mistral_common`` (vllm/tokenizers/mistral.py), any other with
+a Hugging Face one that works like Llama 3.1's under transformers 5: ``encode`` adds the BOS token unless
+``add_special_tokens=False``, the chat template starts with that BOS (so a rendered prompt that the engine
+tokenizes again carries two, vLLM issue 9519), and ``apply_chat_template(tokenize=True)`` returns a mapping
+(``return_dict=True``) unless told ``return_dict=False``.
+
+The engine dies the way vLLM's does (``EngineDeadError`` for the requests in flight and every later one) when
+a prompt says ``DIE`` or when the file ``$FAKE_VLLM_DIE_FILE`` exists (the engine that removes it dies, once);
+it stops answering altogether when a prompt says ``HANG``.
 """
 
 from __future__ import annotations
@@ -43,12 +48,15 @@ class _Tokenizer:
 
     def apply_chat_template(
         self, conversation: list[dict[str, str]], tools: Any = None, *, tokenize: bool = True,
-        add_generation_prompt: bool = False, **kwargs: Any
-    ) -> str | list[int]:
+        add_generation_prompt: bool = False, return_dict: bool = True, **kwargs: Any
+    ) -> str | list[int] | dict[str, list[int]]:
         text = self.bos_token + "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in conversation)
         if add_generation_prompt:
             text += "<|im_start|>assistant\n"
-        return self.encode(text, add_special_tokens=False) if tokenize else text
+        if not tokenize:
+            return text
+        ids = self.encode(text, add_special_tokens=False)
+        return {"input_ids": ids, "attention_mask": [1] * len(ids)} if return_dict else ids
 
     def _id(self, piece: str) -> int:
         if piece not in self._vocab:
@@ -69,7 +77,7 @@ class AsyncLLMEngine:
             scheduler_config=SimpleNamespace(max_num_seqs=engine_args.max_num_seqs or DEFAULT_MAX_NUM_SEQS),
             parallel_config=SimpleNamespace(tensor_parallel_size=engine_args.tensor_parallel_size,
                                             pipeline_parallel_size=engine_args.pipeline_parallel_size))
-        self.tokenizer = _Tokenizer()
+        self.tokenizer: Any = _tokenizer(engine_args)
         self.requests: list[tuple[str, SamplingParams, str]] = []
         #: The token ids each request ran on.
         self.prompt_ids: list[list[int]] = []
@@ -93,7 +101,7 @@ class AsyncLLMEngine:
     ) -> AsyncLLMEngine:
         return cls(engine_args)
 
-    def get_tokenizer(self) -> _Tokenizer:
+    def get_tokenizer(self) -> Any:
         return self.tokenizer
 
     def _token_ids(self, prompt: Any, tokenization_kwargs: dict[str, Any] | None) -> list[int]:
@@ -102,6 +110,15 @@ class AsyncLLMEngine:
             return list(prompt["prompt_token_ids"])
         text = prompt["prompt"] if isinstance(prompt, dict) else prompt
         return self.tokenizer.encode(text, **{"add_special_tokens": True, **(tokenization_kwargs or {})})
+
+    def _last_user(self, ids: list[int]) -> str:
+        """The last user message of a prompt (Mistral's template joins the system prompt to it)."""
+        if getattr(self.tokenizer, "IS_MISTRAL_TOKENIZER", False):  # as vllm.utils.mistral tells them apart
+            inst, end = (self.tokenizer.tokenizer.get_special_token(t) for t in ("[INST]", "[/INST]"))
+            start = len(ids) - ids[::-1].index(inst) if inst in ids else 0
+            turn = ids[start:ids.index(end, start)] if end in ids[start:] else ids[start:]
+            return self.tokenizer.decode(turn, skip_special_tokens=True).rsplit("\n\n", 1)[-1]
+        return self.tokenizer.decode(ids).rsplit("<|im_start|>user\n", 1)[-1].split("<|im_end|>")[0]
 
     def _die(self) -> None:
         self.errored = True
@@ -150,8 +167,7 @@ class AsyncLLMEngine:
         if so is not None and so.grammar is not None:
             answer = "(fake | grammar | ?x)"
         else:
-            last_user = text.rsplit("<|im_start|>user\n", 1)[-1].split("<|im_end|>")[0]
-            answer = f"echo: {last_user}"
+            answer = f"echo: {self._last_user(ids)}"
         tokens = answer.split()[: sampling_params.max_tokens]
         output = CompletionOutput(index=0, text=" ".join(tokens), token_ids=list(range(len(tokens))),
                                   cumulative_logprob=None, logprobs=None, finish_reason="stop")
@@ -163,6 +179,15 @@ class AsyncLLMEngine:
 
     def shutdown(self, timeout: float | None = None) -> None:
         self.is_shut_down = True
+
+
+def _tokenizer(args: AsyncEngineArgs) -> Any:
+    """The tokenizer vLLM 0.33 serves ``args.model`` with (``tokenizer_mode``)."""
+    if args.tokenizer_mode == "mistral" or (args.tokenizer_mode == "auto" and args.model.startswith("mistralai/")):
+        from vllm.tokenizers.mistral import MistralTokenizer  # loads transformers: only when asked
+
+        return MistralTokenizer.from_pretrained(args.model)
+    return _Tokenizer()
 
 
 def _claim(path: str | None) -> bool:

@@ -1,0 +1,1 @@
+"""``vllm.tokenizers`` stand-in: the tokenizer wrappers ``AsyncLLM.get_tokenizer()`` returns."""
