@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import datasets
 import pytest
 from click.testing import CliRunner
 
@@ -133,7 +134,6 @@ def test_no_topic_crosses_splits_even_through_shared_entities() -> None:
 
 def test_a_release_of_valid_0_699_loads_with_datasets(settings: Settings, data_dir: Path, built_kb: Any,
                                                       tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    datasets = pytest.importorskip("datasets")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     for name, value in {"KIFQA_DATA_DIR": str(data_dir), "KIFQA_CACHE_DIR": str(TEST_CACHE),
                         "KIFQA_EXAMPLES__MODE": "fixed", "KIFQA_LLM__BACKEND": "gold", "KIFQA_LLM__CACHE": ""}.items():
