@@ -242,6 +242,9 @@ class ConstraintOutcome:
     result: ConstraintResult
     kept: int
     of: int
+    #: The relations an applied constraint kept the answers by (each ``(answer, property, entity)``, read
+    #: backward from its entity): the answers are the values of any of them.
+    relations: tuple[Relation, ...] = ()
 
     def __str__(self) -> str:
         if self.result is ConstraintResult.UNRESOLVED:
@@ -399,6 +402,8 @@ class Trace:
             "llm_calls": lambda d: LLMCall(**_fields(LLMCall, d)),
             "constraints": lambda d: ConstraintOutcome(**{**_fields(ConstraintOutcome, d),
                                                          "constraint": Pattern(**d["constraint"]),
+                                                         "relations": tuple(Relation(**r)
+                                                                            for r in d.get("relations") or ()),
                                                          "result": ConstraintResult(d["result"])}),
             "attempts": lambda d: TriedDraft(**{**_fields(TriedDraft, d),
                                                 "draft": tuple(Pattern(**p) for p in d.get("draft") or ()),

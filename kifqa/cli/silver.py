@@ -1,9 +1,14 @@
-"""``kifqa silver``: a silver KBQA dataset from unlabelled questions (see docs/eval.md)."""
+"""``kifqa silver``: a silver KBQA dataset from unlabelled questions, a release folder of it, and a release checked
+against today's base (see docs/eval.md)."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
+from datetime import UTC, datetime
+from importlib.metadata import version
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -12,11 +17,17 @@ from kifqa.errors import KifqaError
 from kifqa.llm.factory import in_process_instances
 from kifqa.types import Result
 
+if TYPE_CHECKING:
+    from kifqa.config import Settings
+    from kifqa.eval.silver import SilverSummary
+    from kifqa.runs import Prediction
+
 
 @click.command()
 @click.argument("corpus", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Write silver.parquet, silver.jsonl and silver-summary.json here (with --batch: also the run).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="Write silver.parquet, silver.jsonl and silver-summary.json here (with --batch: also the run; "
+                   "with --recheck: recheck.parquet and recheck.json, by default in the release's recheck/).")
 @click.option("--limit", type=int, help="Only the first N questions of CORPUS.")
 @concurrency_option
 @click.option("--batch", is_flag=True, help="Answer with the Ray batch job (kifqa run) into --out.")
@@ -28,25 +39,36 @@ from kifqa.types import Result
               help="Keep only answers above the confidence threshold that reached this precision in --calibration.")
 @click.option("--calibration", "calibration_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="A kifqa eval folder on gold data (its metrics.json calibration curve) for --target-precision.")
+@click.option("--release", "release_dir",
+              help="Also write a publishable dataset folder here (a path or object-store URI): Parquet splits by "
+                   "topic, near-duplicates folded, a dataset card.")
+@click.option("--recheck", "recheck_dir",
+              help="Execute the queries of the release at this path or URI again against --kb and report the rows "
+                   "whose answers changed (answers nothing).")
 @settings_options
-def silver(corpus: Path | None, out: Path, limit: int | None, concurrency: int | None, batch: bool,
+def silver(corpus: Path | None, out: Path | None, limit: int | None, concurrency: int | None, batch: bool,
            run_dir: Path | None, min_confidence: float, target_precision: float | None, calibration_dir: Path | None,
-           config: Path | None, kb: str | None, model: str | None,
-           examples: str | None) -> None:
+           release_dir: str | None, recheck_dir: str | None, config: Path | None, kb: str | None,
+           model: str | None, examples: str | None) -> None:
     """Answer the unlabelled questions of CORPUS (JSONL, CSV or Parquet with id and question columns)
-    and write each answered one with its logical form, answers and a confidence."""
-    from kifqa.eval.silver import build_silver, write_silver
-    from kifqa.report.sources import PAGE, write_silver_report
-    from kifqa.runs import read_run
-
+    and write each answered one whose query reproduces its answers, with that query, its answers and a
+    confidence."""
+    settings = load_settings(config, kb, model, examples)
+    if recheck_dir is not None:
+        if corpus is not None or run_dir is not None or release_dir is not None:
+            raise click.UsageError("--recheck takes a release folder alone (and --kb, --out)")
+        return _recheck(settings, recheck_dir, out)
     if (corpus is None) == (run_dir is None):
         raise click.UsageError("give either CORPUS or --run DIR")
+    if out is None:
+        raise click.UsageError("--out is needed to answer CORPUS or read --run")
     if run_dir is not None and batch:
         raise click.UsageError("--batch answers CORPUS; --run reads a finished run")
     if (target_precision is None) != (calibration_dir is None):
         raise click.UsageError("--target-precision and --calibration go together")
-    settings = load_settings(config, kb, model, examples)
     concurrency = concurrency or settings.llm.in_flight * in_process_instances(settings)
+    from kifqa.eval.silver import write_silver
+    from kifqa.report.sources import PAGE, write_silver_report
     try:
         calibration = None
         if calibration_dir is not None and target_precision is not None:  # given together (checked above)
@@ -54,33 +76,95 @@ def silver(corpus: Path | None, out: Path, limit: int | None, concurrency: int |
 
             calibration = run_threshold(calibration_dir, target_precision)
             min_confidence = max(min_confidence, calibration["threshold"])
-        if run_dir is not None:
-            predictions = list(read_run(run_dir).values())
-        else:
-            from kifqa.runs import read_corpus
-
-            assert corpus is not None  # CORPUS or --run (checked above)
-            b = settings.batch
-            questions = read_corpus(corpus, id_column=b.id_column, question_column=b.question_column,
-                                    max_chars=settings.pipeline.max_question_chars).questions()
-            questions = questions[:limit] if limit else questions
-            from kifqa.eval.sources import predict
-
-            def progress(r: Result) -> None:
-                sys.stderr.write(f"{r.question.id}\t{len(r.answers)} answers\t{r.trace.error or ''}\n")
-
-            if batch and limit:  # the first N usable questions, as a corpus of their own
-                questions = [q for q in questions if not q.error]
-            predicted = predict(settings, questions, via="batch" if batch else "process", out=out,
-                                corpus=None if limit else corpus, concurrency=concurrency, progress=progress)
-            if predicted.job is not None:
-                click.echo(predicted.job.render(), err=True)
-            predictions = list(predicted.predictions.values())
-        rows, summary = build_silver(predictions, min_confidence=min_confidence)
+        predictions = _predictions(settings, corpus, run_dir, out, limit=limit, batch=batch, concurrency=concurrency)
+        rows, summary, build = asyncio.run(_silver(settings, predictions, min_confidence))
         summary.calibration = calibration
         parquet, jsonl = write_silver(rows, out, summary)
         page = write_silver_report(out / PAGE, predictions=predictions, summary=summary.as_dict())
+        if release_dir is not None:
+            _release(settings, rows, summary, release_dir, source=str(corpus or run_dir), build=build)
     except KifqaError as err:
         raise fail(err) from err
     click.echo(summary.render())
-    click.echo(f"wrote {parquet}, {jsonl} and {page}")
+    click.echo(f"wrote {parquet}, {jsonl} and {page}" + (f"; the release in {release_dir}" if release_dir else ""))
+
+
+def _predictions(settings: Settings, corpus: Path | None, run_dir: Path | None, out: Path, *, limit: int | None,
+                 batch: bool, concurrency: int) -> list[Prediction]:
+    """The predictions of a finished run, or of CORPUS answered now (in-process or by the batch job)."""
+    from kifqa.runs import read_run
+
+    if run_dir is not None:
+        return list(read_run(run_dir).values())
+    from kifqa.eval.sources import predict
+    from kifqa.runs import read_corpus
+
+    assert corpus is not None  # CORPUS or --run (checked by the command)
+    b = settings.batch
+    questions = read_corpus(corpus, id_column=b.id_column, question_column=b.question_column,
+                            max_chars=settings.pipeline.max_question_chars).questions()
+    questions = questions[:limit] if limit else questions
+
+    def progress(r: Result) -> None:
+        sys.stderr.write(f"{r.question.id}\t{len(r.answers)} answers\t{r.trace.error or ''}\n")
+
+    if batch and limit:  # the first N usable questions, as a corpus of their own
+        questions = [q for q in questions if not q.error]
+    predicted = predict(settings, questions, via="batch" if batch else "process", out=out,
+                        corpus=None if limit else corpus, concurrency=concurrency, progress=progress)
+    if predicted.job is not None:
+        click.echo(predicted.job.render(), err=True)
+    return list(predicted.predictions.values())
+
+
+async def _silver(settings: Settings, predictions: list[Prediction],
+                  min_confidence: float) -> tuple[list[dict[str, Any]], SilverSummary, str | None]:
+    """The silver rows, each query executed again on the configured base; and the hash of its local build."""
+    from kifqa.eval.silver import build_silver
+    from kifqa.kb.spec import open_kb
+
+    kb = open_kb(None, settings)
+    try:
+        return (*await build_silver(predictions, kb, min_confidence=min_confidence), kb.build)
+    finally:
+        await kb.aclose()
+
+
+def _release(settings: Settings, rows: list[dict[str, Any]], summary: SilverSummary, dest: str, *,
+             source: str, build: str | None) -> None:
+    from kifqa.eval.release import Provenance, write_release
+    from kifqa.kb.spec import endpoint_url
+    from kifqa.redact import redact
+    from kifqa.runs.storage import shown
+
+    spec = settings.kb.spec
+    models = sorted({r["model"] for r in rows if r.get("model")})
+    counts = {k: v for k, v in summary.as_dict().items() if isinstance(v, int)}
+    endpoint = endpoint_url(spec, settings) or f"kifqa's local build {build or ''} ({spec})"
+    provenance = Provenance(corpus=shown(source), kb=redact(spec), endpoint=redact(endpoint),
+                            model=", ".join(models) or settings.llm.model, kifqa_version=version("kifqa"),
+                            date=datetime.now(UTC).date().isoformat(), calibration=summary.calibration,
+                            counts=counts)
+    write_release(rows, dest, provenance)
+
+
+def _recheck(settings: Settings, src: str, out: Path | None) -> None:
+    from kifqa.eval.recheck import read_release, recheck, write_recheck
+    from kifqa.kb.spec import open_kb
+    from kifqa.runs.storage import is_uri
+
+    async def run() -> Any:
+        kb = open_kb(None, settings)
+        try:
+            return await recheck(read_release(src), kb)
+        finally:
+            await kb.aclose()
+
+    try:
+        result = asyncio.run(run())
+        where = out if out is not None else (f"{src.rstrip('/')}/recheck" if is_uri(src) else Path(src) / "recheck")
+        write_recheck(result, where)
+    except KifqaError as err:
+        raise fail(err) from err
+    click.echo(result.render())
+    click.echo(f"wrote {where}/recheck.parquet and recheck.json")

@@ -1,9 +1,12 @@
 """Silver KBQA data from unlabelled questions: each answered question with the logical form the
-pipeline chose (triple pattern with ids, KIF filter, SPARQL), its answers with labels, and a
-confidence in [0, 1] derived from the trace (see :func:`confidence` and docs/eval.md).
+pipeline chose (triple pattern with ids), its query in the field's form (``query``: one ``SELECT`` over the
+base's truthy triples, :mod:`kifqa.kb.fieldform`) with KIF's filter and compiled SPARQL beside it, its answers with
+labels, and a confidence in [0, 1] derived from the trace (see :func:`confidence` and docs/eval.md). A row is
+kept only where its query, executed again against the base, gives exactly its answers (:func:`keep_reproduced`).
 
 Written as ``silver.parquet`` (:data:`SILVER_SCHEMA`) and ``silver.jsonl`` (the same rows), which
-pandas and ``datasets.load_dataset("parquet", data_files=...)`` read.
+pandas and ``datasets.load_dataset("parquet", data_files=...)`` read; :mod:`kifqa.eval.release` makes a
+publishable dataset folder of them.
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from kifqa.data.text import normalize
+from kifqa.eval.reexecute import reexecute
+from kifqa.kb.base import KnowledgeBase
+from kifqa.kb.fieldform import field_query
 from kifqa.runs import Prediction
 from kifqa.types import UNKNOWN, Candidate, ConstraintResult, Relation, Trace
 
@@ -42,10 +48,11 @@ SILVER_SCHEMA = pa.schema([
     ("question", pa.string()),
     ("draft", pa.list_(pa.string())),
     ("logical_form", pa.string()),
+    ("query", pa.string()),
     ("relations", pa.list_(_RELATION)),
     ("constraints", pa.list_(pa.string())),
     ("kif_filter", pa.list_(pa.string())),
-    ("sparql", pa.list_(pa.string())),
+    ("kif_sparql", pa.list_(pa.string())),
     ("answers", pa.list_(pa.string())),
     ("answer_labels", pa.list_(pa.string())),
     ("n_answers", pa.int32()),
@@ -152,6 +159,16 @@ def logical_form(rels: Iterable[Relation]) -> str:
                           else f"({UNKNOWN} | {r.property} | {r.entity})" for r in rels)
 
 
+def query_of(trace: Trace) -> str:
+    """The field-form query of the trace's chosen relations and applied constraints (``""`` where an id cannot
+    be written in one)."""
+    constraints = [c.relations for c in trace.constraints if c.result is ConstraintResult.APPLIED]
+    try:
+        return field_query(trace.relations, constraints)
+    except ValueError:
+        return ""
+
+
 def silver_row(p: Prediction) -> dict[str, Any]:
     """One row of :data:`SILVER_SCHEMA`."""
     t = p.trace
@@ -162,12 +179,13 @@ def silver_row(p: Prediction) -> dict[str, Any]:
         "question": t.question,
         "draft": [str(x) for x in t.draft],
         "logical_form": logical_form(t.relations),
+        "query": query_of(t),
         "relations": [{"entity": r.entity, "entity_label": labels.get(r.entity, ""), "property": r.property,
                        "property_label": p.property_labels.get(r.property, ""), "direction": r.direction}
                       for r in t.relations],
         "constraints": [str(x) for x in t.draft[1:]],
         "kif_filter": [f.filter for f in t.filters],
-        "sparql": [f.sparql for f in t.filters],
+        "kif_sparql": [f.sparql for f in t.filters],
         "answers": list(p.answers),
         "answer_labels": [p.answers[a] or "" for a in p.answers],
         "n_answers": len(p.answers),
@@ -194,6 +212,8 @@ class SilverSummary:
     bands: dict[str, int]
     #: The calibration run's threshold for a target precision (``kifqa silver --target-precision``).
     calibration: dict[str, Any] | None = None
+    #: Rows left out because their query, executed again, did not give exactly their answers.
+    not_reproduced: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -201,7 +221,8 @@ class SilverSummary:
     def render(self) -> str:
         bands = ", ".join(f"{k}: {v}" for k, v in self.bands.items())
         text = (f"questions {self.questions}: {self.rows} silver rows, {self.no_answer} without answer "
-                f"({self.errors} errors), {self.below_threshold} below the confidence threshold\n"
+                f"({self.errors} errors), {self.below_threshold} below the confidence threshold, "
+                f"{self.not_reproduced} whose query did not reproduce its answers\n"
                 f"confidence mean {self.mean_confidence:.3f}; by band {bands}")
         if c := self.calibration:
             text += (f"\nthreshold {c['threshold']} for precision {c['target_precision']}: the calibration run "
@@ -210,9 +231,10 @@ class SilverSummary:
         return text
 
 
-def build_silver(predictions: Iterable[Prediction], *, min_confidence: float = 0.0) -> tuple[list[dict[str, Any]],
-                                                                                          SilverSummary]:
-    """Silver rows of the answered questions whose confidence is at least ``min_confidence``."""
+async def build_silver(predictions: Iterable[Prediction], kb: KnowledgeBase | None, *,
+                       min_confidence: float = 0.0) -> tuple[list[dict[str, Any]], SilverSummary]:
+    """Silver rows of the answered questions whose confidence is at least ``min_confidence`` and whose query,
+    executed again on ``kb``, gives exactly their answers (``None``: not executed again, every row kept)."""
     rows, n, no_answer, errors, below = [], 0, 0, 0, 0
     for p in predictions:
         n += 1
@@ -225,11 +247,16 @@ def build_silver(predictions: Iterable[Prediction], *, min_confidence: float = 0
             below += 1
             continue
         rows.append(row)
+    answered = len(rows)
+    if kb is not None:
+        checks = await reexecute(kb, [(r["query"], r["answers"]) for r in rows])
+        rows = [r for r, check in zip(rows, checks) if r["query"] and check.reproduced]
     bands = {"0.00-0.25": 0, "0.25-0.50": 0, "0.50-0.75": 0, "0.75-1.00": 0}
     for r in rows:
         bands[list(bands)[min(3, int(r["confidence"] * 4))]] += 1
     mean = sum(r["confidence"] for r in rows) / len(rows) if rows else 0.0
-    return rows, SilverSummary(n, len(rows), no_answer, errors, below, round(mean, 4), bands)
+    return rows, SilverSummary(n, len(rows), no_answer, errors, below, round(mean, 4), bands,
+                               not_reproduced=answered - len(rows))
 
 
 def write_silver(rows: list[dict[str, Any]], out: Path, summary: SilverSummary | None = None) -> tuple[Path, Path]:

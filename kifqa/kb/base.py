@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
+from typing import Any
 
+from kifqa.errors import KBError
 from kifqa.types import Candidate, Direction, Fact
 
 
@@ -91,6 +93,11 @@ class KnowledgeBase(abc.ABC):
         folded), in the order given; ``None`` when the base cannot tell without a search per text (a base
         without a label index of its own)."""
         return None
+
+    async def select(self, query: str) -> dict[str, Any]:
+        """The SPARQL JSON result of a ``SELECT`` ``query`` asked of the base as it is written (a released
+        dataset's query executed again); :class:`~kifqa.errors.KBError` for a base that runs no SPARQL."""
+        raise KBError(f"{self.spec}: this knowledge base runs no SPARQL query of its own")
 
     async def aclose(self) -> None:
         """Releases connections and processes."""

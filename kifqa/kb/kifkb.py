@@ -221,6 +221,14 @@ class KifKnowledgeBase(KnowledgeBase):
             if self.index is not None:
                 self.index.close()
 
+    async def select(self, query: str) -> dict[str, Any]:
+        core = sparql_store(self.store)
+        if core is None:
+            return await super().select(query)
+        result = await self._run(self._guard.run("select", lambda: core.backend.aselect(
+            query, self.settings.timeout_s)))
+        return dict(result)
+
     # -- beyond the interface ------------------------------------------------
 
     @property

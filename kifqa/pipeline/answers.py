@@ -69,22 +69,25 @@ async def constrain(kb: KnowledgeBase, answers: list[Answer], constraint: Patter
     that best names the constraint's predicate, and says what it did. A constraint that cannot be resolved, or that
     no answer meets, leaves the answers as they are: a constraint narrows, it never empties."""
 
-    def outcome(result: ConstraintResult, kept: int) -> ConstraintOutcome:
-        return ConstraintOutcome(constraint=constraint, result=result, kept=kept, of=len(answers))
+    def outcome(result: ConstraintResult, kept: int, relations: tuple[Relation, ...] = ()) -> ConstraintOutcome:
+        return ConstraintOutcome(constraint=constraint, result=result, kept=kept, of=len(answers), relations=relations)
 
     linking = await link(kb, constraint.object, handles=handles)
     if not linking.exact:
         return answers, outcome(ConstraintResult.UNRESOLVED, len(answers))
     allowed: set[str] = set()
+    applied: list[Relation] = []
     for entity in linking.kept:
         uses = [u for u in (await kb.properties_of(entity.id)).uses if u.direction == "backward"]
         scored = [(similarity(constraint.predicate, u.property.label, u.property.aliases), u) for u in uses]
         best = max(scored, key=lambda s: s[0], default=(0.0, None))
         if best[1] is None or best[0] < CONSTRAINT_MIN_SIMILARITY:
             continue
-        result = await kb.facts(entity.id, best[1].property.id, "backward")
+        relation = Relation(entity=entity.id, property=best[1].property.id, direction="backward")
+        result = await kb.facts(relation.entity, relation.property, relation.direction)
         allowed.update(f.subject for f in result.facts)
+        applied.append(relation)
     kept = [a for a in answers if a.answer in allowed]
     if not kept:
         return answers, outcome(ConstraintResult.UNMET, len(answers))
-    return kept, outcome(ConstraintResult.APPLIED, len(kept))
+    return kept, outcome(ConstraintResult.APPLIED, len(kept), tuple(applied))

@@ -12,6 +12,8 @@ profile. Credentials are never part of what kifqa records: :func:`shown` strips 
 from __future__ import annotations
 
 import io
+import os
+import tempfile
 from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import urlsplit, urlunsplit
@@ -75,6 +77,32 @@ def stamp(where: str | Path) -> tuple[int, int] | None:
     if found.type != pafs.FileType.File:
         return None
     return found.size or 0, found.mtime_ns or 0
+
+
+def write_file(where: str | Path, data: bytes) -> None:
+    """``data`` as the file ``where``, whole or not at all: a local file through a fresh temporary file beside it,
+    synced and renamed into place (readable by its owner only); at a URI as one object (an object store shows an
+    object only once it is whole)."""
+    if is_uri(where):
+        fs, path = resolve(str(where))
+        parent = path.rsplit("/", 1)[0]
+        if parent and parent != path:
+            fs.create_dir(parent, recursive=True)
+        with fs.open_output_stream(path) as stream:
+            stream.write(data)
+        return
+    target = local_path(where)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temp, target)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
 
 
 class _Raw(io.RawIOBase):

@@ -36,8 +36,8 @@ def results(data_dir: Path, local_kb) -> list[Result]:
     return asyncio.run(answer_all(pipeline, [Question(qs[i].id, qs[i].text) for i in PICKED], concurrency=3))
 
 
-def test_silver_rows(results: list[Result]) -> None:
-    rows, summary = build_silver([Prediction.from_result(r) for r in results])
+def test_silver_rows(results: list[Result], local_kb) -> None:
+    rows, summary = asyncio.run(build_silver([Prediction.from_result(r) for r in results], local_kb))
     by_id = {r["id"]: r for r in rows}
     assert summary.questions == 5 and summary.errors == 1 and set(by_id) == {
         "sqwd-valid-0", "sqwd-valid-1", "sqwd-valid-3", "sqwd-valid-13"}
@@ -47,7 +47,11 @@ def test_silver_rows(results: list[Result]) -> None:
                                                            "property": "P19", "property_label": "place of birth",
                                                            "direction": "forward"}
     assert sasha["answers"] == ["Q1010"] and sasha["answer_labels"] == ["Maribor"]
-    assert sasha["kif_filter"][0].startswith("Filter(") and "SELECT" in sasha["sparql"][0]
+    assert sasha["kif_filter"][0].startswith("Filter(") and "SELECT" in sasha["kif_sparql"][0]
+    assert sasha["query"] == ("PREFIX wd: <http://www.wikidata.org/entity/>\n"
+                              "PREFIX wdt: <http://www.wikidata.org/prop/direct/>\n"
+                              "SELECT DISTINCT ?x WHERE { wd:Q318926 wdt:P19 ?x . }")
+    assert summary.not_reproduced == 0  # every kept row's query, executed again, gave its answers
     assert sasha["confidence"] == 1.0 and sasha["draft"] == ["(sasha vujačić | place of birth | ?x)"]
     carolsfeld = by_id["sqwd-valid-1"]
     assert carolsfeld["logical_form"] == "(?x | P57 | Q2568216)" and carolsfeld["answer_labels"] == ["Stay"]
@@ -83,7 +87,8 @@ def test_silver_keeps_answers_above_the_calibrated_threshold(results: list[Resul
                                                              monkeypatch) -> None:
     monkeypatch.setenv("KIFQA_DATA_DIR", str(data_dir))
     run = write_run(tmp_path / "run", results)
-    confidences = {r["id"]: r["confidence"] for r in build_silver([Prediction.from_result(r) for r in results])[0]}
+    predictions = [Prediction.from_result(r) for r in results]
+    confidences = {r["id"]: r["confidence"] for r in asyncio.run(build_silver(predictions, None))[0]}
     top = max(confidences.values())
     calibration = tmp_path / "gold-eval"
     calibration.mkdir()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -128,22 +129,23 @@ def predictions() -> list[Prediction]:
 
 
 def test_build_silver_rows_and_summary() -> None:
-    rows, summary = build_silver(predictions())
+    rows, summary = asyncio.run(build_silver(predictions(), None))
     assert [r["id"] for r in rows] == ["q1", "q2"]
     r = rows[0]
     assert r["logical_form"] == "(Q318926 | P19 | ?x)" and r["answers"] == ["Q1010"] and r["answer_labels"] == ["Maribor"]
     assert r["relations"] == [{"entity": "Q318926", "entity_label": "Sasha Vujačić", "property": "P19",
                                "property_label": "place of birth", "direction": "forward"}]
-    assert r["sparql"] == ["SELECT ?x WHERE { }"] and r["kif_filter"] == ["Filter(...)"]
+    assert r["kif_sparql"] == ["SELECT ?x WHERE { }"] and r["kif_filter"] == ["Filter(...)"]
+    assert r["query"].endswith("SELECT DISTINCT ?x WHERE { wd:Q318926 wdt:P19 ?x . }")
     assert r["confidence"] == 1.0 and rows[1]["confidence"] == pytest.approx(0.5 / (1 + 0.5), abs=1e-4)
     assert (summary.questions, summary.rows, summary.no_answer, summary.errors) == (4, 2, 2, 1)
     assert summary.bands == {"0.00-0.25": 0, "0.25-0.50": 1, "0.50-0.75": 0, "0.75-1.00": 1}
-    rows, summary = build_silver(predictions(), min_confidence=0.5)
+    rows, summary = asyncio.run(build_silver(predictions(), None, min_confidence=0.5))
     assert [r["id"] for r in rows] == ["q1"] and summary.below_threshold == 1
 
 
 def test_files_read_back_with_pyarrow_and_pandas(tmp_path: Path) -> None:
-    rows, summary = build_silver(predictions())
+    rows, summary = asyncio.run(build_silver(predictions(), None))
     parquet, jsonl = write_silver(rows, tmp_path, summary)
     table = pq.read_table(parquet)
     assert table.schema.equals(SILVER_SCHEMA) and table.num_rows == 2
