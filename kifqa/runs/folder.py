@@ -61,7 +61,7 @@ _ROWS, _ANSWERS_FILE, _ANSWER_ROWS = b"kifqa.rows", b"kifqa.answers", b"kifqa.an
 _ANSWERS_SHA256, _PAGES_SHA256 = b"kifqa.answers_sha256", b"kifqa.pages_sha256"
 #: Bytes read at once while a file is hashed.
 _CHUNK = 1 << 20
-#: Shards whose footers are read at once.
+#: Shards checked at once (footers read, files hashed).
 _READERS = 16
 
 
