@@ -20,6 +20,20 @@ from kifqa.errors import ConfigError
 #: The mark of a runtime-only setting (``Field(..., json_schema_extra=RUNTIME)``): it changes how a job runs
 #: but not what it writes, so a rerun may change it and resume the same job (see :meth:`Settings.shaping`).
 RUNTIME: JsonDict = {"runtime": True}
+#: The rule of the job key: a setting counts when it can change an answer (which model, knowledge base, prompts,
+#: pipeline, examples, decoding); resources, parallelism, memory, where the data is read from and which endpoint
+#: serves the model (``llm.model`` names it) are runtime-only. ``llm.extra`` holds a backend's options: these
+#: set its resources (vLLM's ``AsyncEngineArgs``, llama.cpp's ``CommonParams``) and are runtime-only too; any
+#: other option counts. Floating-point sums may differ in the last bit as batches do; runs with the same settings
+#: already vary that way.
+RUNTIME_EXTRA = frozenset({
+    "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens", "tensor_parallel_size",
+    "pipeline_parallel_size", "swap_space", "cpu_offload_gb", "kv_cache_memory_bytes", "enforce_eager",
+    "enable_prefix_caching", "enable_chunked_prefill", "distributed_executor_backend", "download_dir",
+    "disable_log_stats", "max_parallel_loading_workers",
+    "n_gpu_layers", "main_gpu", "split_mode", "tensor_split", "n_batch", "n_ubatch", "n_threads_http",
+    "cache_ram_mib", "numa",
+})
 
 #: Where the shared development data lives relative to a checkout (see the README).
 DEFAULT_DATA_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
@@ -125,7 +139,8 @@ class LLMSettings(Section):
     backend: Literal["local", "openai", "vllm", "gold"] = "local"
     #: ``qwen2.5-coder-1.5b`` (default), ``qwen2.5-coder-0.5b``, a GGUF path, or a served model name.
     model: str = "qwen2.5-coder-1.5b"
-    base_url: str | None = None
+    #: ``openai``: the server's address (runtime-only: ``model`` names what it serves).
+    base_url: str | None = Field(default=None, json_schema_extra=RUNTIME)
     api_key_env: str = Field(default="OPENAI_API_KEY", json_schema_extra=RUNTIME)
     max_concurrency: int = Field(default=8, json_schema_extra=RUNTIME)
     timeout_s: float = Field(default=120.0, json_schema_extra=RUNTIME)
@@ -405,7 +420,7 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="KIFQA_", env_nested_delimiter="__", extra="forbid")
 
-    data_dir: Path = DEFAULT_DATA_DIR
+    data_dir: Path = Field(default=DEFAULT_DATA_DIR, json_schema_extra=RUNTIME)
     cache_dir: Path = Field(default=Path.home() / ".cache" / "kifqa", json_schema_extra=RUNTIME)
     kb: KBSettings = Field(default_factory=KBSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
@@ -469,8 +484,12 @@ class Settings(BaseSettings):
         return self.override(kb=wait, llm=wait)
 
     def shaping(self) -> dict[str, Any]:
-        """The settings that shape what a job writes (JSON-ready): all but the fields marked :data:`RUNTIME`."""
-        return _shaping(type(self), self.model_dump(mode="json"))
+        """The settings that shape what a job writes (JSON-ready): all but the fields marked :data:`RUNTIME`
+        and the ``llm.extra`` options in :data:`RUNTIME_EXTRA`."""
+        shaping = _shaping(type(self), self.model_dump(mode="json"))
+        extra = shaping["llm"]["extra"]
+        shaping["llm"]["extra"] = {key: value for key, value in extra.items() if key not in RUNTIME_EXTRA}
+        return shaping
 
     def digest(self) -> str:
         """A short stable hash of these settings (for manifests and resume checks)."""

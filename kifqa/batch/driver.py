@@ -128,7 +128,7 @@ def _run_job(settings: Settings, data: Corpus, output: RunFolder, out: str, *, p
     it, a URI as given, with any credentials it carries, or an absolute path)."""
     b = settings.batch
     key = job_key(settings, data)
-    previous, set_aside = _prepare(output, key, resume=b.resume)
+    previous, set_aside, moved = _prepare(output, key, resume=b.resume)
     shards = _shards(data, b.shard_size)
     todo = _todo(shards, output, retry_failed=b.retry_failed)
     if todo and pools is None:  # the replaced backends are the caller's
@@ -136,6 +136,8 @@ def _run_job(settings: Settings, data: Corpus, output: RunFolder, out: str, *, p
     manifest = new_manifest(settings, data, key, len(shards), previous)
     if set_aside:
         manifest["runs"][-1]["set_aside"] = [asdict(s) for s in set_aside]
+    if moved:
+        manifest["runs"][-1]["previous_moved_to"] = moved
     output.write_manifest(manifest)
 
     started = time.perf_counter()
@@ -200,20 +202,24 @@ def _stopped(output: RunFolder, manifest: dict[str, Any], shards: list[Shard], *
                       signum=signal.SIGTERM if terminated else signal.SIGINT)
 
 
-def _prepare(output: RunFolder, key: str, *, resume: bool) -> tuple[dict[str, Any] | None, list[SetAside]]:
-    """Readies the output folder (held by this run): the manifest of the job it resumes, if any, and
-    the shards set aside because they did not read back whole."""
-    previous = output.read_manifest()
+def _prepare(output: RunFolder, key: str, *, resume: bool
+             ) -> tuple[dict[str, Any] | None, list[SetAside], str | None]:
+    """Readies the output folder (held by this run): the manifest of the job it resumes, if any, what was
+    set aside because it did not read back whole (the manifest, shards), and where a fresh start
+    (``resume`` off) moved the previous job's files."""
+    previous, set_aside = output.job_manifest()
+    moved = None
     if not resume:
-        output.clear()
+        moved = output.move_previous()
         previous = None
     elif previous is not None and previous.get("job_key") != key:
         raise ConfigError(f"{output.uri} holds the output of another job (its config or corpus differ): "
-                          "use another output folder, or --no-resume to start over")
+                          "use another output folder, or --no-resume to start over (it moves the finished "
+                          "shards to previous-<time>/ in the folder)")
     output.create()
-    set_aside = output.set_aside()
+    set_aside += output.set_aside()
     output.remove_temporaries()
-    return previous, set_aside
+    return previous, set_aside, moved
 
 
 def _todo(shards: list[Shard], output: RunFolder, *, retry_failed: bool) -> list[Shard]:

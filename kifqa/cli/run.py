@@ -22,7 +22,8 @@ from kifqa.errors import JobStopped, KifqaError
                    "default batch.out of the config.")
 @settings_options
 @click.option("--resume/--no-resume", default=None,
-              help="Skip the shards a previous run of the same job finished (default on).")
+              help="Skip the shards a previous run of the same job finished (default on); --no-resume starts "
+                   "over and moves the previous job's files to previous-<time>/ in the output folder.")
 @click.option("--retry-failed", is_flag=True, default=None, help="Rerun the questions whose trace has an error.")
 @click.option("--shard-size", type=click.IntRange(min=1), help="Questions per shard (one Ray task).")
 @click.option("--llm-actors", type=click.IntRange(min=1), help="LLM actors (one model each).")

@@ -3,7 +3,10 @@ on this machine's disk or at a URI (:mod:`kifqa.runs.storage`).
 
 A shard commits with its traces file, written after its answers file: the shard is finished exactly when
 its traces file reads back whole, that is its Parquet footer reads and holds the row counts its writer
-recorded there, for itself and for the answers file it names, which must read back whole too.
+recorded there, for itself and for the answers file it names, which must read back whole too, and the
+SHA-256 checksums recorded there with them: of the answers file, and of the traces file's bytes before its
+footer (which Parquet's reader checks). Shards written before checksums were recorded are checked by their
+footers only.
 
 - On a local disk each file is written under a temporary name, fsynced, renamed into place and its folder
   fsynced, so a crash leaves whole files or temporary ones (removed at the next start).
@@ -12,8 +15,10 @@ recorded there, for itself and for the answers file it names, which must read ba
   object names: two attempts of one shard (a task rerun after its node was lost) never pair one's answers
   with the other's traces, and answers that no traces name are removed at the next start.
 
-A shard that does not read back whole (a file cut short, a missing answers file) is left out of every
-reader and, at the next start of the job, set aside to ``set-aside/`` and recomputed. Other files in
+A shard that does not read back whole (a file cut short, bytes overwritten, a missing answers file) is left
+out of every reader and, at the next start of the job, set aside to ``set-aside/`` and recomputed; so is a
+manifest that is not a JSON object. A fresh start (``--no-resume``) moves the previous job's files to
+``previous-<time>/`` (:meth:`RunFolder.move_previous`). Other files in
 ``answers/`` and ``traces/`` (``shard-00000 (copy).parquet``) are ignored with a warning. Local run folders
 are made 0700 and their files 0600: they hold questions and prompts.
 """
@@ -21,6 +26,7 @@ are made 0700 and their files 0600: they hold questions and prompts.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -51,7 +57,11 @@ _TRACES = re.compile(r"shard-(\d{5,})\.parquet")
 _ANSWERS = re.compile(r"shard-(\d{5,})(?:\.[0-9a-f]{8,})?\.parquet")
 #: The keys a traces file's Parquet metadata holds: its rows, its answers file and that file's rows.
 _ROWS, _ANSWERS_FILE, _ANSWER_ROWS = b"kifqa.rows", b"kifqa.answers", b"kifqa.answer_rows"
-#: Shards whose footers are read at once.
+#: ... and the SHA-256 of the answers file, and of the traces file's bytes before its footer.
+_ANSWERS_SHA256, _PAGES_SHA256 = b"kifqa.answers_sha256", b"kifqa.pages_sha256"
+#: Bytes read at once while a file is hashed.
+_CHUNK = 1 << 20
+#: Shards checked at once (footers read, files hashed).
 _READERS = 16
 
 
@@ -67,11 +77,19 @@ class ShardFiles:
 
 @dataclass(frozen=True)
 class SetAside:
-    """A shard that did not read back whole, why, and where its files were moved."""
+    """A shard (``index``; ``None``: the manifest) that did not read back whole, why, and where it was moved."""
 
-    index: int
+    index: int | None
     reason: str
     moved_to: str
+
+
+@dataclass(frozen=True)
+class _Broken:
+    """Why a shard does not read back whole, and the answers file its traces name (set aside with them)."""
+
+    reason: str
+    answers: str
 
 
 class RunFolder:
@@ -87,8 +105,8 @@ class RunFolder:
             self._fs, self._base = pafs.LocalFileSystem(), str(local_path(root))
         self._answers, self._traces = f"{self._base}/answers", f"{self._base}/traces"
         self._manifest = f"{self._base}/manifest.json"
-        #: Footers already checked: (traces file, size, mtime) -> the shard, or why it is not whole.
-        self._checked: dict[tuple[str, int, int], ShardFiles | str] = {}
+        #: Shards already checked: (traces file, size, mtime) -> the shard, or why it is not whole.
+        self._checked: dict[tuple[str, int, int], ShardFiles | _Broken] = {}
         self._warned: set[str] = set()
 
     @property
@@ -146,7 +164,7 @@ class RunFolder:
                 found[index] = checked
             else:
                 self._warn(f"traces/{self.shard_file(index)}",
-                           f"{checked}: left out (the next run of the job recomputes it)")
+                           f"{checked.reason}: left out (the next run of the job recomputes it)")
         return found
 
     def finished(self) -> set[int]:
@@ -155,11 +173,11 @@ class RunFolder:
 
     def broken(self) -> dict[int, str]:
         """The shards whose traces file is there but does not read back whole, and why."""
-        return {index: checked for index, checked in self._scan().items() if isinstance(checked, str)}
+        return {index: checked.reason for index, checked in self._scan().items() if isinstance(checked, _Broken)}
 
-    def _scan(self) -> dict[int, ShardFiles | str]:
-        """Each traces file's shard checked (:meth:`_check`), a file's footers read once while it is unchanged,
-        :data:`_READERS` at a time (on an object store each read is a request or two)."""
+    def _scan(self) -> dict[int, ShardFiles | _Broken]:
+        """Each traces file's shard checked (:meth:`_check`), once while the file is unchanged, :data:`_READERS`
+        at a time (on an object store each read is a request or two)."""
         keys: dict[int, tuple[str, int, int]] = {}
         for info in self._list(self._traces):
             name, match = info.base_name, _TRACES.fullmatch(info.base_name)
@@ -177,27 +195,49 @@ class RunFolder:
                     self._checked[key] = result
         return {index: self._checked[key] for index, key in keys.items()}
 
-    def _check(self, index: int) -> ShardFiles | str:
+    def _check(self, index: int) -> ShardFiles | _Broken:
         """Shard ``index`` if its traces and answers files read back whole, else why not."""
+        traces, default = f"{self._traces}/{self.shard_file(index)}", self.shard_file(index)
         try:
-            meta = pq.read_metadata(f"{self._traces}/{self.shard_file(index)}", filesystem=self._fs)
+            meta = pq.read_metadata(traces, filesystem=self._fs)
         except (pa.ArrowException, OSError) as err:
-            return f"unreadable traces file ({_first_line(err)})"
+            return _Broken(f"unreadable traces file ({_first_line(err)})", default)
         recorded = meta.metadata or {}
         if _ROWS in recorded and int(recorded[_ROWS]) != meta.num_rows:
-            return f"traces file holds {meta.num_rows} rows of {int(recorded[_ROWS])}"
-        answers = recorded.get(_ANSWERS_FILE, self.shard_file(index).encode()).decode()
+            return _Broken(f"traces file holds {meta.num_rows} rows of {int(recorded[_ROWS])}", default)
+        answers = recorded.get(_ANSWERS_FILE, default.encode()).decode()
         if _ANSWERS.fullmatch(answers) is None:
-            return f"traces file names a bad answers file {answers!r}"
+            return _Broken(f"traces file names a bad answers file {answers!r}", default)
         try:
             answer_meta = pq.read_metadata(f"{self._answers}/{answers}", filesystem=self._fs)
         except FileNotFoundError:
-            return f"its answers file {answers} is missing"
+            return _Broken(f"its answers file {answers} is missing", answers)
         except (pa.ArrowException, OSError) as err:
-            return f"unreadable answers file {answers} ({_first_line(err)})"
+            return _Broken(f"unreadable answers file {answers} ({_first_line(err)})", answers)
         if _ANSWER_ROWS in recorded and int(recorded[_ANSWER_ROWS]) != answer_meta.num_rows:
-            return f"answers file holds {answer_meta.num_rows} rows of {int(recorded[_ANSWER_ROWS])}"
+            return _Broken(f"answers file holds {answer_meta.num_rows} rows of {int(recorded[_ANSWER_ROWS])}",
+                           answers)
+        try:
+            if _PAGES_SHA256 in recorded and (self._sha256(traces, less=meta.serialized_size + 8)
+                                              != recorded[_PAGES_SHA256].decode()):
+                return _Broken("the traces file changed since it was written (its checksum differs)", answers)
+            if _ANSWERS_SHA256 in recorded and (self._sha256(f"{self._answers}/{answers}")
+                                                != recorded[_ANSWERS_SHA256].decode()):
+                return _Broken(f"the answers file {answers} changed since it was written (its checksum differs)",
+                               answers)
+        except (pa.ArrowException, OSError) as err:
+            return _Broken(f"unreadable shard files ({_first_line(err)})", answers)
         return ShardFiles(index, answers, meta.num_rows, answer_meta.num_rows)
+
+    def _sha256(self, path: str, *, less: int = 0) -> str:
+        """The SHA-256 (hex) of the file ``path`` less its last ``less`` bytes, read a chunk at a time."""
+        digest = hashlib.sha256()
+        with self._fs.open_input_file(path) as file:
+            left = file.size() - less
+            while left > 0 and (chunk := file.read(min(left, _CHUNK))):
+                digest.update(chunk)
+                left -= len(chunk)
+        return digest.hexdigest()
 
     def _warn(self, name: str, why: str) -> None:
         if name not in self._warned:
@@ -205,33 +245,42 @@ class RunFolder:
             log.warning("%s/%s: %s", self.uri, name, why)
 
     def write_shard(self, index: int, answers: pa.Table, traces: pa.Table) -> None:
-        """Writes both files of shard ``index``, the traces last: they commit it (see the module doc)."""
+        """Writes both files of shard ``index``, the traces last: they commit it, with the answers file's
+        checksum and their own in their footer (see the module doc)."""
         answers_name = (self.shard_file(index) if not self.remote
                         else f"shard-{index:05d}.{uuid.uuid4().hex[:16]}.parquet")
-        answers = answers.cast(ANSWER_SCHEMA)
-        traces = traces.cast(TRACE_SCHEMA).replace_schema_metadata({
-            **(TRACE_SCHEMA.metadata or {}), _ROWS: str(traces.num_rows).encode(),
-            _ANSWERS_FILE: answers_name.encode(), _ANSWER_ROWS: str(answers.num_rows).encode()})
-        self._write(answers, f"{self._answers}/{answers_name}")
-        self._write(traces, f"{self._traces}/{self.shard_file(index)}")
+        answers_file = _parquet(answers.cast(ANSWER_SCHEMA))
+        traces = traces.cast(TRACE_SCHEMA)
+        record = {**(TRACE_SCHEMA.metadata or {}), _ROWS: str(traces.num_rows).encode(),
+                  _ANSWERS_FILE: answers_name.encode(), _ANSWER_ROWS: str(answers.num_rows).encode(),
+                  _ANSWERS_SHA256: hashlib.sha256(answers_file).hexdigest().encode()}
+        # The pages come out the same whatever the footer holds: those written without their checksum hash to it.
+        pages = _parquet(traces.replace_schema_metadata(record))
+        record[_PAGES_SHA256] = hashlib.sha256(pages[:len(pages) - 8 - _footer_size(pages)]).hexdigest().encode()
+        self._write(answers_file, f"{self._answers}/{answers_name}")
+        self._write(_parquet(traces.replace_schema_metadata(record)), f"{self._traces}/{self.shard_file(index)}")
 
-    def _write(self, table: pa.Table, path: str) -> None:
+    def _write(self, data: bytes, path: str) -> None:
+        """Writes ``data`` to ``path`` whole or not at all (see the module doc)."""
         if self.remote:  # an object appears whole when its upload completes, or not at all
-            pq.write_table(table, path, filesystem=self._fs)
+            with self._fs.open_output_stream(path) as stream:
+                stream.write(data)
             return
         target = Path(path)
         tmp = target.with_name(f"{_TMP}{uuid.uuid4().hex}-{target.name}")
         try:
             with _private(tmp) as out:
-                pq.write_table(table, out)
+                out.write(data)
             os.replace(tmp, target)
             _fsync_folder(target.parent)
         finally:
             tmp.unlink(missing_ok=True)
 
     def read_shard(self, index: int) -> tuple[pa.Table, pa.Table]:
-        """The answers and traces of a finished shard."""
-        files = self.shards()[index]
+        """The answers and traces of a finished shard (only it is checked: a task reads its own shard)."""
+        files = self._check(index)
+        if isinstance(files, _Broken):
+            raise ValueError(f"{self.uri}: shard {index} is not finished: {files.reason}")
         return (pq.read_table(f"{self._answers}/{files.answers}", schema=ANSWER_SCHEMA, filesystem=self._fs),
                 pq.read_table(f"{self._traces}/{self.shard_file(index)}", schema=TRACE_SCHEMA, filesystem=self._fs))
 
@@ -244,7 +293,7 @@ class RunFolder:
         return self._read(answers=True, columns=columns)
 
     def count_answers(self) -> int:
-        """How many answer rows the finished shards hold, from the Parquet footers (reads no rows:
+        """How many answer rows the finished shards hold, from the Parquet footers (decodes no rows:
         a large job's driver stays small)."""
         return sum(s.answer_rows for s in self.shards().values())
 
@@ -271,34 +320,57 @@ class RunFolder:
                          pc.fill_null(pc.not_equal(traces["error_step"], "input"), True))
         return set(traces.filter(errors)["question_id"].to_pylist())
 
-    def clear(self) -> None:
-        """Removes every shard file (a fresh start)."""
-        for folder, pattern in ((self._answers, _ANSWERS), (self._traces, _TRACES)):
-            for info in self._list(folder):
-                if info.base_name.startswith(_TMP) or pattern.fullmatch(info.base_name):
-                    self._delete(info.path)
+    def move_previous(self) -> str | None:
+        """Moves the shard files and the manifest of the job the folder holds to ``previous-<time>/`` (a run
+        folder of its own, read as any), so that a fresh start throws no finished work away; says where (also
+        as a warning). ``None``: there was nothing to move."""
+        shards = [info for folder, pattern in ((self._answers, _ANSWERS), (self._traces, _TRACES))
+                  for info in self._list(folder) if pattern.fullmatch(info.base_name)]
+        manifest = self._fs.get_file_info(self._manifest).type == pafs.FileType.File
+        if not shards and not manifest:
+            return None
+        name = f"previous-{_stamp()}"
+        self._make_dirs(name, f"{name}/answers", f"{name}/traces")
+        for info in shards:
+            self._fs.move(info.path, f"{self._base}/{name}/{Path(info.path).parent.name}/{info.base_name}")
+        if manifest:
+            self._fs.move(self._manifest, f"{self._base}/{name}/manifest.json")
+        traces = sum(1 for info in shards if Path(info.path).parent.name == "traces")
+        log.warning("%s: --no-resume: the previous run's %d shards%s are moved to %s/%s (delete it when it is no "
+                    "longer needed)", self.uri, traces, " and its manifest" if manifest else "", self.uri, name)
+        return f"{self.uri}/{name}"
 
     def set_aside(self) -> list[SetAside]:
         """Moves the shards that do not read back whole to ``set-aside/`` (so that they are recomputed),
         each with its answers file if that is there; says which and why (also as warnings)."""
         moved: list[SetAside] = []
-        for index, reason in sorted(self.broken().items()):
-            stamp = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:6]}"
-            target = f"{self._base}/set-aside/{stamp}"
-            if self.remote:
-                self._fs.create_dir(target, recursive=True)
-            else:
-                for folder in (f"{self._base}/set-aside", target):
-                    Path(folder).mkdir(mode=0o700, exist_ok=True)
+        for index, checked in sorted(self._scan().items()):
+            if isinstance(checked, ShardFiles):
+                continue
+            target = self._aside()
             name = self.shard_file(index)
-            for folder in ("traces", "answers"):
-                source = f"{self._base}/{folder}/{name}"
+            for folder, file in (("traces", name), ("answers", checked.answers)):
+                source = f"{self._base}/{folder}/{file}"
                 if self._fs.get_file_info(source).type == pafs.FileType.File:
-                    self._fs.move(source, f"{target}/{folder}-{name}")
-            moved.append(SetAside(index, reason, f"{self.uri}/set-aside/{stamp}"))
+                    self._fs.move(source, f"{self._base}/{target}/{folder}-{file}")
+            moved.append(SetAside(index, checked.reason, f"{self.uri}/{target}"))
             log.warning("%s: shard %d is set aside to %s and recomputed: %s", self.uri, index, moved[-1].moved_to,
-                        reason)
+                        checked.reason)
         return moved
+
+    def _aside(self) -> str:
+        """A new folder under ``set-aside/`` (relative to the run folder)."""
+        target = f"set-aside/{_stamp()}"
+        self._make_dirs("set-aside", target)
+        return target
+
+    def _make_dirs(self, *folders: str) -> None:
+        """Creates ``folders`` (relative to the run folder, each in the one before it; local ones 0700)."""
+        for folder in folders:
+            if self.remote:
+                self._fs.create_dir(f"{self._base}/{folder}", recursive=True)
+            else:
+                Path(self._base, folder).mkdir(mode=0o700, exist_ok=True)
 
     def remove_temporaries(self) -> None:
         """Removes what no finished shard needs: temporary files (the manifest's too) and answers files
@@ -316,21 +388,38 @@ class RunFolder:
                     self._delete(info.path)
 
     def read_manifest(self) -> dict[str, Any] | None:
-        """The manifest; ``None`` when there is none yet."""
+        """The manifest; ``None`` when there is none yet; :class:`ValueError` when it is not a JSON object."""
         try:
             with self._fs.open_input_stream(self._manifest) as stream:
-                result: dict[str, Any] | None = json.loads(stream.read())
-                return result
+                text = stream.read()
         except FileNotFoundError:
             return None
+        manifest = json.loads(text)
+        if not isinstance(manifest, dict):
+            raise ValueError(f"it holds a JSON {type(manifest).__name__}")
+        return manifest
+
+    def job_manifest(self) -> tuple[dict[str, Any] | None, list[SetAside]]:
+        """The manifest of the job the folder holds (``None``: none yet). One that is not a JSON object is set
+        aside to ``set-aside/`` as a damaged shard is, with a warning, and taken as missing: the finished shards
+        are kept, as in a folder without a manifest."""
+        try:
+            return self.read_manifest(), []
+        except ValueError as err:
+            reason = f"it is not a JSON object ({_first_line(err)})"
+        target = self._aside()
+        self._fs.move(self._manifest, f"{self._base}/{target}/manifest.json")
+        moved = SetAside(None, reason, f"{self.uri}/{target}")
+        log.warning("%s: manifest.json is set aside to %s: %s; the run goes on as in a folder without one",
+                    self.uri, moved.moved_to, reason)
+        return None, [moved]
 
     def manifest_or_empty(self) -> dict[str, Any]:
         """The manifest for readers of a finished run: ``{}`` when it is missing or unreadable."""
         try:
-            manifest = self.read_manifest()
+            return self.read_manifest() or {}
         except (OSError, ValueError):
             return {}
-        return manifest if isinstance(manifest, dict) else {}
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         text = (json.dumps(manifest, indent=2, ensure_ascii=False, default=str) + "\n").encode()
@@ -373,6 +462,23 @@ def _fsync_folder(folder: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _parquet(table: pa.Table) -> bytes:
+    """``table`` as the bytes of a Parquet file."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    return bytes(sink.getvalue())
+
+
+def _footer_size(data: bytes) -> int:
+    """The size of the footer of the Parquet file ``data``, before its last 8 bytes (its size and magic)."""
+    return int.from_bytes(data[-8:-4], "little")
+
+
+def _stamp() -> str:
+    """A new folder name for now: UTC time and a random suffix."""
+    return f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:6]}"
 
 
 def _columns(schema: pa.Schema, columns: list[str] | None) -> pa.Schema:

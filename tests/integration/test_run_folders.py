@@ -1,5 +1,6 @@
-"""Run folders that survive crashes and hold off a second run: a shard cut short is set aside and recomputed,
-stray files are ignored, and a second run into a folder that a run holds stops before it touches a file.
+"""Run folders that survive crashes and hold off a second run: a shard cut short or with bytes overwritten is set
+aside and recomputed, so is a garbled manifest, stray files are ignored, a second run into a folder that a run holds
+stops before it touches a file, a runtime-only change resumes, and ``--no-resume`` moves finished work aside.
 
 The jobs run on a real local Ray cluster with the doubles of ``test_batch_job.py`` (an instant model and KB).
 """
@@ -20,6 +21,7 @@ import pytest
 import ray
 
 from kifqa.batch import run_job
+from kifqa.errors import ConfigError
 from kifqa.eval.sources import evaluate_run
 from kifqa.report.sources import load_folder
 from kifqa.runs import RunFolder, read_run
@@ -86,6 +88,95 @@ def test_a_shard_cut_short_is_set_aside_and_recomputed_and_every_later_command_w
     assert evaluate_run(out, [], None).run is not None
     figures, rows, kind = load_folder(out)
     assert kind == "run" and len(rows) == 40
+
+
+def _overwrite(path: Path) -> None:
+    """Overwrites the middle half of ``path``'s pages with zeros and leaves its Parquet footer as it was (a bad
+    sector, a faulty copy): the footer still reads."""
+    data = bytearray(path.read_bytes())
+    pages = len(data) - 8 - int.from_bytes(data[-8:-4], "little")
+    data[pages // 4: pages * 3 // 4] = bytes(pages * 3 // 4 - pages // 4)
+    path.write_bytes(bytes(data))
+
+
+def test_a_shard_with_bytes_overwritten_mid_file_is_set_aside_and_recomputed(
+        cluster, tmp_path: Path, flags: Path, caplog: pytest.LogCaptureFixture) -> None:
+    corpus, out = _corpus(tmp_path, 30), tmp_path / "out"
+    assert run_job(_settings(tmp_path), corpus, out, progress=False, **fakes(flags)).ok
+    _overwrite(out / "traces" / "shard-00001.parquet")
+    _overwrite(out / "answers" / "shard-00002.parquet")
+    assert pq.read_metadata(out / "traces" / "shard-00001.parquet").num_rows == 10, "the footer reads as before"
+
+    with caplog.at_level(logging.WARNING, logger="kifqa.runs.folder"):
+        resumed = run_job(_settings(tmp_path), corpus, out, progress=False, **fakes(flags))
+    assert resumed.ok and (resumed.ran, resumed.shards_skipped, resumed.questions) == (20, 1, 30)
+    said = caplog.text
+    assert f"{out}: shard 1 is set aside to {out}/set-aside/" in said
+    assert "the traces file changed since it was written (its checksum differs)" in said
+    assert "the answers file shard-00002.parquet changed since it was written (its checksum differs)" in said
+    traces, answers = _rows(out)
+    assert sorted(traces) == sorted(answers) == sorted(f"q{i}" for i in range(30))
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert [s["index"] for s in manifest["runs"][-1]["set_aside"]] == [1, 2]
+    assert sorted(p.name for p in (out / "set-aside").rglob("*.parquet")) == [
+        "answers-shard-00001.parquet", "answers-shard-00002.parquet", "traces-shard-00001.parquet",
+        "traces-shard-00002.parquet"], "moved, not deleted"
+    assert len(read_run(out)) == 30
+
+
+@pytest.mark.parametrize("resume", [True, False], ids=["resume", "no-resume"])
+@pytest.mark.parametrize("garbled", [b'{"job_key": "0123', b'["a", "list"]\n'], ids=["not-json", "a-list"])
+def test_a_garbled_manifest_is_set_aside_and_the_run_goes_on(
+        cluster, tmp_path: Path, flags: Path, caplog: pytest.LogCaptureFixture, garbled: bytes, resume: bool) -> None:
+    corpus, out = _corpus(tmp_path, 20), tmp_path / "out"
+    assert run_job(_settings(tmp_path), corpus, out, progress=False, **fakes(flags)).ok
+    (out / "manifest.json").write_bytes(garbled)
+
+    with caplog.at_level(logging.WARNING, logger="kifqa.runs.folder"):
+        summary = run_job(_settings(tmp_path, resume=resume), corpus, out, progress=False, **fakes(flags))
+    assert summary.ok and summary.questions == 20 and summary.ran == (0 if resume else 20)
+    [aside] = (out / "set-aside").glob("*/manifest.json")
+    assert aside.read_bytes() == garbled
+    assert f"{out}: manifest.json is set aside to {aside.parent}: it is not a JSON object (" in caplog.text
+    manifest = RunFolder(out).read_manifest()
+    assert manifest is not None and manifest["status"] == "finished"
+    [entry] = manifest["runs"][-1]["set_aside"]
+    assert entry["index"] is None and entry["moved_to"] == str(aside.parent)
+    assert entry["reason"].startswith("it is not a JSON object (")
+
+
+def test_resume_after_an_out_of_memory_fix_keeps_the_finished_shards(cluster, tmp_path: Path, flags: Path) -> None:
+    corpus, out = _corpus(tmp_path, 20), tmp_path / "out"
+    settings = _settings(tmp_path).override(llm={"extra": {"gpu_memory_utilization": 0.9}})
+    assert run_job(settings, corpus, out, progress=False, **fakes(flags)).ok
+    fixed = settings.override(llm={"extra": {"gpu_memory_utilization": 0.8, "max_num_seqs": 64}},
+                              data_dir=tmp_path / "copy-of-the-data", batch={"llm_actor_concurrency": 16})
+    again = run_job(fixed, corpus, out, progress=False, **fakes(flags))
+    assert again.ok and (again.ran, again.shards_skipped) == (0, 2)
+    for answers_differ in ({"llm": {"model": "qwen2.5-coder-0.5b"}}, {"llm": {"extra": {"dtype": "float16"}}}):
+        with pytest.raises(ConfigError, match="holds the output of another job"):
+            run_job(fixed.override(**answers_differ), corpus, out, progress=False, **fakes(flags))
+    assert len(RunFolder(out).finished()) == 2
+
+
+def test_no_resume_moves_the_finished_shards_aside_and_says_where(
+        cluster, tmp_path: Path, flags: Path, caplog: pytest.LogCaptureFixture) -> None:
+    corpus, out = _corpus(tmp_path, 20), tmp_path / "out"
+    assert run_job(_settings(tmp_path), corpus, out, progress=False, **fakes(flags)).ok
+    before = (out / "manifest.json").read_bytes()
+
+    with caplog.at_level(logging.WARNING, logger="kifqa.runs.folder"):
+        fresh = run_job(_settings(tmp_path, resume=False), corpus, out, progress=False, **fakes(flags))
+    assert fresh.ok and fresh.ran == 20
+    [previous] = out.glob("previous-*")
+    assert f"{out}: --no-resume: the previous run's 2 shards and its manifest are moved to {previous}" in caplog.text
+    assert sorted(p.name for p in (previous / "traces").iterdir()) == ["shard-00000.parquet", "shard-00001.parquet"]
+    assert (previous / "manifest.json").read_bytes() == before
+    assert len(read_run(previous)) == 20, "the previous run reads as a run folder of its own"
+    assert {stat.S_IMODE(p.stat().st_mode) for p in [previous, *previous.rglob("*")]} == {0o700, 0o600}
+    manifest = RunFolder(out).read_manifest()
+    assert manifest is not None and manifest["runs"][-1]["previous_moved_to"] == str(previous)
+    assert len(manifest["runs"]) == 1 and len(read_run(out)) == 20
 
 
 def test_run_folders_are_private(cluster, tmp_path: Path, flags: Path) -> None:

@@ -181,6 +181,27 @@ def test_a_cut_object_is_set_aside_and_stray_objects_are_ignored(s3: S3Server) -
     assert RunFolder(s3.uri("runs/cut")).finished() == {0} and not RunFolder(s3.uri("runs/cut")).broken()
 
 
+def test_an_object_with_bytes_overwritten_is_set_aside_with_its_answers(s3: S3Server) -> None:
+    folder = RunFolder(s3.uri("runs/overwritten"))
+    folder.create()
+    for index in range(2):
+        folder.write_shard(index, pa.Table.from_pylist([{"question_id": f"q{index}", "answer": "Q1"}] * 50,
+                                                        schema=ANSWER_SCHEMA),
+                           pa.Table.from_pylist([{"question_id": f"q{index}"}], schema=TRACE_SCHEMA))
+    [key] = [k for k in s3.objects("runs/overwritten/answers/") if "shard-00001." in k]
+    data = bytearray(s3.objects("runs/overwritten/answers/")[key])
+    data[8:24] = bytes(16)  # in its pages: the footer reads as before
+    s3.put(key, bytes(data))
+    assert pq.read_metadata(pa.BufferReader(bytes(data))).num_rows == 50
+    assert folder.finished() == {0} and "changed since it was written" in folder.broken()[1]
+    [moved] = folder.set_aside()
+    assert moved.index == 1 and moved.moved_to.startswith(s3.uri("runs/overwritten/set-aside/"))
+    aside = s3.objects("runs/overwritten/set-aside/")
+    assert sorted(k.rsplit("/", 1)[1] for k in aside) == ["answers-" + key.rsplit("/", 1)[1],
+                                                          "traces-shard-00001.parquet"], "moved, not deleted"
+    assert RunFolder(s3.uri("runs/overwritten")).finished() == {0}
+
+
 def test_a_held_lease_stops_a_second_run_and_an_expired_or_orphaned_one_is_taken_over(
         cluster, s3: S3Server, tmp_path: Path, flags: Path) -> None:
     corpus, _ = _corpus(s3, tmp_path, "corpora/lease.jsonl", 5)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from kifqa.batch.summary import COLUMNS, trace_counts
 from kifqa.llm.routing import LeastLoaded
@@ -44,8 +45,20 @@ def test_shards_are_finished_when_their_traces_exist(tmp_path):
     assert (counts["questions"], counts["answered"], counts["empty"], counts["errors"], counts["input_errors"]) == (
         4, 1, 1, 2, 1)
 
-    out.clear()
+    moved = out.move_previous()
     assert out.finished() == set() and not list(out.answers.iterdir())
+    assert moved is not None and RunFolder(moved).finished() == {0, 12}
+    assert out.move_previous() is None, "nothing left to move"
+
+
+def test_a_shard_written_before_checksums_is_checked_by_its_footers_only(tmp_path):
+    out = RunFolder(tmp_path / "out")
+    out.create()
+    answers, traces = _tables([_result("a", answers=2)])
+    pq.write_table(answers, out.answers / "shard-00000.parquet")
+    pq.write_table(traces.replace_schema_metadata({b"kifqa.rows": b"1", b"kifqa.answers": b"shard-00000.parquet",
+                                                   b"kifqa.answer_rows": b"2"}), out.traces / "shard-00000.parquet")
+    assert out.finished() == {0} and out.count_answers() == 2
 
 
 def test_manifest_round_trip(tmp_path):

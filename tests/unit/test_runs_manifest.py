@@ -27,7 +27,12 @@ def corpus(tmp_path: Path):
     {"llm": {"resilience": {"breaker_failures": 2, "max_backoff_s": 1.0, "retries": 0}, "cache_mode": "off"}},
     {"batch": {"max_outage_s": 5.0, "kb_actors": 4, "question_timeout_s": 10.0}},
     {"cache_dir": "/tmp/elsewhere"},
-], ids=["kb-breaker", "llm-breaker", "batch-actors", "cache-dir"])
+    {"llm": {"extra": {"gpu_memory_utilization": 0.8, "max_num_seqs": 64, "tensor_parallel_size": 2}}},
+    {"llm": {"extra": {"n_gpu_layers": 99, "n_batch": 512}}},
+    {"data_dir": "/mnt/copy-of-the-data"},
+    {"llm": {"base_url": "http://gpu-node-2:8000/v1"}},
+], ids=["kb-breaker", "llm-breaker", "batch-actors", "cache-dir", "vllm-memory", "llamacpp-offload", "data-dir",
+        "base-url"])
 def test_a_changed_runtime_setting_resumes_the_same_job(change: dict, corpus, tmp_path: Path) -> None:
     settings = Settings()
     folder = RunFolder(tmp_path / "run")
@@ -39,6 +44,8 @@ def test_a_changed_runtime_setting_resumes_the_same_job(change: dict, corpus, tm
 
 
 @pytest.mark.parametrize("change", [{"kb": {"spec": "local-server"}}, {"llm": {"model": "qwen2.5-coder-0.5b"}},
+                                    {"llm": {"backend": "openai"}}, {"llm": {"extra": {"temperature": 0.7}}},
+                                    {"llm": {"extra": {"dtype": "float16"}}}, {"llm": {"context": 2048}},
                                     {"pipeline": {"max_entities": 3}}, {"examples": {"mode": "retrieved"}}])
 def test_a_changed_shaping_setting_is_another_job(change: dict, corpus, tmp_path: Path) -> None:
     settings = Settings()
