@@ -220,7 +220,7 @@ class PipelineSettings(Section):
     #: vote for the relation options: each option's score gains with the share of them that ask for its property
     #: in its direction (0: no votes, and none of the rules below that read them).
     precedent_neighbours: int = 20
-    #: A rule written for a dataset convention (:mod:`kifqa.pipeline.priors`: the name before a comma, an answer
+    #: A rule written for a dataset convention (:mod:`kifqa.examples.priors`: the name before a comma, an answer
     #: the question offers, the article before a name, a handle's digits) fires only where the example pool bears
     #: the convention out: in at least this share of the pool's questions its rule would act on...
     prior_share: float = Field(default=0.5, ge=0.0, le=1.0)
@@ -251,7 +251,7 @@ class PipelineSettings(Section):
     #: drafts before the choice).
     redraft_below: float | None = 0.3
     #: Where the first draft's known entity is an answer the question offers ("male" in "is X male or female?",
-    #: :func:`~kifqa.pipeline.text.offered`), draft again as where it found nothing (needs ``redraft_below``, and
+    #: :func:`~kifqa.examples.text.offered`), draft again as where it found nothing (needs ``redraft_below``, and
     #: an example pool whose offered answers are not its topics: ``prior_share``).
     redraft_offered: bool = True
     #: How many second drafts: 1, one whose grammar admits every such run (the model chooses the name); more,

@@ -14,7 +14,7 @@ from kifqa.types import UNKNOWN, Pattern
 @dataclass(frozen=True)
 class Example:
     """A question and the draft it should get; ``names``: its gold topic's names, label first (empty where the
-    pool does not say), which the pool's priors read (:mod:`kifqa.pipeline.priors`)."""
+    pool does not say), which the pool's priors read (:mod:`kifqa.examples.priors`)."""
 
     question: str
     draft: str

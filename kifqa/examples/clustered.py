@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from kifqa.data.pool import Example
-from kifqa.pipeline.embeddings import EmbeddedPool
-from kifqa.pipeline.examples import ExampleSource
+from kifqa.examples.embeddings import EmbeddedPool
+from kifqa.examples.sources import ExampleSource
 
 
 class ClusteredExamples(ExampleSource):

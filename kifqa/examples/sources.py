@@ -1,5 +1,5 @@
 """Few-shot examples for the draft step: a fixed set, or the k most similar questions of a pool
-(the clustered blocks are in :mod:`kifqa.pipeline.clustered`; :func:`kifqa.pipeline.open_examples` picks one)."""
+(the clustered blocks are in :mod:`kifqa.examples.clustered`; :func:`kifqa.pipeline.open_examples` picks one)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from importlib import resources
 from pathlib import Path
 
 from kifqa.data.pool import Example
-from kifqa.pipeline.embeddings import EmbeddedPool
-from kifqa.pipeline.priors import PoolPriors, pool_priors
+from kifqa.examples.embeddings import EmbeddedPool
+from kifqa.examples.priors import PoolPriors, pool_priors
 
 
 class ExampleSource(abc.ABC):
@@ -30,7 +30,7 @@ class ExampleSource(abc.ABC):
 
     def priors(self) -> PoolPriors:
         """What the examples this source draws from say of the dataset conventions some rules are written for
-        (:mod:`kifqa.pipeline.priors`; under a second for the 19,481 training questions), worked out once."""
+        (:mod:`kifqa.examples.priors`; under a second for the 19,481 training questions), worked out once."""
         if self._priors is None:
             self._priors = pool_priors(self.drawn())
         return self._priors
@@ -77,7 +77,7 @@ class FixedExamples(ExampleSource):
 
 
 def load_fixed_examples() -> list[Example]:
-    text = resources.files("kifqa.pipeline").joinpath("prompts/fixed_examples.jsonl").read_text()
+    text = resources.files("kifqa.examples").joinpath("fixed_examples.jsonl").read_text()
     return [Example(**json.loads(line)) for line in text.splitlines() if line.strip()]
 
 

@@ -16,16 +16,17 @@ from kifqa.config import PipelineSettings, Settings
 from kifqa.data.pool import sqwd_pool
 from kifqa.data.text import words
 from kifqa.errors import KBError
+from kifqa.examples.clustered import ClusteredExamples
+from kifqa.examples.precedents import Precedents
+from kifqa.examples.sources import ExampleSource, FixedExamples, RetrievedExamples
+from kifqa.examples.vectors import SavedVectors, memo
 from kifqa.kb.base import KnowledgeBase
 from kifqa.llm.base import LLM
-from kifqa.pipeline import answers, draft, entities, ranking, redraft, relations
+from kifqa.pipeline import answers, draft, entities, redraft, relations
 from kifqa.pipeline.attempt import Attempt
-from kifqa.pipeline.clustered import ClusteredExamples
 from kifqa.pipeline.context import Context, StepError
-from kifqa.pipeline.examples import ExampleSource, FixedExamples, RetrievedExamples
 from kifqa.pipeline.outcome import Outcome
 from kifqa.pipeline.recorder import CountingKB, Recorder
-from kifqa.pipeline.vectors import SavedVectors, memo
 from kifqa.redact import redact
 from kifqa.sqlite import private_dir
 from kifqa.types import Answer, ErrorKind, Question, Result, Trace, clipped
@@ -89,7 +90,7 @@ class Pipeline:
         self.oracle_drafts = oracle_drafts or {}
         self.vectors = vectors
         #: What similar pool questions ask for (:attr:`PipelineSettings.precedent_neighbours`), opened on first use.
-        self._precedents: ranking.Precedents | None = None
+        self._precedents: Precedents | None = None
 
     def with_oracle_drafts(self, drafts: Mapping[str, str]) -> Pipeline:
         """The same pipeline, with ``drafts`` (question id → draft text) given instead of the model's."""
@@ -133,10 +134,10 @@ class Pipeline:
         trace.n_answers = len(found)
         return Result(question, found, trace)
 
-    def precedents(self) -> ranking.Precedents | None:
+    def precedents(self) -> Precedents | None:
         """What similar pool questions ask for (none without an embedded pool), embedded on first use."""
         if self._precedents is None and self.examples.pool is not None:
-            self._precedents = ranking.Precedents(self.examples.pool)
+            self._precedents = Precedents(self.examples.pool)
         return self._precedents
 
     async def _run(self, question: Question, rec: Recorder) -> list[Answer]:

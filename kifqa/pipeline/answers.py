@@ -8,10 +8,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kifqa.examples.text import similarity
 from kifqa.kb.base import FilterResult, KnowledgeBase
 from kifqa.pipeline.context import Context
 from kifqa.pipeline.entities import link
-from kifqa.pipeline.text import similarity
 from kifqa.types import Answer, ConstraintOutcome, ConstraintResult, Convention, FilterRun, Pattern, Relation
 
 #: How well a constraint's predicate must name a property to be applied without the model.

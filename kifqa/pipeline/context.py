@@ -10,13 +10,13 @@ from kifqa.types import Convention, ErrorKind
 
 if TYPE_CHECKING:  # annotations only: the steps that import this module need none of these at import
     from kifqa.config import PipelineSettings
+    from kifqa.examples.precedents import Precedents, Votes
+    from kifqa.examples.priors import PoolPriors
+    from kifqa.examples.sources import ExampleSource
+    from kifqa.examples.vectors import SavedVectors
     from kifqa.kb.base import KnowledgeBase
     from kifqa.llm.base import LLM
-    from kifqa.pipeline.examples import ExampleSource
-    from kifqa.pipeline.priors import PoolPriors
-    from kifqa.pipeline.ranking import Precedents, Votes
     from kifqa.pipeline.recorder import Recorder
-    from kifqa.pipeline.vectors import SavedVectors
 
 
 class StepError(Exception):

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from itertools import combinations
 
 from kifqa.data.text import name_key, typed_key
+from kifqa.examples.text import HANDLE_DIGITS, SPELLING_MATCH, names, relaxed, similarity, singular
 from kifqa.kb.base import KnowledgeBase
 from kifqa.pipeline.context import Context
-from kifqa.pipeline.text import HANDLE_DIGITS, SPELLING_MATCH, names, relaxed, similarity, singular
 from kifqa.types import Candidate, Convention, Pattern
 
 
@@ -44,7 +44,7 @@ async def step(ctx: Context, pattern: Pattern) -> Linking:
 async def link(kb: KnowledgeBase, label: str, *, limit: int = 50, max_kept: int = 10,
                max_near: int = 5, handles: bool = True) -> Linking:
     """Searches ``label`` (then its relaxed forms, then the name it writes without spaces, if it finds nothing,
-    with ``handles`` a handle's trailing digits dropped; then its :func:`~kifqa.pipeline.text.singular`, if
+    with ``handles`` a handle's trailing digits dropped; then its :func:`~kifqa.examples.text.singular`, if
     nothing is named exactly) and keeps the candidates."""
     query, candidates = label, await kb.search_entities(label, limit=limit)
     for form in relaxed(label) if not candidates else ():

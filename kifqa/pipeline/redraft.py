@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from kifqa.data.text import name_key
+from kifqa.examples.text import offered, outermost
 from kifqa.pipeline import answers, attempt, draft, relations
 from kifqa.pipeline.answers import Answered
 from kifqa.pipeline.attempt import Attempt
 from kifqa.pipeline.context import Context, StepError
 from kifqa.pipeline.relations import Choice
-from kifqa.pipeline.text import offered, outermost
 from kifqa.types import ConstraintOutcome, ConstraintResult, Convention
 
 
@@ -30,7 +30,7 @@ class Reason(StrEnum):
     #: Its best option scores below :attr:`~kifqa.config.PipelineSettings.redraft_below`.
     LOW_SCORE = "low_score"
     #: Its known entity is an answer the question offers ("male" in "is X male or female?",
-    #: :func:`~kifqa.pipeline.text.offered`).
+    #: :func:`~kifqa.examples.text.offered`).
     OFFERED = "offered"
     #: Similar questions ask for none of its options, but for a property the base has
     #: (:attr:`~kifqa.config.PipelineSettings.redraft_unasked`).

@@ -10,13 +10,13 @@ from importlib import resources
 from typing import Literal
 
 from kifqa.data.text import name_key, normalize
+from kifqa.examples import precedents as meaning
+from kifqa.examples.precedents import NamedRelation
+from kifqa.examples.text import ALIAS_MATCH, SPELLING_MATCH, article_takers, similarity, tokens
 from kifqa.kb.base import KnowledgeBase, PropertyUse
 from kifqa.llm.base import ChatRequest, Message
-from kifqa.pipeline import ranking
 from kifqa.pipeline.context import Context, StepError
 from kifqa.pipeline.entities import Linking
-from kifqa.pipeline.ranking import NamedRelation
-from kifqa.pipeline.text import ALIAS_MATCH, SPELLING_MATCH, article_takers, similarity, tokens
 from kifqa.types import (
     UNKNOWN,
     Candidate,
@@ -52,7 +52,7 @@ NEAR_RANK_STEP = 0.06
 MEANING_MATCH = 0.8
 
 #: What an option's score gains when every one of the pool's questions nearest to the question asks for its
-#: property in its direction (:meth:`kifqa.pipeline.ranking.Precedents.of`; less in proportion).
+#: property in its direction (:meth:`kifqa.examples.precedents.Precedents.of`; less in proportion).
 PRECEDENT_WEIGHT = 0.5
 
 #: The precedent votes overrule the draft's exactly named first option (:func:`overruling`) when fewer than
@@ -114,7 +114,7 @@ async def step(ctx: Context, pattern: Pattern, linking: Linking) -> tuple[Option
     closeness = None
     if ctx.settings.rank_relations == "meaning":
         properties = list({u.property.id: u.property for us in by_entity.values() for u in us}.values())
-        closeness = await asyncio.to_thread(ranking.closeness, ctx.question, pattern.predicate, properties,
+        closeness = await asyncio.to_thread(meaning.closeness, ctx.question, pattern.predicate, properties,
                                             saved=ctx.vectors)
     votes = await ctx.votes(pattern.known)
     return tuple(options(pattern, linking, by_entity, question=ctx.question, closeness=closeness, votes=votes,
@@ -163,7 +163,7 @@ def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[Proper
     """The ways to answer, best first by how well the property names the draft's predicate and whether
     its direction agrees with the draft. A property named exactly (label, then alias) comes first;
     the others rank by ``closeness`` (property id → closeness in meaning to the question,
-    :mod:`kifqa.pipeline.ranking`) where it is given, else by their names' spelling and words and
+    :mod:`kifqa.examples.precedents`) where it is given, else by their names' spelling and words and
     their descriptions' words.
 
     Entities that share a name share one option per (property, direction): all the kept ones when
@@ -202,7 +202,7 @@ def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[Proper
 
 def agreeing(members: list[Candidate], takers: frozenset[str] | None) -> list[Candidate]:
     """Of ``members``, those whose name takes the question's article (``takers``,
-    :func:`~kifqa.pipeline.text.article_takers`): "The Suicide Club" for "which film genre is the suicide club under",
+    :func:`~kifqa.examples.text.article_takers`): "The Suicide Club" for "which film genre is the suicide club under",
     "Infidel" rather than "The Infidel" for "which author wrote infidel". All of them where none or all do, or where
     ``takers`` is ``None``."""
     if takers is None:

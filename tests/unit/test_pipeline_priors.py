@@ -9,7 +9,7 @@ import pytest
 
 from kifqa.config import PipelineSettings
 from kifqa.data.pool import Example, sqwd_pool
-from kifqa.pipeline.priors import PoolPriors, Prior, pool_priors
+from kifqa.examples.priors import PoolPriors, Prior, pool_priors
 from kifqa.types import Convention
 
 

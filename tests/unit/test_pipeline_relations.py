@@ -3,10 +3,7 @@ from __future__ import annotations
 import pytest
 
 from kifqa.data.text import name_key, normalize
-from kifqa.kb.base import PropertyUse
-from kifqa.pipeline import relations
-from kifqa.pipeline.entities import Linking
-from kifqa.pipeline.text import (
+from kifqa.examples.text import (
     SPELLING_MATCH,
     article_before,
     article_takers,
@@ -16,6 +13,9 @@ from kifqa.pipeline.text import (
     similarity,
     singular,
 )
+from kifqa.kb.base import PropertyUse
+from kifqa.pipeline import relations
+from kifqa.pipeline.entities import Linking
 from kifqa.types import Candidate, Pattern, Relation, RelationChoice
 
 BROWN_1 = Candidate(id="Q5950", label="James Brown", aliases=("Mr. Dynamite",), description="American musician", score=10.0)
