@@ -192,6 +192,12 @@ class ExamplesSettings(Section):
     clusters: int = Field(default=32, ge=1)
     block: int = Field(default=8, ge=1)
     nearest: int = Field(default=0, ge=0)
+    #: The example pool (:mod:`kifqa.examples.pool`): ``sqwd`` (SimpleQuestions-Wikidata's training split),
+    #: ``sdbqa`` (SimpleDBpediaQA's validation questions before the held-out 700+), or a pool file (JSONL, CSV or
+    #: Parquet: question, entity, property, direction). Unset: the base's own (``sdbqa`` for the DBpedia bases).
+    pool: str | None = None
+    #: The language of a pool file's questions (ISO 639-1): rules written for English fire only for English pools.
+    language: str = "en"
     #: Use only the first N questions of the pool (tests); ``None`` uses all of it.
     pool_limit: int | None = None
 

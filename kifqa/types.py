@@ -354,6 +354,8 @@ class Trace:
     draft_output: str = ""
     draft: list[Pattern] = field(default_factory=list)
     examples: list[str] = field(default_factory=list)
+    #: The example pool the examples were drawn from: its name and content hash (:mod:`kifqa.examples.pool`).
+    pool: str = ""
     candidates: list[Candidate] = field(default_factory=list)
     entities: list[str] = field(default_factory=list)
     options: list[Relation] = field(default_factory=list)

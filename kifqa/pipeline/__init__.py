@@ -13,12 +13,11 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from kifqa.config import PipelineSettings, Settings
-from kifqa.data.pool import sqwd_pool
 from kifqa.data.text import words
 from kifqa.errors import KBError
-from kifqa.examples.clustered import ClusteredExamples
+from kifqa.examples import open_examples
 from kifqa.examples.precedents import Precedents
-from kifqa.examples.sources import ExampleSource, FixedExamples, RetrievedExamples
+from kifqa.examples.sources import ExampleSource, FixedExamples
 from kifqa.examples.vectors import SavedVectors, memo
 from kifqa.kb.base import KnowledgeBase
 from kifqa.llm.base import LLM
@@ -28,22 +27,9 @@ from kifqa.pipeline.context import Context, StepError
 from kifqa.pipeline.outcome import Outcome
 from kifqa.pipeline.recorder import CountingKB, Recorder
 from kifqa.redact import redact
-from kifqa.sqlite import private_dir
 from kifqa.types import Answer, ErrorKind, Question, Result, Trace, clipped
 
-__all__ = ["Pipeline", "StepError", "error_kind", "open_examples"]
-
-
-def open_examples(settings: Settings) -> ExampleSource:
-    """The example source ``settings.examples`` names."""
-    ex = settings.examples
-    if ex.mode == "fixed":
-        return FixedExamples()
-    pool = sqwd_pool(settings.data_dir, limit=ex.pool_limit)
-    cache_dir = private_dir(settings.cache_dir / "examples")  # embeddings of the pool's questions
-    if ex.mode == "retrieved":
-        return RetrievedExamples(pool, k=ex.k, cache_dir=cache_dir)
-    return ClusteredExamples(pool, clusters=ex.clusters, block=ex.block, nearest=ex.nearest, cache_dir=cache_dir)
+__all__ = ["Pipeline", "StepError", "error_kind"]
 
 
 def error_kind(err: Exception) -> ErrorKind:
@@ -102,7 +88,9 @@ class Pipeline:
                       examples: ExampleSource | None = None) -> Pipeline:
         """The pipeline ``settings`` describe, over ``kb`` and ``llm`` (examples as configured
         unless given)."""
-        return cls(kb=kb, llm=llm, examples=examples or open_examples(settings), settings=settings.pipeline,
+        examples = examples or open_examples(settings.examples, data_dir=settings.data_dir,
+                                             cache_dir=settings.cache_dir, kb_spec=kb.spec)
+        return cls(kb=kb, llm=llm, examples=examples, settings=settings.pipeline,
                    vectors=SavedVectors(settings.cache_dir / "vectors"))
 
     def prepare(self, questions: list[Question]) -> None:
@@ -119,7 +107,8 @@ class Pipeline:
         """The answers and trace of ``question``; never raises (errors land in the trace)."""
         if isinstance(question, str):
             question = Question(id="q0", text=question)
-        trace = Trace(question.id, question.text, kb=redact(self.kb.spec), model=self.llm.identity)
+        trace = Trace(question.id, question.text, kb=redact(self.kb.spec), model=self.llm.identity,
+                      pool=self.examples.origin.label)
         recorder = Recorder(trace)
         start = time.perf_counter()
         found = []

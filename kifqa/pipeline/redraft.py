@@ -36,7 +36,8 @@ class Reason(StrEnum):
     #: (:attr:`~kifqa.config.PipelineSettings.redraft_unasked`).
     UNASKED = "unasked"
     #: It is backward and answers with more than :attr:`~kifqa.config.PipelineSettings.redraft_over`: it may have
-    #: drafted the kind the question asks for as its known entity.
+    #: drafted the kind the question asks for as its known entity, as Wikidata's ``occupation`` and ``instance of``
+    #: name kinds (a Wikidata-shaped base only: :attr:`~kifqa.pipeline.context.Context.wikidata_shaped`).
     KIND = "kind"
 
 
@@ -53,7 +54,7 @@ async def reason(ctx: Context, first: Attempt, answered: Answered | None = None)
         return None
     if answered is not None:
         over = s.redraft_over is not None and len(answered.answers) > s.redraft_over
-        kind = over and len(first.drafted.patterns) == 1 and first.main.direction == "backward"
+        kind = over and len(first.drafted.patterns) == 1 and first.main.direction == "backward" and ctx.wikidata_shaped
         return Reason.KIND if kind else None
     if not s.constrain_draft or first.linking is None:
         return None

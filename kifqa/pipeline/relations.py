@@ -34,7 +34,8 @@ _SYSTEM = resources.files("kifqa.pipeline").joinpath("prompts/choose_system.txt"
 #: The value types every question may be answered with: entities (``""``: the base does not say).
 ENTITY_TYPES = frozenset({"item", "property", ""})
 
-#: Question words that ask for values other than entities, and the value types they ask for.
+#: English question words that ask for values other than entities, and the value types they ask for (read only in
+#: an English pool's questions: :attr:`~kifqa.pipeline.context.Context.english`).
 _ASKS = (
     (re.compile(r"\b(when|what year|which year|what date|which date|what day|how old)\b"), frozenset({"time"})),
     (re.compile(r"\bhow (many|much|tall|long|high|big|large|heavy|wide|far|deep)\b"), frozenset({"quantity"})),
@@ -66,7 +67,7 @@ OVERRULING_LEAD = 0.4
 
 
 def wanted_types(question: str) -> frozenset[str]:
-    """The value types that answer ``question``: entities, plus dates for "when" and quantities for
+    """The value types that answer ``question``, an English one: entities, plus dates for "when" and quantities for
     "how many" (and the like)."""
     text = normalize(question)
     return ENTITY_TYPES.union(*(types for pattern, types in _ASKS if pattern.search(text)))
@@ -118,7 +119,7 @@ async def step(ctx: Context, pattern: Pattern, linking: Linking) -> tuple[Option
                                             saved=ctx.vectors)
     votes = await ctx.votes(pattern.known)
     return tuple(options(pattern, linking, by_entity, question=ctx.question, closeness=closeness, votes=votes,
-                         articles=ctx.follows(Convention.ARTICLE)))
+                         articles=ctx.follows(Convention.ARTICLE), typed=ctx.english))
 
 
 #: How an option was chosen: the precedent votes over the draft's named option (:func:`overruling`), the ranking's
@@ -159,7 +160,8 @@ async def uses(kb: KnowledgeBase, entities: list[Candidate]) -> dict[str, list[P
 
 def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[PropertyUse]], *,
             question: str = "", closeness: Mapping[str, float] | None = None,
-            votes: Mapping[NamedRelation, float] | None = None, articles: bool = True) -> list[Option]:
+            votes: Mapping[NamedRelation, float] | None = None, articles: bool = True,
+            typed: bool = True) -> list[Option]:
     """The ways to answer, best first by how well the property names the draft's predicate and whether
     its direction agrees with the draft. A property named exactly (label, then alias) comes first;
     the others rank by ``closeness`` (property id → closeness in meaning to the question,
@@ -170,8 +172,8 @@ def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[Proper
     they are named exactly (with ``articles``, of those the ones whose name takes the article the question
     writes, where only some do: :func:`agreeing`), each near-match name's namesakes otherwise, where the search's order
     among the names weighs more than the draft's direction (:data:`NEAR_RANK_STEP`). Properties whose values are not
-    what ``question`` asks for (:func:`wanted_types`: an identifier, a date or a width for "who" or
-    "where") are left out unless the draft names them, or unless nothing else is left."""
+    what ``question`` asks for (with ``typed``, an English question: :func:`wanted_types`, an identifier, a date or
+    a width for "who" or "where") are left out unless the draft names them, or unless nothing else is left."""
     groups: dict[tuple, tuple[list[Candidate], PropertyUse]] = {}
     rank = {e.id: i for i, e in enumerate(linking.kept)}
     for entity in linking.kept:
@@ -179,7 +181,7 @@ def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[Proper
             name = () if linking.exact else (name_key(entity.label),)
             members, _ = groups.setdefault((*name, use.property.id, use.direction), ([], use))
             members.append(entity)
-    wanted = wanted_types(question) if question else None
+    wanted = wanted_types(question) if question and typed else None
     out: list[Option] = []
     passed_over: list[Option] = []
     told = articles and linking.exact and bool(question)

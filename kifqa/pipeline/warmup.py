@@ -10,18 +10,20 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from kifqa.config import Settings
+from kifqa.examples import open_examples
 from kifqa.examples.precedents import Precedents
 from kifqa.examples.sources import ExampleSource
 from kifqa.examples.vectors import KEPT
 from kifqa.llm.base import ChatRequest
-from kifqa.pipeline import draft, open_examples, relations
+from kifqa.pipeline import draft, relations
 
 
 def embed_pools(settings: Settings) -> ExampleSource:
     """The configured example source, with every pool embedding a run needs computed and cached: the pool's
     questions (examples, clusters) and, where the relation step's precedent votes are on, the pool's
     questions with their entity masked (:class:`~kifqa.examples.precedents.Precedents`), as the run opens them."""
-    source = open_examples(settings)
+    source = open_examples(settings.examples, data_dir=settings.data_dir, cache_dir=settings.cache_dir,
+                           kb_spec=settings.kb.spec)
     if settings.pipeline.precedent_neighbours and source.pool is not None:
         Precedents(source.pool)
     return source

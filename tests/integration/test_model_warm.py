@@ -13,12 +13,12 @@ from click.testing import CliRunner
 from kifqa.cli.model import model
 from kifqa.config import Settings
 from kifqa.data.pool import sqwd_pool
+from kifqa.examples import open_examples
 from kifqa.examples.encoder import load_encoder
 from kifqa.examples.precedents import MASKED, Precedents
 from kifqa.llm import weights
 from kifqa.llm.blockstate import file_sha256
 from kifqa.llm.warm import split
-from kifqa.pipeline import open_examples
 
 pytest.importorskip("xllamacpp", reason="the local backend needs xllamacpp: pip install 'kifqa[local]'")
 
@@ -87,7 +87,8 @@ def test_warm_splits_the_blocks_and_caches_every_pool_embedding(
 
     encoded.clear()
     settings = Settings.load(config)
-    source = open_examples(settings)  # what a run opens: the examples, then the precedent votes' pool
+    source = open_examples(settings.examples, data_dir=settings.data_dir, cache_dir=settings.cache_dir,
+                           kb_spec=settings.kb.spec)  # what a run opens: the examples, then the precedent votes' pool
     assert source.pool is not None
     Precedents(source.pool)
     assert encoded == []
