@@ -230,8 +230,9 @@ class PipelineSettings(Section):
     #: the question offers, the article before a name, a handle's digits) fires only where the example pool bears
     #: the convention out: in at least this share of the pool's questions its rule would act on...
     prior_share: float = Field(default=0.5, ge=0.0, le=1.0)
-    #: ... and in at least this many of them (0 with ``prior_share`` 0: every such rule fires, whatever the pool).
-    prior_least: int = Field(default=1, ge=0)
+    #: ... and in at least this many of them: one example is an accident of the pool, not its convention (0 with
+    #: ``prior_share`` 0: every such rule fires, whatever the pool).
+    prior_least: int = Field(default=2, ge=0)
     #: Let the votes take another option over the one the draft's predicate names exactly, where they ask for it
     #: far more (:func:`~kifqa.pipeline.relations.overruling`).
     overrule: bool = True
