@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kifqa.data import paths
 from kifqa.data.ids import iri_name
@@ -73,9 +74,22 @@ def sdbqa_pool(data_dir: Path, *, limit: int | None = None) -> list[Example]:
     the subject's name from its IRI (``Sasha_Vujačić`` → ``Sasha Vujačić``) as the question writes it, the first
     predicate's English label in the DBpedia ontology (else its IRI's local name, ``birthPlace`` → ``birth
     place``), ``backward`` asking for the subject. Rows without a subject, predicate or question are skipped."""
+    return _sdbqa_examples(data_dir, read_sdbqa(Path(data_dir) / paths.sdbqa("valid"))[:SDBQA_HELD_OUT], limit=limit)
+
+
+def gold_examples(data_dir: Path) -> list[Example]:
+    """Every question whose gold draft the data folder gives: SimpleQuestions-Wikidata's train and valid splits, then
+    all of SimpleDBpediaQA's validation questions (the held-out ones too: what the zero-cost model answers from,
+    never a pool)."""
+    everything = [e for split in ("train", "valid") for e in sqwd_pool(data_dir, split=split)]
+    return everything + _sdbqa_examples(data_dir, read_sdbqa(Path(data_dir) / paths.sdbqa("valid")))
+
+
+def _sdbqa_examples(data_dir: Path, rows: list[dict[str, Any]], *, limit: int | None = None) -> list[Example]:
+    """:func:`sdbqa_pool`'s examples of SimpleDBpediaQA ``rows``."""
     labels = property_labels(Path(data_dir))
     pool: list[Example] = []
-    for row in read_sdbqa(Path(data_dir) / paths.sdbqa("valid"))[:SDBQA_HELD_OUT]:
+    for row in rows:
         question, subject = str(row.get("Query") or "").strip(), str(row.get("Subject") or "")
         predicates = row.get("PredicateList") or [{}]
         predicate, direction = predicates[0].get("Predicate") or "", predicates[0].get("Direction")
