@@ -97,3 +97,23 @@ def test_two_pools_caches_never_mix(tmp_path: Path, data_dir: Path) -> None:
     assert len(list((cache / "examples").glob("pool-*.npy"))) == 2
     assert opened[1].select("a song by john rutter")[0].question == "name a song by john rutter"
     assert opened[0].select("a song by john rutter")[0].question == "what is a song by john rutter?"
+
+
+def test_rules_for_english_and_for_wikidata_follow_the_pool_and_the_base(tmp_path: Path, data_dir: Path) -> None:
+    from kifqa.examples.sources import FixedExamples, RetrievedExamples
+    from kifqa.pipeline.context import Context
+
+    french = open_pool(str(_jsonl(tmp_path / "pool.jsonl", GOOD)), data_dir=data_dir, language="fr")
+    source = RetrievedExamples.__new__(RetrievedExamples)  # no embedding needed: only the pool's language is read
+    source.origin = french
+
+    class Base:
+        def __init__(self, spec: str) -> None:
+            self.spec = spec
+
+    def context(examples: object, spec: str) -> Context:
+        return Context("q", Base(spec), None, examples, None, None, None, lambda: None, None)  # type: ignore[arg-type]
+
+    assert (context(FixedExamples(), "local").english, context(source, "local").english) == (True, False)
+    assert [context(source, s).wikidata_shaped for s in ("local", "wikidata", "local-dbpedia", "kif:x")] == \
+        [True, True, False, False]
