@@ -149,7 +149,7 @@ async def qualified(kb: KnowledgeBase, question: str, known: str) -> str | None:
     """The longest run of ``question``'s words, as written, that ends at a comma right before ``known`` and is
     exactly an item's label or alias in ``kb`` ("new bedford" for ``massachusetts`` in "born in new bedford,
     massachusetts"): what ``known`` qualifies, a town its state, a person their title. ``None`` when no such run is,
-    or when the base cannot tell. A convention of SimpleQuestions, not of questions ("in titanic, who played rose"):
+    or when the base cannot tell. A dataset's convention, not one of questions ("in titanic, who played rose"):
     the draft follows it only where the example pool bears it out (:attr:`~kifqa.types.Convention.COMMA`)."""
     return await _longest_named(kb, before_comma(question, known))
 
