@@ -8,10 +8,10 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from kifqa.config import Settings
+from kifqa.examples.sources import ExampleSource
 from kifqa.kb.base import KnowledgeBase
 from kifqa.llm.base import LLM
 from kifqa.pipeline import Pipeline
-from kifqa.pipeline.examples import ExampleSource
 from kifqa.types import Question, Result
 
 

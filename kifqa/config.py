@@ -207,6 +207,12 @@ class ExamplesSettings(Section):
     clusters: int = Field(default=32, ge=1)
     block: int = Field(default=8, ge=1)
     nearest: int = Field(default=0, ge=0)
+    #: The example pool (:mod:`kifqa.examples.pool`): ``sqwd`` (SimpleQuestions-Wikidata's training split),
+    #: ``sdbqa`` (SimpleDBpediaQA's validation questions before the held-out 700+), or a pool file (JSONL, CSV or
+    #: Parquet: question, entity, property, direction). Unset: the base's own (``sdbqa`` for the DBpedia bases).
+    pool: str | None = None
+    #: The language of a pool file's questions (ISO 639-1): rules written for English fire only for English pools.
+    language: str = "en"
     #: Use only the first N questions of the pool (tests); ``None`` uses all of it.
     pool_limit: int | None = None
 
@@ -235,12 +241,13 @@ class PipelineSettings(Section):
     #: vote for the relation options: each option's score gains with the share of them that ask for its property
     #: in its direction (0: no votes, and none of the rules below that read them).
     precedent_neighbours: int = 20
-    #: A rule written for a dataset convention (:mod:`kifqa.pipeline.priors`: the name before a comma, an answer
+    #: A rule written for a dataset convention (:mod:`kifqa.examples.priors`: the name before a comma, an answer
     #: the question offers, the article before a name, a handle's digits) fires only where the example pool bears
     #: the convention out: in at least this share of the pool's questions its rule would act on...
     prior_share: float = Field(default=0.5, ge=0.0, le=1.0)
-    #: ... and in at least this many of them (0 with ``prior_share`` 0: every such rule fires, whatever the pool).
-    prior_least: int = Field(default=1, ge=0)
+    #: ... and in at least this many of them: one example is an accident of the pool, not its convention (0 with
+    #: ``prior_share`` 0: every such rule fires, whatever the pool).
+    prior_least: int = Field(default=2, ge=0)
     #: Let the votes take another option over the one the draft's predicate names exactly, where they ask for it
     #: far more (:func:`~kifqa.pipeline.relations.overruling`).
     overrule: bool = True
@@ -266,7 +273,7 @@ class PipelineSettings(Section):
     #: drafts before the choice).
     redraft_below: float | None = 0.3
     #: Where the first draft's known entity is an answer the question offers ("male" in "is X male or female?",
-    #: :func:`~kifqa.pipeline.text.offered`), draft again as where it found nothing (needs ``redraft_below``, and
+    #: :func:`~kifqa.examples.text.offered`), draft again as where it found nothing (needs ``redraft_below``, and
     #: an example pool whose offered answers are not its topics: ``prior_share``).
     redraft_offered: bool = True
     #: How many second drafts: 1, one whose grammar admits every such run (the model chooses the name); more,

@@ -292,13 +292,13 @@ class Rule(StrEnum):
 
 class Convention(StrEnum):
     """A dataset convention a rule is written for: the rule fires only where the example pool bears it out
-    (:mod:`kifqa.pipeline.priors`), and its :class:`Decision` names it."""
+    (:mod:`kifqa.examples.priors`), and its :class:`Decision` names it."""
 
     #: The name before a comma is the topic, the one after it qualifies it ("born in new bedford, massachusetts"):
     #: ``pipeline.comma_known`` (:func:`~kifqa.pipeline.draft.qualified`).
     COMMA = "comma"
     #: A name next to an "or" is an answer to choose, not the topic ("is X male or female"): second drafts over
-    #: another name (``pipeline.redraft_offered``, :func:`~kifqa.pipeline.text.offered`).
+    #: another name (``pipeline.redraft_offered``, :func:`~kifqa.examples.text.offered`).
     OFFERED = "offered"
     #: The article written before a name is the one the name takes ("the suicide club" for The Suicide Club):
     #: namesakes told apart by it (:func:`~kifqa.pipeline.relations.agreeing`).
@@ -357,6 +357,8 @@ class Trace:
     draft_output: str = ""
     draft: list[Pattern] = field(default_factory=list)
     examples: list[str] = field(default_factory=list)
+    #: The example pool the examples were drawn from: its name and content hash (:mod:`kifqa.examples.pool`).
+    pool: str = ""
     candidates: list[Candidate] = field(default_factory=list)
     entities: list[str] = field(default_factory=list)
     options: list[Relation] = field(default_factory=list)

@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 TEST_CACHE = REPO / ".cache" / "tests"
 #: The tiny data has no train split to draw a pool from, and the cassettes hold fixed-example prompts.
 FIXED_EXAMPLES = ExamplesSettings(mode="fixed")
-#: The fixed examples show none of the dataset conventions the pool's priors count (kifqa/pipeline/priors.py), and
+#: The fixed examples show none of the dataset conventions the pool's priors count (kifqa/examples/priors.py), and
 #: the cassettes were recorded with every rule written for one firing: the tests' settings fire them whatever the
 #: pool (the priors have their own tests: test_pipeline_priors.py, test_pipeline.py).
 EVERY_CONVENTION = PipelineSettings(prior_share=0.0, prior_least=0)

@@ -41,11 +41,11 @@ from kifqa.bench.public_like import PUBLIC_DEFAULTS, measure_public_like, render
 from kifqa.bench.wdqs_like import WDQSLike
 from kifqa.cli.options import load_settings
 from kifqa.config import WDQS_LIMIT, Settings
+from kifqa.data.paths import SQWD_SPLITS as SPLITS
 from kifqa.data.pool import sqwd_pool
 from kifqa.eval.datasets import load_sqwd
 from kifqa.kb.build import locate
 from kifqa.kb.server import OxigraphServer
-from kifqa.llm.gold import SPLITS
 from kifqa.runs.storage import shown
 
 #: Targets on a 2-core machine (docs/batch.md).

@@ -41,9 +41,11 @@ QUESTIONS = (
 def draft_requests(settings: Settings, questions: Sequence[str]) -> list[ChatRequest]:
     """The draft requests the pipeline sends for ``questions`` with the configured examples, in the
     order it would send them (questions sharing a few-shot block one after another)."""
-    from kifqa.pipeline import draft, open_examples
+    from kifqa.examples import open_examples
+    from kifqa.pipeline import draft
 
-    examples = open_examples(settings)
+    examples = open_examples(settings.examples, data_dir=settings.data_dir, cache_dir=settings.cache_dir,
+                           kb_spec=settings.kb.spec)
     order = sorted(range(len(questions)), key=lambda i: (examples.prefix_key(questions[i]) or "", i))
     return [draft.request(questions[i], examples.select(questions[i]), constrain=settings.pipeline.constrain_draft,
                           prefix_key=examples.prefix_key(questions[i])) for i in order]

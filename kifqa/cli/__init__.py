@@ -10,7 +10,7 @@ from kifqa.errors import ConfigError
 
 #: Command → where it lives.
 COMMANDS = {"ask": "kifqa.cli.ask:ask", "bench": "kifqa.bench:bench", "check": "kifqa.cli.check:check",
-            "eval": "kifqa.cli.eval:eval_",
+            "eval": "kifqa.cli.eval:eval_", "examples": "kifqa.cli.examples:examples",
             "kb": "kifqa.cli.kb:kb", "model": "kifqa.cli.model:model", "report": "kifqa.cli.report:report",
             "run": "kifqa.cli.run:run", "serve": "kifqa.cli.service:serve", "silver": "kifqa.cli.silver:silver",
             "ablate": "kifqa.cli.ablate:ablate"}

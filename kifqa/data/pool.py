@@ -1,11 +1,18 @@
-"""The SimpleQuestions-Wikidata example pool: each question with the draft its gold triple gives
-(what the few-shot examples show, what the zero-cost model answers and what oracle drafts use)."""
+"""The built-in example pools, SimpleQuestions-Wikidata's (:func:`sqwd_pool`) and SimpleDBpediaQA's
+(:func:`sdbqa_pool`): each question with the draft its gold pattern gives (what the few-shot examples show, what the
+zero-cost model answers and what oracle drafts use)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from kifqa.data import paths
+from kifqa.data.ids import iri_name
+from kifqa.data.ontology import property_labels
+from kifqa.data.sdbqa import read_sdbqa
 from kifqa.data.sqwd import read_sqwd
 from kifqa.data.wikidata import read_item_names, read_property_entries
 from kifqa.types import UNKNOWN, Pattern
@@ -14,7 +21,7 @@ from kifqa.types import UNKNOWN, Pattern
 @dataclass(frozen=True)
 class Example:
     """A question and the draft it should get; ``names``: its gold topic's names, label first (empty where the
-    pool does not say), which the pool's priors read (:mod:`kifqa.pipeline.priors`)."""
+    pool does not say), which the pool's priors read (:mod:`kifqa.examples.priors`)."""
 
     question: str
     draft: str
@@ -55,6 +62,51 @@ def sqwd_pool(data_dir: Path, *, split: str = "train", limit: int | None = None)
         if limit is not None and len(pool) >= limit:
             break
     return pool
+
+
+#: SimpleDBpediaQA's validation questions from this one on (0-based, in file order) are the held-out report set
+#: (``kifqa eval --dataset sdbqa:valid --start 700``): never pool examples.
+SDBQA_HELD_OUT = 700
+
+
+def sdbqa_pool(data_dir: Path, *, limit: int | None = None) -> list[Example]:
+    """SimpleDBpediaQA's validation questions before :data:`SDBQA_HELD_OUT`, with their gold pattern verbalised:
+    the subject's name from its IRI (``Sasha_Vujačić`` → ``Sasha Vujačić``) as the question writes it, the first
+    predicate's English label in the DBpedia ontology (else its IRI's local name, ``birthPlace`` → ``birth
+    place``), ``backward`` asking for the subject. Rows without a subject, predicate or question are skipped."""
+    return _sdbqa_examples(data_dir, read_sdbqa(Path(data_dir) / paths.sdbqa("valid"))[:SDBQA_HELD_OUT], limit=limit)
+
+
+def gold_examples(data_dir: Path) -> list[Example]:
+    """Every question whose gold draft the data folder gives: SimpleQuestions-Wikidata's train and valid splits, then
+    all of SimpleDBpediaQA's validation questions (the held-out ones too: what the zero-cost model answers from,
+    never a pool)."""
+    everything = [e for split in ("train", "valid") for e in sqwd_pool(data_dir, split=split)]
+    return everything + _sdbqa_examples(data_dir, read_sdbqa(Path(data_dir) / paths.sdbqa("valid")))
+
+
+def _sdbqa_examples(data_dir: Path, rows: list[dict[str, Any]], *, limit: int | None = None) -> list[Example]:
+    """:func:`sdbqa_pool`'s examples of SimpleDBpediaQA ``rows``."""
+    labels = property_labels(Path(data_dir))
+    pool: list[Example] = []
+    for row in rows:
+        question, subject = str(row.get("Query") or "").strip(), str(row.get("Subject") or "")
+        predicates = row.get("PredicateList") or [{}]
+        predicate, direction = predicates[0].get("Predicate") or "", predicates[0].get("Direction")
+        if not question or not subject or not predicate:
+            continue
+        name = iri_name(subject)
+        draft = gold_draft(question, [name], labels.get(predicate) or property_name(predicate),
+                           inverse=direction == "backward")
+        pool.append(Example(question, draft, (name,)))
+        if limit is not None and len(pool) >= limit:
+            break
+    return pool
+
+
+def property_name(iri: str) -> str:
+    """A property's name from its IRI's local part, its camel case spaced: ``birthPlace`` → ``birth place``."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", iri_name(iri)).lower()
 
 
 def gold_draft(question: str, topic_names: list[str], property_label: str, *, inverse: bool) -> str:

@@ -8,7 +8,7 @@ from kifqa.data.ids import same_id
 from kifqa.data.text import normalize
 from kifqa.eval.datasets import GoldQuestion
 from kifqa.eval.metrics import Score
-from kifqa.pipeline.text import tokens
+from kifqa.examples.text import tokens
 from kifqa.types import ErrorKind, Trace
 
 #: Failure classes, in the order they are checked.

@@ -28,10 +28,10 @@ from kifqa.config import Settings
 from kifqa.data import paths
 from kifqa.data.dbpedia_map import DBpediaLinks, read_links
 from kifqa.data.ids import WD
-from kifqa.data.text import spaced
+from kifqa.data.ontology import english, read_ontology
 from kifqa.data.wikidata import Dataset, ItemRecord, PropertyRecord, Triple
 from kifqa.data.wikidata import load as load_wikidata
-from kifqa.errors import DataError, KBError
+from kifqa.errors import KBError
 from kifqa.kb import index
 from kifqa.kb.build import MANIFEST, Build, build_once, kb_dir, read_build
 
@@ -119,7 +119,7 @@ class Conversion:
 def convert(data_dir: Path) -> Conversion:
     """Converts the data folder's statements and items to the DBpedia encoding."""
     wikidata = load_wikidata(data_dir)
-    ontology = _read_ontology(data_dir / paths.ONTOLOGY)
+    ontology = read_ontology(data_dir / paths.ONTOLOGY)
     property_map = _property_map(ontology)
     datatype_only = {str(o)[len(WD):] for o in ontology.objects(None, OWL.equivalentProperty)
                      if str(o).startswith(WD)} - property_map.keys()
@@ -184,18 +184,6 @@ def _write(root: Path, data_dir: Path, digest: str) -> None:
 
 
 # -- reading -----------------------------------------------------------------
-
-
-def _read_ontology(path: Path) -> rdflib.Graph:
-    graph = rdflib.Graph()
-    try:
-        graph.parse(path, format="turtle")
-    except Exception as err:
-        raise DataError(f"{path} is not valid Turtle: {err}") from err
-    for kind in (OWL.ObjectProperty, OWL.DatatypeProperty):
-        for p in graph.subjects(RDF.type, kind):
-            graph.add((p, RDF.type, RDF.Property))
-    return graph
 
 
 def _resource_iris(wikidata: Dataset, degree: Counter[str]) -> tuple[dict[str, str], Counter[str]]:
@@ -266,16 +254,10 @@ def _properties(ontology: rdflib.Graph) -> dict[str, PropertyRecord]:
         iri = str(p)
         if not iri.startswith(DBO):
             continue
-        found[iri] = PropertyRecord(id=iri, label=_english(ontology, p, RDFS.label), aliases=(),
-                                    description=_english(ontology, p, RDFS.comment),
+        found[iri] = PropertyRecord(id=iri, label=english(ontology, p, RDFS.label), aliases=(),
+                                    description=english(ontology, p, RDFS.comment),
                                     datatype=_datatype(ontology, p))
     return found
-
-
-def _english(graph: rdflib.Graph, subject: rdflib.term.Node, predicate: rdflib.URIRef) -> str:
-    texts = [o for o in graph.objects(subject, predicate) if isinstance(o, rdflib.Literal)]
-    best = [o for o in texts if o.language == "en"] or [o for o in texts if not o.language]
-    return spaced(str(min(best))) if best else ""
 
 
 def _datatype(graph: rdflib.Graph, p: rdflib.term.Node) -> str:

@@ -63,7 +63,8 @@ def open_backend(settings: Settings) -> LLM:
             max_response_bytes=cfg.max_response_bytes,
         )
     if cfg.backend == "gold":
+        from kifqa.data.pool import gold_examples
         from kifqa.llm.gold import GoldLLM
 
-        return GoldLLM(settings.data_dir)
+        return GoldLLM(gold_examples(settings.data_dir))
     return VllmLLM(model=cfg.model, context=cfg.context, timeout_s=cfg.timeout_s, engine_options=cfg.extra)

@@ -1,37 +1,36 @@
-"""The ``gold`` backend: a zero-cost model that answers SimpleQuestions-Wikidata questions from their gold.
+"""The ``gold`` backend: a zero-cost model that answers the questions it is given the gold drafts of.
 
 It stands in for a model that costs nothing, so that benchmarks and large-corpus tests measure kifqa,
 Ray and the knowledge base alone. The draft of a train or valid question is its gold triple written as
-the examples write it (:func:`~kifqa.data.pool.sqwd_pool`); a relation choice is the shown
-option whose property label and direction are those of the gold draft (the first option when none
+the examples write it (by default :func:`~kifqa.data.pool.gold_examples`: SimpleQuestions-Wikidata's train and
+valid splits and SimpleDBpediaQA's validation questions; a test may give it a pool's own); a relation choice is
+the shown option whose property label and direction are those of the gold draft (the first option when none
 is). A question without a gold draft gets an error completion. Grammars are not applied: the answers
 are what a perfect model would say.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Iterable, Sequence
 
-from kifqa.data.pool import sqwd_pool
+from kifqa.data.pool import Example
 from kifqa.data.text import normalize
 from kifqa.llm.base import LLM, ChatRequest, Completion, Usage
 from kifqa.types import Pattern, RelationChoice
 
-#: The splits whose gold drafts are known.
-SPLITS = ("train", "valid")
-
 
 class GoldLLM(LLM):
-    """Answers drafts and relation choices of SimpleQuestions-Wikidata questions from their gold."""
+    """Answers drafts and relation choices of the questions it knows from their gold."""
 
     identity = "gold:sqwd"
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, examples: Iterable[Example]) -> None:
+        """Args:
+            examples: The questions it knows, with their gold drafts (the first of a question's repeats counts).
+        """
         self.drafts: dict[str, str] = {}
-        for split in SPLITS:
-            for example in sqwd_pool(data_dir, split=split):
-                self.drafts.setdefault(normalize(example.question), example.draft)
+        for example in examples:
+            self.drafts.setdefault(normalize(example.question), example.draft)
 
     def draft(self, question: str) -> str | None:
         """The gold draft of ``question``, if it is a known question."""

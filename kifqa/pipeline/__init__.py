@@ -13,36 +13,23 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from kifqa.config import PipelineSettings, Settings
-from kifqa.data.pool import sqwd_pool
 from kifqa.data.text import words
 from kifqa.errors import KBError
+from kifqa.examples import open_examples
+from kifqa.examples.precedents import Precedents
+from kifqa.examples.sources import ExampleSource, FixedExamples
+from kifqa.examples.vectors import SavedVectors, memo
 from kifqa.kb.base import KnowledgeBase
 from kifqa.llm.base import LLM
-from kifqa.pipeline import answers, draft, entities, ranking, redraft, relations
+from kifqa.pipeline import answers, draft, entities, redraft, relations
 from kifqa.pipeline.attempt import Attempt
-from kifqa.pipeline.clustered import ClusteredExamples
 from kifqa.pipeline.context import Context, StepError
-from kifqa.pipeline.examples import ExampleSource, FixedExamples, RetrievedExamples
 from kifqa.pipeline.outcome import Outcome
 from kifqa.pipeline.recorder import CountingKB, Recorder
-from kifqa.pipeline.vectors import SavedVectors, memo
 from kifqa.redact import redact
-from kifqa.sqlite import private_dir
 from kifqa.types import Answer, ErrorKind, Question, Result, Trace, clipped
 
-__all__ = ["Pipeline", "StepError", "error_kind", "open_examples"]
-
-
-def open_examples(settings: Settings) -> ExampleSource:
-    """The example source ``settings.examples`` names."""
-    ex = settings.examples
-    if ex.mode == "fixed":
-        return FixedExamples()
-    pool = sqwd_pool(settings.data_dir, limit=ex.pool_limit)
-    cache_dir = private_dir(settings.cache_dir / "examples")  # embeddings of the pool's questions
-    if ex.mode == "retrieved":
-        return RetrievedExamples(pool, k=ex.k, cache_dir=cache_dir)
-    return ClusteredExamples(pool, clusters=ex.clusters, block=ex.block, nearest=ex.nearest, cache_dir=cache_dir)
+__all__ = ["Pipeline", "StepError", "error_kind"]
 
 
 def error_kind(err: Exception) -> ErrorKind:
@@ -89,7 +76,7 @@ class Pipeline:
         self.oracle_drafts = oracle_drafts or {}
         self.vectors = vectors
         #: What similar pool questions ask for (:attr:`PipelineSettings.precedent_neighbours`), opened on first use.
-        self._precedents: ranking.Precedents | None = None
+        self._precedents: Precedents | None = None
 
     def with_oracle_drafts(self, drafts: Mapping[str, str]) -> Pipeline:
         """The same pipeline, with ``drafts`` (question id → draft text) given instead of the model's."""
@@ -101,7 +88,9 @@ class Pipeline:
                       examples: ExampleSource | None = None) -> Pipeline:
         """The pipeline ``settings`` describe, over ``kb`` and ``llm`` (examples as configured
         unless given)."""
-        return cls(kb=kb, llm=llm, examples=examples or open_examples(settings), settings=settings.pipeline,
+        examples = examples or open_examples(settings.examples, data_dir=settings.data_dir,
+                                             cache_dir=settings.cache_dir, kb_spec=kb.spec)
+        return cls(kb=kb, llm=llm, examples=examples, settings=settings.pipeline,
                    vectors=SavedVectors(settings.cache_dir / "vectors"))
 
     def prepare(self, questions: list[Question]) -> None:
@@ -118,7 +107,8 @@ class Pipeline:
         """The answers and trace of ``question``; never raises (errors land in the trace)."""
         if isinstance(question, str):
             question = Question(id="q0", text=question)
-        trace = Trace(question.id, question.text, kb=redact(self.kb.spec), model=self.llm.identity)
+        trace = Trace(question.id, question.text, kb=redact(self.kb.spec), model=self.llm.identity,
+                      pool=self.examples.origin.label)
         recorder = Recorder(trace)
         start = time.perf_counter()
         found = []
@@ -133,10 +123,10 @@ class Pipeline:
         trace.n_answers = len(found)
         return Result(question, found, trace)
 
-    def precedents(self) -> ranking.Precedents | None:
+    def precedents(self) -> Precedents | None:
         """What similar pool questions ask for (none without an embedded pool), embedded on first use."""
         if self._precedents is None and self.examples.pool is not None:
-            self._precedents = ranking.Precedents(self.examples.pool)
+            self._precedents = Precedents(self.examples.pool)
         return self._precedents
 
     async def _run(self, question: Question, rec: Recorder) -> list[Answer]:

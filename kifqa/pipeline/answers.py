@@ -8,10 +8,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kifqa.examples.text import similarity
 from kifqa.kb.base import FilterResult, KnowledgeBase
 from kifqa.pipeline.context import Context
 from kifqa.pipeline.entities import link
-from kifqa.pipeline.text import similarity
 from kifqa.types import Answer, ConstraintOutcome, ConstraintResult, Convention, FilterRun, Pattern, Relation
 
 #: How well a constraint's predicate must name a property to be applied without the model.
@@ -33,7 +33,8 @@ async def step(ctx: Context, relations: Sequence[Relation], constraints: Sequenc
     found, filters = await run_filters(ctx.kb, relations)
     outcomes = []
     for constraint in constraints:
-        found, outcome = await constrain(ctx.kb, found, constraint, handles=ctx.follows(Convention.HANDLE))
+        found, outcome = await constrain(ctx.kb, found, constraint, handles=ctx.follows(Convention.HANDLE),
+                                         plurals=ctx.english)
         outcomes.append(outcome)
     return Answered(tuple(found), tuple(filters), tuple(outcomes))
 
@@ -63,16 +64,16 @@ async def run_filters(kb: KnowledgeBase, relations: Sequence[Relation]) -> tuple
 
 
 async def constrain(kb: KnowledgeBase, answers: list[Answer], constraint: Pattern, *,
-                    handles: bool = True) -> tuple[list[Answer], ConstraintOutcome]:
+                    handles: bool = True, plurals: bool = True) -> tuple[list[Answer], ConstraintOutcome]:
     """Keeps the answers ``a`` for which ``(a, p, e)`` holds, where ``e`` is the constraint's
-    entity (:func:`~kifqa.pipeline.entities.link`, ``handles`` as there) and ``p`` the property of ``e`` (as value)
-    that best names the constraint's predicate, and says what it did. A constraint that cannot be resolved, or that
-    no answer meets, leaves the answers as they are: a constraint narrows, it never empties."""
+    entity (:func:`~kifqa.pipeline.entities.link`, ``handles`` and ``plurals`` as there) and ``p`` the property of
+    ``e`` (as value) that best names the constraint's predicate, and says what it did. A constraint that cannot be
+    resolved, or that no answer meets, leaves the answers as they are: a constraint narrows, it never empties."""
 
     def outcome(result: ConstraintResult, kept: int, relations: tuple[Relation, ...] = ()) -> ConstraintOutcome:
         return ConstraintOutcome(constraint=constraint, result=result, kept=kept, of=len(answers), relations=relations)
 
-    linking = await link(kb, constraint.object, handles=handles)
+    linking = await link(kb, constraint.object, handles=handles, plurals=plurals)
     if not linking.exact:
         return answers, outcome(ConstraintResult.UNRESOLVED, len(answers))
     allowed: set[str] = set()

@@ -6,17 +6,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kifqa.kb.shape import shape
 from kifqa.types import Convention, ErrorKind
 
 if TYPE_CHECKING:  # annotations only: the steps that import this module need none of these at import
     from kifqa.config import PipelineSettings
+    from kifqa.examples.precedents import Precedents, Votes
+    from kifqa.examples.priors import PoolPriors
+    from kifqa.examples.sources import ExampleSource
+    from kifqa.examples.vectors import SavedVectors
     from kifqa.kb.base import KnowledgeBase
     from kifqa.llm.base import LLM
-    from kifqa.pipeline.examples import ExampleSource
-    from kifqa.pipeline.priors import PoolPriors
-    from kifqa.pipeline.ranking import Precedents, Votes
     from kifqa.pipeline.recorder import Recorder
-    from kifqa.pipeline.vectors import SavedVectors
 
 
 class StepError(Exception):
@@ -42,6 +43,19 @@ class Context:
     vectors: SavedVectors | None
     precedents: Callable[[], Precedents | None]
     priors: PoolPriors
+
+    @property
+    def english(self) -> bool:
+        """Whether the pool's questions are English: the rules written for English words (plurals, the question
+        words that ask for dates and quantities) fire only then."""
+        return self.examples.english
+
+    @property
+    def wikidata_shaped(self) -> bool:
+        """Whether the base follows Wikidata's data model (:func:`kifqa.kb.shape.shape`): the rules written for its
+        properties (a kind drafted as ``occupation`` or ``instance of``, :func:`kifqa.pipeline.redraft.kind`) fire
+        only then."""
+        return shape(self.kb.spec) == "wikidata"
 
     def follows(self, convention: Convention) -> bool:
         """Whether the example pool bears ``convention`` out enough for its rule to fire

@@ -9,10 +9,10 @@ from importlib import resources
 
 from kifqa.data.pool import Example
 from kifqa.data.text import name_key, question_key
+from kifqa.examples.text import before_comma, ngrams, spans, within
 from kifqa.kb.base import KnowledgeBase
 from kifqa.llm.base import ChatRequest, Message
 from kifqa.pipeline.context import Context, StepError
-from kifqa.pipeline.text import before_comma, ngrams, spans, within
 from kifqa.types import UNKNOWN, Convention, ErrorKind, Pattern
 
 #: Characters a predicate may use (the grammar and the parser agree on them).
@@ -149,7 +149,7 @@ async def qualified(kb: KnowledgeBase, question: str, known: str) -> str | None:
     """The longest run of ``question``'s words, as written, that ends at a comma right before ``known`` and is
     exactly an item's label or alias in ``kb`` ("new bedford" for ``massachusetts`` in "born in new bedford,
     massachusetts"): what ``known`` qualifies, a town its state, a person their title. ``None`` when no such run is,
-    or when the base cannot tell. A convention of SimpleQuestions, not of questions ("in titanic, who played rose"):
+    or when the base cannot tell. A dataset's convention, not one of questions ("in titanic, who played rose"):
     the draft follows it only where the example pool bears it out (:attr:`~kifqa.types.Convention.COMMA`)."""
     return await _longest_named(kb, before_comma(question, known))
 
@@ -166,7 +166,7 @@ def request(question: str, examples: list[Example], *, constrain: bool = True, k
     """The draft request: the fixed system prompt (a shared, cacheable prefix), each example as a
     user turn and the assistant's draft, then the question; the grammar admits ``known`` as the known
     entity (default: every run of the question's words). ``prefix_key`` names the example block
-    when other questions share it (:meth:`~kifqa.pipeline.examples.ExampleSource.prefix_key`), the
+    when other questions share it (:meth:`~kifqa.examples.sources.ExampleSource.prefix_key`), the
     first ``shared`` examples (default: all)."""
     messages = [Message("system", _SYSTEM)]
     for e in examples:

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from itertools import combinations
 
 from kifqa.data.text import name_key, typed_key
+from kifqa.examples.text import HANDLE_DIGITS, SPELLING_MATCH, names, relaxed, similarity, singular
 from kifqa.kb.base import KnowledgeBase
 from kifqa.pipeline.context import Context
-from kifqa.pipeline.text import HANDLE_DIGITS, SPELLING_MATCH, names, relaxed, similarity, singular
 from kifqa.types import Candidate, Convention, Pattern
 
 
@@ -35,17 +35,18 @@ class Linking:
 
 async def step(ctx: Context, pattern: Pattern) -> Linking:
     """Step 2: the entities ``pattern``'s known label names, within the settings' limits (:func:`link`), a handle's
-    digits dropped where the pool bears :attr:`~kifqa.types.Convention.HANDLE` out."""
+    digits dropped where the pool bears :attr:`~kifqa.types.Convention.HANDLE` out, an English plural's s where the
+    pool is English."""
     s = ctx.settings
     return await link(ctx.kb, pattern.known, limit=s.search_limit, max_kept=s.max_entities,
-                      max_near=s.max_near_entities, handles=ctx.follows(Convention.HANDLE))
+                      max_near=s.max_near_entities, handles=ctx.follows(Convention.HANDLE), plurals=ctx.english)
 
 
 async def link(kb: KnowledgeBase, label: str, *, limit: int = 50, max_kept: int = 10,
-               max_near: int = 5, handles: bool = True) -> Linking:
+               max_near: int = 5, handles: bool = True, plurals: bool = True) -> Linking:
     """Searches ``label`` (then its relaxed forms, then the name it writes without spaces, if it finds nothing,
-    with ``handles`` a handle's trailing digits dropped; then its :func:`~kifqa.pipeline.text.singular`, if
-    nothing is named exactly) and keeps the candidates."""
+    with ``handles`` a handle's trailing digits dropped; then, with ``plurals`` (English labels), its
+    :func:`~kifqa.examples.text.singular`, if nothing is named exactly) and keeps the candidates."""
     query, candidates = label, await kb.search_entities(label, limit=limit)
     for form in relaxed(label) if not candidates else ():
         query, candidates = form, await kb.search_entities(form, limit=limit)
@@ -57,7 +58,7 @@ async def link(kb: KnowledgeBase, label: str, *, limit: int = 50, max_kept: int 
         named, key = spaced, typed_key
         handle = handles and any(HANDLE_DIGITS.search(w) for w in label.split())
     exact = named_exactly(candidates, named, key=key)
-    if not exact and (one := singular(label)):  # "dramas", "ray krocs": a plural, or a possessive's bare s
+    if not exact and plurals and (one := singular(label)):  # "dramas", "ray krocs": a plural, or a possessive's bare s
         found = await kb.search_entities(one, limit=limit)
         exact = named_exactly(found, one)
         if exact or not candidates:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kifqa.examples.priors import PoolPriors
 from kifqa.pipeline.answers import Answered
 from kifqa.pipeline.attempt import Attempt
-from kifqa.pipeline.priors import PoolPriors
 from kifqa.pipeline.redraft import Kind, Reason, Redraft
 from kifqa.pipeline.relations import Choice, Option
 from kifqa.types import (

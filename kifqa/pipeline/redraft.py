@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from kifqa.data.text import name_key
+from kifqa.examples.text import offered, outermost
 from kifqa.pipeline import answers, attempt, draft, relations
 from kifqa.pipeline.answers import Answered
 from kifqa.pipeline.attempt import Attempt
 from kifqa.pipeline.context import Context, StepError
 from kifqa.pipeline.relations import Choice
-from kifqa.pipeline.text import offered, outermost
 from kifqa.types import ConstraintOutcome, ConstraintResult, Convention
 
 
@@ -30,13 +30,14 @@ class Reason(StrEnum):
     #: Its best option scores below :attr:`~kifqa.config.PipelineSettings.redraft_below`.
     LOW_SCORE = "low_score"
     #: Its known entity is an answer the question offers ("male" in "is X male or female?",
-    #: :func:`~kifqa.pipeline.text.offered`).
+    #: :func:`~kifqa.examples.text.offered`).
     OFFERED = "offered"
     #: Similar questions ask for none of its options, but for a property the base has
     #: (:attr:`~kifqa.config.PipelineSettings.redraft_unasked`).
     UNASKED = "unasked"
     #: It is backward and answers with more than :attr:`~kifqa.config.PipelineSettings.redraft_over`: it may have
-    #: drafted the kind the question asks for as its known entity.
+    #: drafted the kind the question asks for as its known entity, as Wikidata's ``occupation`` and ``instance of``
+    #: name kinds (a Wikidata-shaped base only: :attr:`~kifqa.pipeline.context.Context.wikidata_shaped`).
     KIND = "kind"
 
 
@@ -53,7 +54,7 @@ async def reason(ctx: Context, first: Attempt, answered: Answered | None = None)
         return None
     if answered is not None:
         over = s.redraft_over is not None and len(answered.answers) > s.redraft_over
-        kind = over and len(first.drafted.patterns) == 1 and first.main.direction == "backward"
+        kind = over and len(first.drafted.patterns) == 1 and first.main.direction == "backward" and ctx.wikidata_shaped
         return Reason.KIND if kind else None
     if not s.constrain_draft or first.linking is None:
         return None

@@ -10,13 +10,13 @@ from importlib import resources
 from typing import Literal
 
 from kifqa.data.text import name_key, normalize
+from kifqa.examples import precedents as meaning
+from kifqa.examples.precedents import NamedRelation
+from kifqa.examples.text import ALIAS_MATCH, SPELLING_MATCH, article_takers, similarity, tokens
 from kifqa.kb.base import KnowledgeBase, PropertyUse
 from kifqa.llm.base import ChatRequest, Message
-from kifqa.pipeline import ranking
 from kifqa.pipeline.context import Context, StepError
 from kifqa.pipeline.entities import Linking
-from kifqa.pipeline.ranking import NamedRelation
-from kifqa.pipeline.text import ALIAS_MATCH, SPELLING_MATCH, article_takers, similarity, tokens
 from kifqa.types import (
     UNKNOWN,
     Candidate,
@@ -34,7 +34,8 @@ _SYSTEM = resources.files("kifqa.pipeline").joinpath("prompts/choose_system.txt"
 #: The value types every question may be answered with: entities (``""``: the base does not say).
 ENTITY_TYPES = frozenset({"item", "property", ""})
 
-#: Question words that ask for values other than entities, and the value types they ask for.
+#: English question words that ask for values other than entities, and the value types they ask for (read only in
+#: an English pool's questions: :attr:`~kifqa.pipeline.context.Context.english`).
 _ASKS = (
     (re.compile(r"\b(when|what year|which year|what date|which date|what day|how old)\b"), frozenset({"time"})),
     (re.compile(r"\bhow (many|much|tall|long|high|big|large|heavy|wide|far|deep)\b"), frozenset({"quantity"})),
@@ -52,7 +53,7 @@ NEAR_RANK_STEP = 0.06
 MEANING_MATCH = 0.8
 
 #: What an option's score gains when every one of the pool's questions nearest to the question asks for its
-#: property in its direction (:meth:`kifqa.pipeline.ranking.Precedents.of`; less in proportion).
+#: property in its direction (:meth:`kifqa.examples.precedents.Precedents.of`; less in proportion).
 PRECEDENT_WEIGHT = 0.5
 
 #: The precedent votes overrule the draft's exactly named first option (:func:`overruling`) when fewer than
@@ -66,7 +67,7 @@ OVERRULING_LEAD = 0.4
 
 
 def wanted_types(question: str) -> frozenset[str]:
-    """The value types that answer ``question``: entities, plus dates for "when" and quantities for
+    """The value types that answer ``question``, an English one: entities, plus dates for "when" and quantities for
     "how many" (and the like)."""
     text = normalize(question)
     return ENTITY_TYPES.union(*(types for pattern, types in _ASKS if pattern.search(text)))
@@ -114,11 +115,11 @@ async def step(ctx: Context, pattern: Pattern, linking: Linking) -> tuple[Option
     closeness = None
     if ctx.settings.rank_relations == "meaning":
         properties = list({u.property.id: u.property for us in by_entity.values() for u in us}.values())
-        closeness = await asyncio.to_thread(ranking.closeness, ctx.question, pattern.predicate, properties,
+        closeness = await asyncio.to_thread(meaning.closeness, ctx.question, pattern.predicate, properties,
                                             saved=ctx.vectors)
     votes = await ctx.votes(pattern.known)
     return tuple(options(pattern, linking, by_entity, question=ctx.question, closeness=closeness, votes=votes,
-                         articles=ctx.follows(Convention.ARTICLE)))
+                         articles=ctx.follows(Convention.ARTICLE), typed=ctx.english))
 
 
 #: How an option was chosen: the precedent votes over the draft's named option (:func:`overruling`), the ranking's
@@ -159,19 +160,20 @@ async def uses(kb: KnowledgeBase, entities: list[Candidate]) -> dict[str, list[P
 
 def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[PropertyUse]], *,
             question: str = "", closeness: Mapping[str, float] | None = None,
-            votes: Mapping[NamedRelation, float] | None = None, articles: bool = True) -> list[Option]:
+            votes: Mapping[NamedRelation, float] | None = None, articles: bool = True,
+            typed: bool = True) -> list[Option]:
     """The ways to answer, best first by how well the property names the draft's predicate and whether
     its direction agrees with the draft. A property named exactly (label, then alias) comes first;
     the others rank by ``closeness`` (property id → closeness in meaning to the question,
-    :mod:`kifqa.pipeline.ranking`) where it is given, else by their names' spelling and words and
+    :mod:`kifqa.examples.precedents`) where it is given, else by their names' spelling and words and
     their descriptions' words.
 
     Entities that share a name share one option per (property, direction): all the kept ones when
     they are named exactly (with ``articles``, of those the ones whose name takes the article the question
     writes, where only some do: :func:`agreeing`), each near-match name's namesakes otherwise, where the search's order
     among the names weighs more than the draft's direction (:data:`NEAR_RANK_STEP`). Properties whose values are not
-    what ``question`` asks for (:func:`wanted_types`: an identifier, a date or a width for "who" or
-    "where") are left out unless the draft names them, or unless nothing else is left."""
+    what ``question`` asks for (with ``typed``, an English question: :func:`wanted_types`, an identifier, a date or
+    a width for "who" or "where") are left out unless the draft names them, or unless nothing else is left."""
     groups: dict[tuple, tuple[list[Candidate], PropertyUse]] = {}
     rank = {e.id: i for i, e in enumerate(linking.kept)}
     for entity in linking.kept:
@@ -179,7 +181,7 @@ def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[Proper
             name = () if linking.exact else (name_key(entity.label),)
             members, _ = groups.setdefault((*name, use.property.id, use.direction), ([], use))
             members.append(entity)
-    wanted = wanted_types(question) if question else None
+    wanted = wanted_types(question) if question and typed else None
     out: list[Option] = []
     passed_over: list[Option] = []
     told = articles and linking.exact and bool(question)
@@ -202,7 +204,7 @@ def options(pattern: Pattern, linking: Linking, by_entity: dict[str, list[Proper
 
 def agreeing(members: list[Candidate], takers: frozenset[str] | None) -> list[Candidate]:
     """Of ``members``, those whose name takes the question's article (``takers``,
-    :func:`~kifqa.pipeline.text.article_takers`): "The Suicide Club" for "which film genre is the suicide club under",
+    :func:`~kifqa.examples.text.article_takers`): "The Suicide Club" for "which film genre is the suicide club under",
     "Infidel" rather than "The Infidel" for "which author wrote infidel". All of them where none or all do, or where
     ``takers`` is ``None``."""
     if takers is None:

@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Protocol
 
-from kifqa.pipeline.examples import ExampleSource
+from kifqa.examples.sources import ExampleSource
 from kifqa.types import Question, Result
 
 

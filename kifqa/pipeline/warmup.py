@@ -10,18 +10,20 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from kifqa.config import Settings
+from kifqa.examples import open_examples
+from kifqa.examples.precedents import Precedents
+from kifqa.examples.sources import ExampleSource
+from kifqa.examples.vectors import KEPT
 from kifqa.llm.base import ChatRequest
-from kifqa.pipeline import draft, open_examples, relations
-from kifqa.pipeline.examples import ExampleSource
-from kifqa.pipeline.ranking import Precedents
-from kifqa.pipeline.vectors import KEPT
+from kifqa.pipeline import draft, relations
 
 
 def embed_pools(settings: Settings) -> ExampleSource:
     """The configured example source, with every pool embedding a run needs computed and cached: the pool's
     questions (examples, clusters) and, where the relation step's precedent votes are on, the pool's
-    questions with their entity masked (:class:`~kifqa.pipeline.ranking.Precedents`), as the run opens them."""
-    source = open_examples(settings)
+    questions with their entity masked (:class:`~kifqa.examples.precedents.Precedents`), as the run opens them."""
+    source = open_examples(settings.examples, data_dir=settings.data_dir, cache_dir=settings.cache_dir,
+                           kb_spec=settings.kb.spec)
     if settings.pipeline.precedent_neighbours and source.pool is not None:
         Precedents(source.pool)
     return source
@@ -45,7 +47,7 @@ def shared_prefixes(settings: Settings, source: ExampleSource,
 def _prefix_keys(source: ExampleSource, questions: list[str]) -> set[str | None]:
     """The blocks ``questions`` select, their embeddings encoded in batches (:meth:`ExampleSource.prepare`; one at a
     time costs the encoder several times the CPU), a batch no larger than the process keeps
-    (:data:`~kifqa.pipeline.vectors.KEPT`)."""
+    (:data:`~kifqa.examples.vectors.KEPT`)."""
     keys: set[str | None] = set()
     for start in range(0, len(questions), KEPT):
         batch = questions[start:start + KEPT]

@@ -32,9 +32,9 @@ from kifqa.batch.limiter import EndpointLimiter
 from kifqa.batch.task import report_circuits
 from kifqa.config import EndpointLimit, Settings
 from kifqa.errors import ConfigError, KBError, LLMError
+from kifqa.examples.sources import FixedExamples
 from kifqa.kb.base import KnowledgeBase
 from kifqa.llm.base import LLM, ChatRequest, Completion, Message
-from kifqa.pipeline.examples import FixedExamples
 from kifqa.resilience import Endpoint, Failure, GaveUp, RetryPolicy
 from kifqa.runs import RunFolder
 from kifqa.types import Answer, Candidate, Question, Result, Trace

@@ -8,9 +8,9 @@ import asyncio
 import stat
 from pathlib import Path
 
+from kifqa.examples import open_examples
 from kifqa.llm import CachedLLM
 from kifqa.llm.blockstate import StateStore
-from kifqa.pipeline import open_examples
 from tests.unit.test_llm_cache import Scripted, ask
 
 
@@ -46,5 +46,6 @@ def test_the_example_embeddings_are_private(settings, tmp_path: Path) -> None:
     examples.mkdir()
     examples.chmod(0o755)
     # A pool of 50 questions: the folder's mode is what is checked, not the whole pool's embedding.
-    open_examples(settings.override(cache_dir=tmp_path, examples={"mode": "retrieved", "pool_limit": 50}))
+    retrieved = settings.override(examples={"mode": "retrieved", "pool_limit": 50})
+    open_examples(retrieved.examples, data_dir=settings.data_dir, cache_dir=tmp_path, kb_spec=settings.kb.spec)
     assert mode(examples) == "0o700" and list(examples.glob("pool-*.npy"))

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections import Counter
 
 from kifqa.data.pool import sqwd_pool
-from kifqa.pipeline.clustered import ClusteredExamples
-from kifqa.pipeline.encoder import load_encoder
-from kifqa.pipeline.examples import RetrievedExamples
-from kifqa.pipeline.vectors import memo
+from kifqa.examples.clustered import ClusteredExamples
+from kifqa.examples.encoder import load_encoder
+from kifqa.examples.sources import RetrievedExamples
+from kifqa.examples.vectors import memo
 
 
 def test_pool_verbalises_both_directions_as_the_question_writes_them(data_dir) -> None:

@@ -22,10 +22,10 @@ from kifqa.bench.wdqs_like import WDQSLike
 from kifqa.config import EndpointLimit, Settings
 from kifqa.errors import KBError
 from kifqa.eval.datasets import load_sqwd
+from kifqa.examples.text import spans
 from kifqa.kb import sparql
 from kifqa.kb.kifkb import KifKnowledgeBase
 from kifqa.kb.spec import open_kb
-from kifqa.pipeline.text import spans
 from tests.fault_proxy import FaultProxy
 
 #: (entity, property, direction) lookups of real statements (kb_triples.tsv) and the entities' neighbours.

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 import pytest
 
 from kifqa.config import Settings
+from kifqa.examples.sources import FixedExamples
 from kifqa.llm import ChatRequest, LocalLLM, Message
 from kifqa.pipeline import draft
-from kifqa.pipeline.examples import FixedExamples
 
 pytest.importorskip("xllamacpp", reason="the local backend needs xllamacpp: pip install 'kifqa[local]'")
 

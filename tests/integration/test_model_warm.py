@@ -13,12 +13,12 @@ from click.testing import CliRunner
 from kifqa.cli.model import model
 from kifqa.config import Settings
 from kifqa.data.pool import sqwd_pool
+from kifqa.examples import open_examples
+from kifqa.examples.encoder import load_encoder
+from kifqa.examples.precedents import MASKED, Precedents
 from kifqa.llm import weights
 from kifqa.llm.blockstate import file_sha256
 from kifqa.llm.warm import split
-from kifqa.pipeline import open_examples
-from kifqa.pipeline.encoder import load_encoder
-from kifqa.pipeline.ranking import MASKED, Precedents
 
 pytest.importorskip("xllamacpp", reason="the local backend needs xllamacpp: pip install 'kifqa[local]'")
 
@@ -87,7 +87,8 @@ def test_warm_splits_the_blocks_and_caches_every_pool_embedding(
 
     encoded.clear()
     settings = Settings.load(config)
-    source = open_examples(settings)  # what a run opens: the examples, then the precedent votes' pool
+    source = open_examples(settings.examples, data_dir=settings.data_dir, cache_dir=settings.cache_dir,
+                           kb_spec=settings.kb.spec)  # what a run opens: the examples, then the precedent votes' pool
     assert source.pool is not None
     Precedents(source.pool)
     assert encoded == []
@@ -126,7 +127,7 @@ def test_bench_warm_computes_the_same_blocks_on_each_side(warm_config: tuple[Pat
 def test_the_pool_embedded_side_by_side_is_the_pool_embedded_at_once(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Chunks encoded by several threads come back in the pool's order, each row its question's."""
-    from kifqa.pipeline import embeddings
+    from kifqa.examples import embeddings
 
     pool = sqwd_pool(Settings().data_dir, limit=POOL)
     monkeypatch.setattr(embeddings, "_CHUNK", 7)  # 9 chunks over the worker threads

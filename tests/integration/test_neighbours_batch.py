@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from kifqa.data.pool import Example, sqwd_pool
-from kifqa.pipeline.embeddings import NOISE, EmbeddedPool
-from kifqa.pipeline.encoder import load_encoder
-from kifqa.pipeline.ranking import Precedents
-from kifqa.pipeline.text import masked
-from kifqa.pipeline.vectors import memo
+from kifqa.examples.embeddings import NOISE, EmbeddedPool
+from kifqa.examples.encoder import load_encoder
+from kifqa.examples.precedents import Precedents
+from kifqa.examples.text import masked
+from kifqa.examples.vectors import memo
 from tests.conftest import TEST_CACHE
 
 K = 20

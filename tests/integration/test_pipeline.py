@@ -8,9 +8,9 @@ import pytest
 
 from kifqa.config import PipelineSettings
 from kifqa.data.pool import Example, sqwd_pool
+from kifqa.examples.sources import FixedExamples, RetrievedExamples
 from kifqa.llm.base import Completion, Usage
 from kifqa.pipeline import Pipeline, answers, draft, entities, relations
-from kifqa.pipeline.examples import FixedExamples, RetrievedExamples
 from kifqa.types import ConstraintResult, Decision, ErrorKind, Pattern, Question, Rule, Trace
 from tests.cassette import cassette_llm
 from tests.fakes import ScriptedLLM

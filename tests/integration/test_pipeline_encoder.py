@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from kifqa.eval.datasets import load_sqwd
-from kifqa.pipeline.encoder import load_encoder
+from kifqa.examples.encoder import load_encoder
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 st = pytest.importorskip("sentence_transformers", reason="the reference encoder: pip install sentence-transformers")
@@ -38,7 +38,7 @@ def test_the_embeddings_are_sentence_transformers_ones(texts: list[str]) -> None
 def test_the_nearest_cluster_is_the_one_the_reference_embedding_picks(texts: list[str], data_dir,
                                                                      tmp_path) -> None:
     from kifqa.data.pool import sqwd_pool
-    from kifqa.pipeline.clustered import ClusteredExamples
+    from kifqa.examples.clustered import ClusteredExamples
 
     reference = st.SentenceTransformer(str(model_package.get_model_path()), device="cpu")
     clustered = ClusteredExamples(sqwd_pool(data_dir, split="train")[:1000], cache_dir=tmp_path)
@@ -47,7 +47,7 @@ def test_the_nearest_cluster_is_the_one_the_reference_embedding_picks(texts: lis
 
 
 def test_loading_the_encoder_imports_no_torch() -> None:
-    code = ("import sys; from kifqa.pipeline.encoder import load_encoder; load_encoder().encode(['who is x']); "
+    code = ("import sys; from kifqa.examples.encoder import load_encoder; load_encoder().encode(['who is x']); "
             "print(sorted(m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert done.stdout.strip() == "[]"

@@ -26,6 +26,7 @@ import pytest
 import yaml
 
 from kifqa.config import Settings
+from kifqa.data.pool import gold_examples
 from kifqa.kb.build import BuiltKB
 from kifqa.llm.gold import GoldLLM
 
@@ -99,7 +100,7 @@ def head(settings: Settings) -> Iterator[tuple[str, dict[str, str]]]:
 def test_ray_job_submit_runs_the_batch_job_on_the_cluster(head: tuple[str, dict[str, str]], settings: Settings,
                                                           built_kb: BuiltKB, tmp_path: Path) -> None:
     address, env = head
-    gold = GoldLLM(settings.data_dir)
+    gold = GoldLLM(gold_examples(settings.data_dir))
     texts = list(dict.fromkeys(gold.drafts))[:N]
     corpus, out = tmp_path / "corpus.jsonl", tmp_path / "out"
     corpus.write_text("".join(json.dumps({"id": f"q{i}", "question": t}) + "\n" for i, t in enumerate(texts)))

@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 
 from kifqa.data.pool import sqwd_pool
+from kifqa.examples.embeddings import EmbeddedPool
+from kifqa.examples.encoder import load_encoder
+from kifqa.examples.precedents import Precedents
+from kifqa.examples.precedents import closeness as meaning
+from kifqa.examples.vectors import SavedVectors, memo
 from kifqa.kb.base import PropertyUse
 from kifqa.pipeline import relations
-from kifqa.pipeline.embeddings import EmbeddedPool
-from kifqa.pipeline.encoder import load_encoder
 from kifqa.pipeline.entities import Linking
-from kifqa.pipeline.ranking import Precedents
-from kifqa.pipeline.ranking import closeness as meaning
-from kifqa.pipeline.vectors import SavedVectors, memo
 from kifqa.types import Candidate, Pattern
 from tests.conftest import TEST_CACHE
 
@@ -112,8 +112,8 @@ def test_a_pipeline_with_fixed_examples_still_embeds_its_questions_in_one_batch(
     """Ranking by meaning needs each question's embedding even where the examples do not: preparing a
     shard encodes its questions together, and answering them encodes none of them again."""
     from kifqa.config import PipelineSettings
+    from kifqa.examples.sources import FixedExamples
     from kifqa.pipeline import Pipeline
-    from kifqa.pipeline.examples import FixedExamples
     from kifqa.types import Question
 
     memo.cache_clear()

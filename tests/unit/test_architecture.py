@@ -24,6 +24,7 @@ LAYERS = (
     {"errors", "types", "config", "sqlite", "resilience", "lazy", "redact"},
     {"data"},
     {"kb", "llm"},
+    {"examples"},
     {"pipeline"},
     {"api", "runs"},
     {"batch"},

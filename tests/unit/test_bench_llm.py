@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from kifqa.bench.llm import draft_requests
 from kifqa.config import ExamplesSettings, Settings
+from kifqa.examples.sources import FixedExamples
 from kifqa.pipeline import draft
-from kifqa.pipeline.examples import FixedExamples
 
 
 def test_the_benchmark_sends_the_pipelines_draft_request(data_dir) -> None:

@@ -7,10 +7,10 @@ import asyncio
 import pytest
 
 from kifqa.config import Settings
+from kifqa.examples.sources import FixedExamples
 from kifqa.llm import open_llm
 from kifqa.llm.gold import GoldLLM
 from kifqa.pipeline import draft, relations
-from kifqa.pipeline.examples import FixedExamples
 from kifqa.pipeline.relations import Option
 from kifqa.types import Candidate, Pattern
 

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
+from kifqa.examples.sources import FixedExamples
+from kifqa.examples.text import before_comma, offered
 from kifqa.pipeline import draft
-from kifqa.pipeline.examples import FixedExamples
-from kifqa.pipeline.text import before_comma, offered
 from kifqa.types import Pattern
 
 
@@ -59,7 +59,7 @@ def test_grammar_admits_only_the_questions_words() -> None:
 def test_no_known_entity_lies_wholly_inside_a_parenthesis() -> None:
     """"(warriors)" says which Starlight: the draft may name "starlight", not "warriors" alone; a name that the
     parenthesis is part of ("(9129) 1998 hu144") stays whole."""
-    from kifqa.pipeline.text import ngrams, spans
+    from kifqa.examples.text import ngrams, spans
     known = draft.grammar("What is next in the series after starlight (warriors)").split("known ::= ")[1]
     alternatives = known.split(" | ")
     assert draft._any_case("starlight") in alternatives and draft._any_case("warriors") not in alternatives
@@ -83,7 +83,7 @@ def test_request_puts_the_fixed_prompt_first() -> None:
 
 
 def test_spans_keep_the_questions_punctuation() -> None:
-    from kifqa.pipeline.text import outermost, spans
+    from kifqa.examples.text import outermost, spans
 
     runs = spans("what kind of game is gekisou sentai carranger: zenkai! racer senshi?")
     assert "gekisou sentai carranger: zenkai! racer senshi" in runs and "senshi" in runs

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from kifqa.config import PipelineSettings
-from kifqa.data.pool import Example, sqwd_pool
-from kifqa.pipeline.priors import PoolPriors, Prior, pool_priors
+from kifqa.data.pool import Example, sdbqa_pool, sqwd_pool
+from kifqa.examples.priors import PoolPriors, Prior, pool_priors
 from kifqa.types import Convention
 
 
@@ -66,3 +66,12 @@ def test_the_simplequestions_pool_bears_out_every_convention(data_dir: Path) -> 
     priors, s = pool_priors(sqwd_pool(data_dir)), PipelineSettings()
     assert all(priors.prior(c).holds(share=s.prior_share, least=s.prior_least) for c in Convention)
     assert priors.comma.against > 0 and priors.offered.against > 0, "both kinds of questions are counted"
+
+
+def test_one_example_that_shows_a_convention_does_not_turn_it_on(data_dir: Path) -> None:
+    """SimpleDBpediaQA's pool writes one name before a comma that qualifies it: not its convention."""
+    priors, s = pool_priors(sdbqa_pool(data_dir)), PipelineSettings()
+    assert priors.comma == Prior(1, 0)
+    held = {c for c in Convention if priors.prior(c).holds(share=s.prior_share, least=s.prior_least)}
+    assert held == {Convention.OFFERED}  # shown by 8 of its questions
+    assert Prior(2, 0).holds(share=s.prior_share, least=s.prior_least)

@@ -3,10 +3,7 @@ from __future__ import annotations
 import pytest
 
 from kifqa.data.text import name_key, normalize
-from kifqa.kb.base import PropertyUse
-from kifqa.pipeline import relations
-from kifqa.pipeline.entities import Linking
-from kifqa.pipeline.text import (
+from kifqa.examples.text import (
     SPELLING_MATCH,
     article_before,
     article_takers,
@@ -16,6 +13,9 @@ from kifqa.pipeline.text import (
     similarity,
     singular,
 )
+from kifqa.kb.base import PropertyUse
+from kifqa.pipeline import relations
+from kifqa.pipeline.entities import Linking
 from kifqa.types import Candidate, Pattern, Relation, RelationChoice
 
 BROWN_1 = Candidate(id="Q5950", label="James Brown", aliases=("Mr. Dynamite",), description="American musician", score=10.0)
@@ -263,6 +263,10 @@ def test_values_the_question_does_not_ask_for_are_passed_over() -> None:
     assert [o.property.id for o in relations.options(Pattern("james brown", "code", "?x"), _linking(BROWN_1),
                                                      only_ids, question="who is james brown")] == ["P213"]
     assert relations.wanted_types("Who was born in Paris?") == relations.ENTITY_TYPES
+    # the question words are English: a pool in another language reads none of them, and passes nothing over
+    untyped = relations.options(Pattern("james brown", "hometown", "?x"), _linking(BROWN_1), by_entity,
+                                question="what is james brown's hometown", typed=False)
+    assert {o.property.id for o in untyped} == {"P19", "P213", "P2049", "P569"}
 
 
 def test_near_match_namesakes_share_an_option() -> None:

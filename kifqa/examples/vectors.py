@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kifqa.pipeline.encoder import load_encoder
+from kifqa.examples.encoder import load_encoder
 from kifqa.sqlite import connect_wal, private_dir, retry_busy, select_in
 
 #: Embeddings :func:`memo` keeps (1.5 KB each).

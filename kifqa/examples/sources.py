@@ -1,16 +1,18 @@
 """Few-shot examples for the draft step: a fixed set, or the k most similar questions of a pool
-(the clustered blocks are in :mod:`kifqa.pipeline.clustered`; :func:`kifqa.pipeline.open_examples` picks one)."""
+(the clustered blocks are in :mod:`kifqa.examples.clustered`; :func:`kifqa.examples.open_examples` picks one)."""
 
 from __future__ import annotations
 
 import abc
 import json
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
 from kifqa.data.pool import Example
-from kifqa.pipeline.embeddings import EmbeddedPool
-from kifqa.pipeline.priors import PoolPriors, pool_priors
+from kifqa.examples.embeddings import EmbeddedPool
+from kifqa.examples.pool import Pool, as_pool
+from kifqa.examples.priors import PoolPriors, pool_priors
 
 
 class ExampleSource(abc.ABC):
@@ -20,9 +22,16 @@ class ExampleSource(abc.ABC):
     def select(self, question: str) -> list[Example]:
         """The examples for ``question``, least similar first (the closest sits next to it)."""
 
+    #: The pool the examples are drawn from: its name, language and content hash.
+    origin: Pool
     #: The embedded example pool, for the sources that choose by sentence embeddings.
     pool: EmbeddedPool | None = None
     _priors: PoolPriors | None = None
+
+    @property
+    def english(self) -> bool:
+        """Whether the pool's questions are in English: the rules written for English fire only then."""
+        return self.origin.language == "en"
 
     def drawn(self) -> list[Example]:
         """The examples this source draws from: its pool."""
@@ -30,7 +39,7 @@ class ExampleSource(abc.ABC):
 
     def priors(self) -> PoolPriors:
         """What the examples this source draws from say of the dataset conventions some rules are written for
-        (:mod:`kifqa.pipeline.priors`; under a second for the 19,481 training questions), worked out once."""
+        (:mod:`kifqa.examples.priors`; under a second for the 19,481 training questions), worked out once."""
         if self._priors is None:
             self._priors = pool_priors(self.drawn())
         return self._priors
@@ -62,6 +71,7 @@ class FixedExamples(ExampleSource):
 
     def __init__(self, examples: list[Example] | None = None) -> None:
         self.examples = examples if examples is not None else load_fixed_examples()
+        self.origin = Pool("fixed", tuple(self.examples))
 
     def select(self, question: str) -> list[Example]:
         return list(self.examples)
@@ -77,7 +87,7 @@ class FixedExamples(ExampleSource):
 
 
 def load_fixed_examples() -> list[Example]:
-    text = resources.files("kifqa.pipeline").joinpath("prompts/fixed_examples.jsonl").read_text()
+    text = resources.files("kifqa.examples").joinpath("fixed_examples.jsonl").read_text()
     return [Example(**json.loads(line)) for line in text.splitlines() if line.strip()]
 
 
@@ -89,8 +99,9 @@ class RetrievedExamples(ExampleSource):
 
     pool: EmbeddedPool
 
-    def __init__(self, pool: list[Example], *, k: int = 5, cache_dir: Path | None = None) -> None:
-        self.pool = EmbeddedPool(pool, cache_dir=cache_dir)
+    def __init__(self, pool: Pool | Sequence[Example], *, k: int = 5, cache_dir: Path | None = None) -> None:
+        self.origin = as_pool(pool)
+        self.pool = EmbeddedPool(list(self.origin.examples), cache_dir=cache_dir)
         self.k = k
 
     def select(self, question: str) -> list[Example]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from kifqa.data.pool import Example
 from kifqa.data.text import WORD, article_split, question_key, typed_key
-from kifqa.pipeline.text import HANDLE_DIGITS, article_before, before_comma, offered
+from kifqa.examples.text import HANDLE_DIGITS, article_before, before_comma, offered
 from kifqa.types import Convention, Input
 
 _OR, _DIGIT = re.compile(r"\bor\b", re.IGNORECASE), re.compile(r"\d")
@@ -108,7 +108,7 @@ def _comma(question: str, topic: str) -> bool | None:
 
 def _offered(question: str, topic: str) -> bool | None:
     """Where ``question`` has an "or" between two words: whether ``topic`` is not one of the answers it offers
-    (:func:`~kifqa.pipeline.text.offered`); ``None`` elsewhere."""
+    (:func:`~kifqa.examples.text.offered`); ``None`` elsewhere."""
     if not _OR.search(question) or "or" not in question_key(question).split()[1:-1]:
         return None
     return not offered(question, topic)

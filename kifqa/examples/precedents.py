@@ -2,7 +2,7 @@
 predicate names no property exactly.
 
 A property is written as ``label: description`` and embedded with the question encoder
-(:mod:`kifqa.pipeline.encoder`); its closeness is the mean of its cosines with the question and with the
+(:mod:`kifqa.examples.encoder`); its closeness is the mean of its cosines with the question and with the
 draft's predicate.
 What similar questions of the example pool ask for weighs in too (:class:`Precedents`).
 """
@@ -15,10 +15,10 @@ from collections.abc import Sequence
 
 from kifqa.data.pool import Example
 from kifqa.data.text import name_key
+from kifqa.examples.embeddings import EmbeddedPool, View
+from kifqa.examples.text import masked
+from kifqa.examples.vectors import SavedVectors, memo
 from kifqa.kb.coalesce import Coalescer
-from kifqa.pipeline.embeddings import EmbeddedPool, View
-from kifqa.pipeline.text import masked
-from kifqa.pipeline.vectors import SavedVectors, memo
 from kifqa.types import Candidate, Direction
 
 #: A relation as the pool's drafts name it: the name key of the property's label, and its direction.
@@ -35,7 +35,7 @@ def property_text(prop: Candidate) -> str:
 def closeness(question: str, predicate: str, properties: Sequence[Candidate], *,
               saved: SavedVectors | None = None) -> dict[str, float]:
     """Property id → the mean cosine of the property's text with ``question`` and with ``predicate``, 0
-    where it is negative. The embeddings come from the process's :func:`~kifqa.pipeline.vectors.memo`,
+    where it is negative. The embeddings come from the process's :func:`~kifqa.examples.vectors.memo`,
     which keeps the question's from choosing its examples; the predicate's and the properties' are read
     from ``saved`` when the process has not met them (they recur across questions and runs)."""
     [asked] = memo().vectors([question])
@@ -55,7 +55,7 @@ class Precedents:
     clara harris parent?" finds birthplaces of other people); without them, a question loses what its
     names say of the answer's type ("which song did it write"). So both vote: the ``k`` pool questions
     nearest to the question as written, and the ``k`` nearest to it with its draft's known entity written
-    ``it`` (:func:`~kifqa.pipeline.text.masked`), among the pool's questions with their gold entity masked
+    ``it`` (:func:`~kifqa.examples.text.masked`), among the pool's questions with their gold entity masked
     alike."""
 
     def __init__(self, pool: EmbeddedPool) -> None:

@@ -14,13 +14,15 @@ import hashlib
 import json
 import os
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from kifqa.data.pool import Example
-from kifqa.pipeline.embeddings import EmbeddedPool
-from kifqa.pipeline.examples import ExampleSource
+from kifqa.examples.embeddings import EmbeddedPool
+from kifqa.examples.pool import Pool, as_pool
+from kifqa.examples.sources import ExampleSource
 
 
 class ClusteredExamples(ExampleSource):
@@ -37,12 +39,13 @@ class ClusteredExamples(ExampleSource):
 
     pool: EmbeddedPool
 
-    def __init__(self, pool: list[Example], *, clusters: int = 32, block: int = 8, nearest: int = 0,
+    def __init__(self, pool: Pool | Sequence[Example], *, clusters: int = 32, block: int = 8, nearest: int = 0,
                  cache_dir: Path | None = None, seed: int = 0) -> None:
-        self.pool = EmbeddedPool(pool, cache_dir=cache_dir)
+        self.origin = as_pool(pool)
+        self.pool = EmbeddedPool(list(self.origin.examples), cache_dir=cache_dir)
         self.nearest = nearest
-        self.centroids, self.labels, self.blocks = _clustering(self.pool, min(clusters, len(pool)), block=block,
-                                                               seed=seed, cache_dir=cache_dir)
+        self.centroids, self.labels, self.blocks = _clustering(self.pool, min(clusters, len(self.pool.examples)),
+                                                               block=block, seed=seed, cache_dir=cache_dir)
 
     def cluster(self, question: str) -> int:
         """The cluster whose centroid is closest to ``question``."""

@@ -16,8 +16,8 @@ import numpy as np
 
 from kifqa.data.text import normalize
 from kifqa.errors import ConfigError
-from kifqa.pipeline.encoder import blas_threads, load_encoder
-from kifqa.pipeline.vectors import memo
+from kifqa.examples.encoder import blas_threads, load_encoder
+from kifqa.examples.vectors import memo
 
 if TYPE_CHECKING:
     from kifqa.data.pool import Example
@@ -112,7 +112,7 @@ class EmbeddedPool:
 
     @staticmethod
     def _encode_with_bar(texts: list[str], what: str) -> np.ndarray:
-        """Unit-length embeddings of ``texts``, one row each (:mod:`kifqa.pipeline.encoder`, loaded on first
+        """Unit-length embeddings of ``texts``, one row each (:mod:`kifqa.examples.encoder`, loaded on first
         use), with a progress bar. Texts the encoder reads as the same tokens (the same question, or one that
         differs in case or spacing) are encoded once and share the row: encoded apart, they would differ in
         the last bits. Chunks are encoded side by side, one thread and one BLAS thread per core
@@ -144,7 +144,7 @@ class EmbeddedPool:
 
     def embed_many(self, questions: list[str]) -> list[np.ndarray]:
         """The embeddings of ``questions``, encoded in one batch unless the process keeps them
-        (:func:`kifqa.pipeline.vectors.memo`)."""
+        (:func:`kifqa.examples.vectors.memo`)."""
         return memo().vectors(questions)
 
     def is_question(self, index: int, question: str) -> bool:

@@ -73,7 +73,9 @@ _ASIDE = re.compile(r"\([^()]*\)")
 
 def aside(text: str, found: list[re.Match[str]]) -> list[bool]:
     """For each word ``found`` in ``text``, whether it is inside a parenthesis: a disambiguation as Wikipedia writes
-    it ("starlight (warriors)", "heartbreaker (dionne warwick album)"), not what the question asks about."""
+    it ("starlight (warriors)", "heartbreaker (dionne warwick album)"), not what the question asks about. Not gated:
+    it reads punctuation, not words of a language, and the Wikipedia disambiguations it is written for are those
+    DBpedia's resource names carry too."""
     asides = [m.span() for m in _ASIDE.finditer(text)]
     return [any(a < w.start() and w.end() < b for a, b in asides) for w in found]
 
@@ -180,7 +182,7 @@ def relaxed(text: str) -> list[str]:
 def singular(text: str) -> str | None:
     """``text`` without the s that ends its last word, a plural or a possessive written without its apostrophe
     ("dramas", "ray krocs" for Ray Kroc's), when that word has four letters or more and ends in one s;
-    ``None`` otherwise."""
+    ``None`` otherwise. English only: the linking applies it to an English pool's questions alone."""
     head, _, last = text.strip().rpartition(" ")
     if len(last) < 4 or not last.isalpha() or last[-1] not in "sS" or last[-2] in "sS":
         return None
