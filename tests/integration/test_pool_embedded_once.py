@@ -11,7 +11,7 @@ import pytest
 import ray
 
 from kifqa.data.pool import Example
-from kifqa.pipeline import embeddings
+from kifqa.examples import embeddings
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
