@@ -20,6 +20,7 @@ from kifqa.bench.standins.dbpedia_lookup import DBpediaLookupLike
 from kifqa.bench.standins.wikidata_api import Lag, WikidataAPILike
 from kifqa.bench.wdqs_like import WDQSLike
 from kifqa.config import Settings
+from kifqa.errors import KBError
 from kifqa.kb import dbpedia
 from kifqa.kb.build import BuiltKB
 from kifqa.kb.kifkb import KifKnowledgeBase
@@ -94,6 +95,34 @@ def test_named_subqueries_reach_the_front_unchanged(settings: Settings, built_kb
     assert sent and all(re.search(r"WITH {.*}\s*AS %(\w+).*INCLUDE %\1", q, re.DOTALL) for q in sent)
     assert front.counts.blazegraph >= len(sent) and front.counts.answered == front.counts.requests
     assert [(s.subject, s.snak.value) for s in found] == [(Item(WD + "Q1000094"), Item(WD + "Q183"))]
+
+
+def test_a_standard_sparql_mirror_is_asked_standard_sparql_only(settings: Settings, built_kb: BuiltKB,
+                                                                oxigraph_server: str,
+                                                                local_kb: KifKnowledgeBase) -> None:
+    """``kb.endpoints`` to a SPARQL 1.1 mirror (QLever's kind) with ``dialect: standard``: a front that refuses
+    Blazegraph's named subqueries and ``wikibase:`` functions with a 400 answers every query, as the local base
+    does; the same front refuses what the default (WDQS's dialect) sends."""
+    def ask(kb: KifKnowledgeBase) -> Any:
+        async def go(kb: KifKnowledgeBase) -> tuple[Any, ...]:
+            return await kb.properties_of("Q5950"), await kb.facts("Q5950", "P175", "backward")
+        return _run(kb, go)
+
+    with WDQSLike(oxigraph_server, latency_s=0.0, dialect="strict") as mirror, _api(built_kb) as api:
+        def public(dialect: str) -> KifKnowledgeBase:
+            return open_kb("wikidata", settings.override(kb={"contact": CONTACT, "resilience": {"retries": 0},
+                                                             "endpoints": {"query.wikidata.org": {
+                                                                 "url": mirror.url, "dialect": dialect},
+                                                                 "www.wikidata.org": api.url}}))
+        uses, facts = ask(public("standard"))
+        assert mirror.counts.refused_dialect == 0 and mirror.counts.answered == mirror.counts.requests > 0
+        with pytest.raises(KBError, match="400|MalformedQuery"):
+            ask(public("blazegraph"))
+        assert mirror.counts.refused_dialect > 0
+    local_uses = asyncio.run(local_kb.properties_of("Q5950"))
+    assert {(u.property.id, u.direction) for u in uses.uses} == {(u.property.id, u.direction) for u in local_uses.uses}
+    assert facts.facts and {f.subject for f in facts.facts} == \
+        {f.subject for f in asyncio.run(local_kb.facts("Q5950", "P175", "backward")).facts}
 
 
 def test_maxlag_is_waited_out(settings: Settings, built_kb: BuiltKB, front: WDQSLike) -> None:
