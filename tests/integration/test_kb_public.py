@@ -109,8 +109,9 @@ def test_a_standard_sparql_mirror_is_asked_standard_sparql_only(settings: Settin
         return _run(kb, go)
 
     with WDQSLike(oxigraph_server, latency_s=0.0, dialect="strict") as mirror, _api(built_kb) as api:
-        def public(dialect: str) -> KifKnowledgeBase:
+        def public(dialect: str) -> KifKnowledgeBase:  # unbatched: a refused lookup leaves none pending
             return open_kb("wikidata", settings.override(kb={"contact": CONTACT, "resilience": {"retries": 0},
+                                                             "batch_size": 1,
                                                              "endpoints": {"query.wikidata.org": {
                                                                  "url": mirror.url, "dialect": dialect},
                                                                  "www.wikidata.org": api.url}}))
