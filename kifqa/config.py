@@ -348,7 +348,8 @@ class BatchSettings(Section):
     max_tasks: int | Literal["auto"] = Field(default="auto", json_schema_extra=RUNTIME)
     #: Reruns of a shard task whose worker died.
     task_max_retries: int = Field(default=3, ge=0, json_schema_extra=RUNTIME)
-    #: Seconds one question may take before it is given up with an error trace.
+    #: Seconds of its own one question may take before it is given up with an error trace: its clock stops while
+    #: any of its KB calls is out (waiting for the hosts' limits is not its time; :mod:`kifqa.batch.clock`).
     question_timeout_s: float = Field(default=600.0, gt=0, json_schema_extra=RUNTIME)
     #: While the KB's or the model endpoint's circuit is open, questions wait (bounded by
     #: ``question_timeout_s``) instead of failing; an outage longer than this many seconds fails the

@@ -3,7 +3,8 @@
 One SQLite file (WAL mode, so several processes read and write it) in a private folder (mode 0700) maps a
 key made of the knowledge base's identity (spec, settings, the hash of the build it reads, the code), the
 call and its arguments to the result as JSON: data only, decoded into the KB's own types, never code.
-Only successful calls are stored. Every SQLite call runs in a worker thread, retried while another process
+Only successful calls are stored (not a search that failed on the way, :class:`~kifqa.kb.base.Hits`). Every
+SQLite call runs in a worker thread, retried while another process
 holds the lock; a cache that cannot be read or written is a miss or a skipped write (logged), never the
 call's error.
 """
@@ -21,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from kifqa.kb.base import EntityProperties, FilterResult, PropertyUse
+from kifqa.kb.base import EntityProperties, FilterResult, Hits, PropertyUse
 from kifqa.sqlite import connect_wal, private_dir, retry_busy
 from kifqa.types import Candidate, Fact
 
@@ -86,7 +87,8 @@ class KBCache:
         if value is not MISS:
             return value, True
         value = await compute()
-        await self.put(key, value)
+        if not (isinstance(value, Hits) and value.failed):  # a search that failed on the way is asked again
+            await self.put(key, value)
         return value, False
 
     def key(self, call: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:

@@ -28,6 +28,7 @@ from ray.actor import ActorHandle
 from ray.exceptions import ActorDiedError, ActorUnavailableError, RayError, RayTaskError
 
 import kifqa.kb as kb_package
+from kifqa.batch.clock import kb_call
 from kifqa.batch.kbcache import KBCache
 from kifqa.batch.limiter import Lane, endpoint_limit
 from kifqa.batch.llmpool import cluster_cpus
@@ -181,23 +182,28 @@ class _ForwardingKB(KnowledgeBase):
     async def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError
 
+    async def _ask(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """The call, the asking question's clock stopped while it is out (:mod:`kifqa.batch.clock`)."""
+        with kb_call():
+            return await self._call(name, *args, **kwargs)
+
     async def search_entities(self, text: str, *, limit: int = 10) -> list[Candidate]:
-        return await self._call("search_entities", text, limit=limit)
+        return await self._ask("search_entities", text, limit=limit)
 
     async def search_properties(self, text: str, *, limit: int = 10) -> list[Candidate]:
-        return await self._call("search_properties", text, limit=limit)
+        return await self._ask("search_properties", text, limit=limit)
 
     async def properties_of(self, entity: str) -> EntityProperties:
-        return await self._call("properties_of", entity)
+        return await self._ask("properties_of", entity)
 
     async def facts(self, entity: str, property: str, direction: Direction) -> FilterResult:
-        return await self._call("facts", entity, property, direction)
+        return await self._ask("facts", entity, property, direction)
 
     async def labels(self, ids: list[str]) -> dict[str, str]:
-        return await self._call("labels", ids)
+        return await self._ask("labels", ids)
 
     async def named(self, texts: list[str]) -> list[str] | None:
-        return await self._call("named", texts)
+        return await self._ask("named", texts)
 
 
 class ActorKB(_ForwardingKB):

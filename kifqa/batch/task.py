@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 from ray import ObjectRef
 from ray.actor import ActorHandle
 
+from kifqa.batch.clock import within
 from kifqa.batch.kbpool import ActorKB, KBFactory, TaskKB
 from kifqa.batch.llmpool import ActorLLM
 from kifqa.config import Settings
@@ -107,9 +108,10 @@ async def _answer_all(questions: list[Question], ctx: TaskContext) -> tuple[list
         else:
             async with slots:
                 try:
-                    result = await asyncio.wait_for(pipeline.answer(question), timeout)
+                    result = await within(pipeline.answer(question), timeout)
                 except TimeoutError:
-                    result = _failed(question, ctx, ErrorKind.TIMEOUT, f"no answer after {timeout:g} s", "timeout")
+                    result = _failed(question, ctx, ErrorKind.TIMEOUT,
+                                     f"no answer after {timeout:g} s of its own (its KB calls aside)", "timeout")
                 except Exception as err:  # noqa: BLE001 - the pipeline should not raise; if it does, one
                     # question gets an error trace instead of its whole shard failing
                     result = _failed(question, ctx, ErrorKind.INTERNAL, f"{type(err).__name__}: {err}", "pipeline")

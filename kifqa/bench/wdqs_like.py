@@ -14,7 +14,9 @@ client (its ``User-Agent``) what WDQS documents:
   ``X-SPARQL-MaxRows``, as Virtuoso does;
 - **WDQS's dialect** (``dialect="blazegraph"``): the queries KIF's ``wdqs`` store sends (Blazegraph's named
   subqueries, ``wikibase:isSomeValue``) are taken as they come, counted, and rewritten into standard SPARQL for
-  the upstream (:mod:`kifqa.bench.standins.blazegraph`).
+  the upstream (:mod:`kifqa.bench.standins.blazegraph`);
+- **a standard mirror's refusal** (``dialect="strict"``): a query in Blazegraph's dialect is answered 400, as a
+  SPARQL 1.1 mirror that knows no named subqueries or ``wikibase:`` functions (QLever) answers it.
 
 It counts requests, 429s, charged seconds, and the requests of a client that arrived while a
 Retry-After it had received was still running (:attr:`Counts.inside_retry_after`): what gets a client
@@ -61,6 +63,8 @@ class Counts:
     max_running: int = 0
     #: Queries in Blazegraph's dialect (``dialect="blazegraph"``), rewritten for the upstream.
     blazegraph: int = 0
+    #: Queries in Blazegraph's dialect refused (``dialect="strict"``).
+    refused_dialect: int = 0
 
 
 @dataclass
@@ -76,7 +80,7 @@ class WDQSLike(LoopbackServer):
     def __init__(self, upstream: str, *, budget_s: float = 60.0, burst_s: float = 120.0, charge_s: float = 0.2,
                  max_concurrent: int = 5, latency_s: float = 0.15, deadline_s: float = 60.0,
                  max_rows: int | None = None, grace_s: float = 0.25, max_connections: int = 64,
-                 port: int = 0, dialect: Literal["standard", "blazegraph"] = "standard",
+                 port: int = 0, dialect: Literal["standard", "blazegraph", "strict"] = "standard",
                  record: bool = False) -> None:
         parts = urlsplit(upstream)
         self._upstream = upstream
@@ -157,6 +161,10 @@ class WDQSLike(LoopbackServer):
         if query is not None and self.received is not None:
             with self._lock:
                 self.received.append(query)
+        if query is not None and self.dialect == "strict" and blazegraph.is_blazegraph(query):
+            with self._lock:
+                self.counts.refused_dialect += 1
+            raise KBError("Blazegraph's dialect (a named subquery or a wikibase: function) is not SPARQL 1.1")
         if query is not None and self.dialect == "blazegraph" and blazegraph.is_blazegraph(query):
             with self._lock:
                 self.counts.blazegraph += 1

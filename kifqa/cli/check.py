@@ -20,6 +20,7 @@ def check(config: Path | None, kb: str | None, model: str | None, examples: str 
           out: str | None, ray_address: str | None, wait_gpus_s: float) -> None:
     """Check the extras, data, model, endpoints, GPUs and output a job needs; one line per problem (exit 2)."""
     from kifqa.batch.preflight import preflight
+    from kifqa.kb.spec import routes
 
     settings = load_settings(config, kb, model, examples)
     if ray_address:
@@ -32,3 +33,5 @@ def check(config: Path | None, kb: str | None, model: str | None, examples: str 
     if problems:
         raise SystemExit(2)
     click.echo("kifqa check: ready (extras, data, model, endpoints, GPUs, corpus and output)")
+    for what, url in routes(settings.kb.spec, settings):
+        click.echo(f"  {what}: {url}")

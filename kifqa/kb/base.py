@@ -9,6 +9,7 @@ actor-backed implementation of the same interface. Ids are compact strings: Wiki
 from __future__ import annotations
 
 import abc
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +48,17 @@ class FilterResult:
     truncated: bool = False
     #: The batch query that answered it with other lookups (its SPARQL's hash and size), or ``""``.
     batch: str = ""
+
+
+class Hits(list[Candidate]):
+    """What a search found, best first, and the searches that failed on the way: each failure counted as no hit
+    (a fallback refused, an answer of a changed shape), so that the question goes on with what the others found and
+    its trace says what failed (:class:`~kifqa.pipeline.recorder.CountingKB`)."""
+
+    def __init__(self, found: Iterable[Candidate] = (), *, failed: Iterable[str] = ()) -> None:
+        super().__init__(found)
+        #: Each failed search and its error.
+        self.failed = tuple(failed)
 
 
 @dataclass

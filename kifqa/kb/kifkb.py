@@ -47,13 +47,15 @@ from kifqa.data.text import index_key, spaced, spellings, typed_key
 from kifqa.errors import KBError
 from kifqa.kb import ids
 from kifqa.kb.anyword import AnyWordSearch
-from kifqa.kb.base import EntityProperties, FilterResult, KBStats, KnowledgeBase, PropertyUse
+from kifqa.kb.base import EntityProperties, FilterResult, Hits, KBStats, KnowledgeBase, PropertyUse
 from kifqa.kb.build import build_hash
 from kifqa.kb.coalesce import Coalescer
+from kifqa.kb.fallible import Fallible
 from kifqa.kb.guard import Guard, RequestGate
 from kifqa.kb.http import bound_searches, check_results
 from kifqa.kb.index import LabelIndex
 from kifqa.kb.search import LocalSearch, check_query
+from kifqa.kb.services import SearchAnswerError
 from kifqa.kb.sparql import (
     BatchQuery,
     BatchShapes,
@@ -147,7 +149,8 @@ class KifKnowledgeBase(KnowledgeBase):
         #: The last tier of a search that finds items of one namespace only (DBpedia Lookup), on the store's Virtuoso.
         self._any_words = AnyWordSearch(functools.partial(self._any_word_select, core), self._found_items) \
             if core is not None and index is None and self._found_items is not None else None
-        self._any_words_failed = False
+        #: The searches that count as no hit when they fail (:mod:`kifqa.kb.fallible`).
+        self._fallible = Fallible(self.spec)
         #: The query of ``named`` on a SPARQL store without a label index.
         self._name_shape = NameShape.create(core) if core is not None and index is None else None
         #: ``named`` lookups of many callers asked in one query (a base without a label index).
@@ -165,10 +168,10 @@ class KifKnowledgeBase(KnowledgeBase):
 
     # -- KnowledgeBase -------------------------------------------------------
 
-    async def search_entities(self, text: str, *, limit: int = 10) -> list[Candidate]:
+    async def search_entities(self, text: str, *, limit: int = 10) -> Hits:
         return await self._run(self._search(text, limit, properties=False))
 
-    async def search_properties(self, text: str, *, limit: int = 10) -> list[Candidate]:
+    async def search_properties(self, text: str, *, limit: int = 10) -> Hits:
         return await self._run(self._search(text, limit, properties=True))
 
     async def properties_of(self, entity: str) -> EntityProperties:
@@ -287,50 +290,47 @@ class KifKnowledgeBase(KnowledgeBase):
 
     # -- implementations (on the private loop) -------------------------------
 
-    async def _search(self, text: str, limit: int, *, properties: bool) -> list[Candidate]:
+    async def _search(self, text: str, limit: int, *, properties: bool) -> Hits:
         check_query(text)
         if not typed_key(text):
-            return []  # a text without a word (``-``, ``*``, ``?``) names nothing, on any search
+            return Hits()  # a text without a word (``-``, ``*``, ``?``) names nothing, on any search
         if properties and self.index is None and self._found_items is not None:
-            return _scored(text, await self._labelled_properties(text, limit))
-        hits = await self._guard.run("search_properties" if properties else "search_entities",
-                                     lambda: self._hits(text, limit, properties=properties), target="search")
+            return Hits(_scored(text, await self._labelled_properties(text, limit)))
+        failed: list[str] = []
+        kind = "search_properties" if properties else "search_entities"
+        hits = await self._fallible.hits("the search", self._guard.run(
+            kind, lambda: self._hits(text, limit, properties=properties), target="search"), failed,
+            errors=(SearchAnswerError,))
         public = self.fulltext is not None or self._found_items is not None
         if not properties and public and not _names(text, hits):
             if self.fulltext is not None:
-                hits += await self._fulltext_hits(text, limit, known={c.id for c in hits})
+                hits += await self._fallible.hits("the full-text search", self._fulltext_hits(
+                    text, limit, known={c.id for c in hits}), failed)
             searched, named_run = hits, False
             for part in [] if hits else _parts(text):
-                found = await self._guard.run("search_entities", functools.partial(self._hits, part, limit,
-                                                                                   properties=False), target="search")
+                found = await self._fallible.hits("the search of a shorter run", self._guard.run(
+                    "search_entities", functools.partial(self._hits, part, limit, properties=False),
+                    target="search"), failed)
                 if hits := [c for c in found if _starts(part, c)]:
                     named_run = _names(part, hits)
                     break
             if self._any_words is not None and not named_run and len(searched) < limit:
                 known = {c.id for c in searched}
-                more = [c for c in await self._any_word_hits(text, limit) if c.id not in known]
+                more = [c for c in await self._fallible.hits("the any-word search", self._any_word_hits(text, limit),
+                                                             failed) if c.id not in known]
                 hits = [*searched, *more][:limit] if searched else more or hits
-        return _scored(text, hits)
+        return Hits(_scored(text, hits), failed=failed)
 
     async def _any_word_hits(self, text: str, limit: int) -> list[Candidate]:
         """The resources whose label holds any uncommon word of ``text`` (:class:`~kifqa.kb.anyword.AnyWordSearch`),
         in its order: the last tier of a search that finds items of one namespace only, as the label index's is.
         They follow what the search found, up to ``limit``; where it found nothing, they take the place of what a
         shorter run found by its start ("Hearts and Armour" of "hearts and coronets comedy": "Kind Hearts and
-        Coronets" holds more of the words), not of a name a run is.
-
-        Where the store cannot answer it (a mirror without Virtuoso's free-text index, a query that timed out),
-        the span's search stays as it was (a warning the first time): the tier only adds to what was found."""
+        Coronets" holds more of the words), not of a name a run is. Where the store cannot answer it (a mirror
+        without Virtuoso's free-text index, a query that timed out), the span's search stays as it was."""
         search = self._any_words
         assert search is not None
-        try:
-            found = await search.search(text, limit)
-        except KBError as err:
-            if not self._any_words_failed:
-                _logger.warning("%s: the any-word search failed (so may others, unlogged): %s", self.spec, err)
-            self._any_words_failed = True
-            return []
-        return [Candidate(id=ids.to_id(n.iri), label=n.label) for n in found]
+        return [Candidate(id=ids.to_id(n.iri), label=n.label) for n in await search.search(text, limit)]
 
     async def _hits(self, text: str, limit: int, *, properties: bool) -> list[Candidate]:
         """The search's hits for ``text`` in its order, unscored. KIF's search plugin over this base's own

@@ -7,9 +7,10 @@ an async client (built as KIF builds it, with its headers) whose response hook r
 
 - the Wikidata API's ``maxlag`` refusal (HTTP 200, ``MediaWiki-API-Error: maxlag``) becomes
   :class:`MaxlagError`, which :class:`~kifqa.kb.guard.Guard` waits out like a 429, at least its ``Retry-After``;
-- any other API error, a missing ``search``/``query.search``/``docs`` list, or a ``wbsearchentities`` hit with a
-  field kifqa does not know becomes
-  :class:`SearchAnswerError`, an error of that call only (retrying cannot help);
+- any other API error, a missing ``search``/``query.search``/``docs`` list, or a hit without a field KIF reads (or
+  with one of another type) becomes :class:`SearchAnswerError`, an error of that call only (retrying cannot help),
+  which the knowledge base counts as no hit (:class:`~kifqa.kb.fallible.Fallible`). Fields kifqa does not know
+  are accepted: Wikidata adds some from time to time;
 - every Wikidata API request carries ``maxlag`` (``kb.maxlag_s``), as Wikimedia asks of automated clients.
 """
 
@@ -24,11 +25,10 @@ from kif_lib import Search
 from kifqa.errors import KBError
 from kifqa.resilience import retry_after_seconds
 
-#: The fields of a ``wbsearchentities`` hit (MediaWiki's Wikibase API, items, properties and lexemes).
-WBSEARCH_HIT_FIELDS = frozenset({"id", "title", "pageid", "concepturi", "repository", "url", "display", "label",
-                                 "description", "match", "aliases", "datatype"})
-#: The top-level fields of a ``wbsearchentities`` answer.
-WBSEARCH_FIELDS = frozenset({"searchinfo", "search", "search-continue", "success", "warnings", "servedby"})
+#: The fields of a ``wbsearchentities`` hit that KIF reads, and their type: ``id`` and ``concepturi`` always, the
+#: others where present (a property's ``datatype``, the ``match`` KIF takes a label or an alias from).
+WBSEARCH_HIT_TYPES: dict[str, type] = {"id": str, "concepturi": str, "label": str, "description": str,
+                                       "datatype": str, "match": dict}
 #: Seconds a ``maxlag`` refusal waits when it carries no ``Retry-After`` (MediaWiki sends 5).
 DEFAULT_MAXLAG_WAIT_S = 5.0
 
@@ -89,16 +89,13 @@ async def check_wbsearch(response: httpx.Response) -> None:
         raise SearchAnswerError(f"{where}: API error {json.dumps(error)[:300]}")
     if not isinstance(data, dict) or not isinstance(data.get("search"), list):
         raise SearchAnswerError(f"{where} has no `search` list (keys: {_keys(data)}): not a wbsearchentities result")
-    if unknown := sorted(set(data) - WBSEARCH_FIELDS):
-        raise SearchAnswerError(f"{where} has fields kifqa does not know: {', '.join(unknown)}; the API's format "
-                                "changed: check kifqa.kb.services against the API's documentation")
     for n, hit in enumerate(data["search"]):
         if not isinstance(hit, dict) or "concepturi" not in hit or "id" not in hit:
-            raise SearchAnswerError(f"{where}: hit {n} has no `id` and `concepturi` (keys: {_keys(hit)})")
-        if unknown := sorted(set(hit) - WBSEARCH_HIT_FIELDS):
-            raise SearchAnswerError(f"{where}: hit {n} ({hit['id']}) has fields kifqa does not know: "
-                                    f"{', '.join(unknown)}; the API's format changed: check kifqa.kb.services "
-                                    "against the API's documentation")
+            raise SearchAnswerError(f"{where}: hit {n} has no `id` and `concepturi` (keys: {_keys(hit)}): "
+                                    "the API's format changed")
+        if wrong := [f"`{k}` is a {type(hit[k]).__name__}, not a {kind.__name__}"
+                     for k, kind in WBSEARCH_HIT_TYPES.items() if k in hit and not isinstance(hit[k], kind)]:
+            raise SearchAnswerError(f"{where}: hit {n} ({hit['id']}): {'; '.join(wrong)}: the API's format changed")
 
 
 def _check_fulltext(data: Any, error: Any, where: str) -> None:

@@ -116,6 +116,21 @@ def search_host(spec: str, settings: Settings) -> str | None:
     return None if spec in ("local", "local-hard", "local-dbpedia") else _resolved(spec, settings).search_host
 
 
+def routes(spec: str, settings: Settings) -> list[tuple[str, str]]:
+    """Where each kind of query of a spec goes, (what, URL), as ``kifqa check`` prints it; none for the in-process
+    and local builds. Nothing is sent."""
+    spec = spec.strip()
+    if spec in ("local", "local-hard", "local-dbpedia"):
+        return []
+    resolved = _resolved(spec, settings)
+    found = [("SPARQL: statements, properties, labels, exact names", str(resolved.info.get("endpoint", ""))),
+             ("search: entities and properties by name", str(resolved.info.get("search_endpoint", "")))]
+    if resolved.fulltext is not None:
+        found.append(("full-text search (where the search names nothing)",
+                      str(endpoint_info(resolved.store, resolved.fulltext).get("search_endpoint", ""))))
+    return [(what, url) for what, url in found if url]
+
+
 def endpoint_url(spec: str, settings: Settings) -> str | None:
     """The http(s) URL a spec's store sends its queries to; ``None`` for the in-process and local builds
     (``local``, ``local-dbpedia``: this process opens or starts them) and for stores without one."""

@@ -6,7 +6,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from kifqa.kb.base import EntityProperties, FilterResult, KnowledgeBase
+from kifqa.kb.base import EntityProperties, FilterResult, Hits, KnowledgeBase
 from kifqa.llm.base import LLM, ChatRequest, Completion
 from kifqa.types import Candidate, Direction, LLMCall, Trace, clipped
 
@@ -54,11 +54,17 @@ class CountingKB(KnowledgeBase):
 
     async def search_entities(self, text: str, *, limit: int = 10) -> list[Candidate]:
         self._trace.kb_calls += 1
-        return await self._kb.search_entities(text, limit=limit)
+        return self._noted(text, await self._kb.search_entities(text, limit=limit))
 
     async def search_properties(self, text: str, *, limit: int = 10) -> list[Candidate]:
         self._trace.kb_calls += 1
-        return await self._kb.search_properties(text, limit=limit)
+        return self._noted(text, await self._kb.search_properties(text, limit=limit))
+
+    def _noted(self, text: str, found: list[Candidate]) -> list[Candidate]:
+        """``found``, each search that failed on the way (:class:`~kifqa.kb.base.Hits`) noted in the trace."""
+        if isinstance(found, Hits):
+            self._trace.notes.extend(f"search {text!r}: {clipped(failure)}" for failure in found.failed)
+        return found
 
     async def properties_of(self, entity: str) -> EntityProperties:
         self._trace.kb_calls += 1

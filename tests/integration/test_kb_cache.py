@@ -18,8 +18,10 @@ from kifqa.batch.kbcache import MISS, KBCache, encode
 from kifqa.batch.kbpool import _CALLS, _namespace
 from kifqa.config import Settings
 from kifqa.data import paths
+from kifqa.kb.base import Hits
 from kifqa.kb.build import build
 from kifqa.kb.spec import open_kb
+from kifqa.types import Candidate
 
 Maker = Callable[..., Settings]
 
@@ -69,6 +71,23 @@ def test_a_planted_pickle_runs_nothing(tmp_path: Path) -> None:
     assert asyncio.run(cache.get("labels", key)) is MISS
     assert not witness.exists()
     cache.close()
+
+
+def test_a_search_that_failed_on_the_way_is_not_stored(tmp_path: Path) -> None:
+    """A search whose fallback failed (counted as no hit) is asked again next time; one that did not is stored."""
+    cache = KBCache(tmp_path / "cache", "ns")
+    degraded, whole = Hits([Candidate(id="Q1", label="a")], failed=["the full-text search failed"]), Hits()
+
+    async def twice(value: Hits) -> list[bool]:
+        return [(await cache.answer("search_entities", (str(id(value)),), {}, lambda: _ready(value)))[1]
+                for _ in range(2)]
+    assert asyncio.run(twice(degraded)) == [False, False]
+    assert asyncio.run(twice(whole)) == [False, True]
+    cache.close()
+
+
+async def _ready(value: Any) -> Any:
+    return value
 
 
 def test_the_cache_folder_is_private(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from kif_lib import Search, Store
 from kifqa.config import KBSettings, Settings
 from kifqa.errors import ConfigError, KBError
 from kifqa.kb.limit import LocalGate
-from kifqa.kb.spec import endpoint_info, open_kb, resolve, user_agent
+from kifqa.kb.spec import endpoint_info, open_kb, resolve, routes, user_agent
 
 CONTACT = "https://github.com/kifqa-tester (kifqa-tester@users.noreply.github.com)"
 
@@ -77,6 +77,19 @@ def test_wikidata_on_a_mirror_runs_the_public_plugins_there(remote_settings: Set
     assert info["user_agent"] == info["search_user_agent"] == user_agent(settings)
     # Limited as the public services are: the same `batch.limits` keys.
     assert (resolved.host, resolved.search_host) == ("query.wikidata.org", "www.wikidata.org")
+
+
+def test_each_kind_of_query_names_its_host(remote_settings: Settings) -> None:
+    """What ``kifqa check`` prints: where each kind of query of a spec goes, mirrored or not."""
+    settings = _mirrored(remote_settings, {"query.wikidata.org": {"url": "http://qlever:7001/api/wikidata",
+                                                                  "dialect": "standard"}})
+    assert routes("wikidata", settings) == [
+        ("SPARQL: statements, properties, labels, exact names", "http://qlever:7001/api/wikidata"),
+        ("search: entities and properties by name", "https://www.wikidata.org/w/api.php"),
+        ("full-text search (where the search names nothing)", "https://www.wikidata.org/w/api.php")]
+    assert [url for _, url in routes("dbpedia", remote_settings)] == [
+        "https://dbpedia.org/sparql", "https://lookup.dbpedia.org/api/search"]
+    assert routes("local", remote_settings) == []
 
 
 def test_a_standard_sparql_mirror_gets_no_blazegraph_dialect(remote_settings: Settings) -> None:

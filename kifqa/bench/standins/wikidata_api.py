@@ -90,14 +90,17 @@ class WikidataAPILike(LoopbackServer):
         maxlag_retry_after_s: The ``Retry-After`` of a ``maxlag`` refusal.
         mangle: Rewrites a ``wbsearchentities`` answer (the search text, the answer) before it is sent: a
             changed or broken format for tests.
+        fulltext: Whether it serves ``list=search``; without, it answers MediaWiki's ``badvalue`` error, as a
+            proxy or a partial mirror that refuses the full-text search may.
     """
 
     def __init__(self, index_path: Path, *, max_concurrent: int = 1, per_second: float = 10.0,
                  lag: Lag | None = None, latency_s: float = 0.05, grace_s: float = 0.25,
                  maxlag_retry_after_s: float = MAXLAG_RETRY_AFTER_S,
-                 mangle: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None, port: int = 0) -> None:
+                 mangle: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None, fulltext: bool = True,
+                 port: int = 0) -> None:
         self.names = Names(index_path)
-        self.lag, self.latency_s, self.mangle = lag, latency_s, mangle
+        self.lag, self.latency_s, self.mangle, self.fulltext = lag, latency_s, mangle, fulltext
         self.maxlag_retry_after_s = maxlag_retry_after_s
         self.ledger = Ledger(grace_s=grace_s)
         self.rate = ClientRate(max_concurrent=max_concurrent, per_second=per_second, ledger=self.ledger)
@@ -164,7 +167,8 @@ class WikidataAPILike(LoopbackServer):
         if action == "wbgetentities":
             return self._entities(params)
         if action == "query" and params.get("list") == "search":
-            return self._fulltext(params)
+            return self._fulltext(params) if self.fulltext else _error(
+                "badvalue", 'Unrecognized value for parameter "list": search.')
         return _error("badvalue", f'Unrecognized value for parameter "action": {action}.')
 
     def _search(self, params: dict[str, str]) -> dict[str, Any]:
