@@ -22,6 +22,7 @@ from kifqa.pipeline import Pipeline
 from kifqa.pipeline.schedule import answer_all
 from kifqa.runs import Prediction
 from kifqa.types import Question, Result
+from tests.conftest import TEST_CACHE
 from tests.integration.test_eval_report import scripted, write_run
 
 #: sasha (exact, one option), carolsfeld (near match, model pick), french city (wrong unknown, many
@@ -65,6 +66,7 @@ def test_silver_rows(results: list[Result], local_kb) -> None:
 
 def test_silver_command_from_a_run(results: list[Result], tmp_path: Path, data_dir: Path, monkeypatch) -> None:
     monkeypatch.setenv("KIFQA_DATA_DIR", str(data_dir))
+    monkeypatch.setenv("KIFQA_CACHE_DIR", str(TEST_CACHE))  # the built base the rows' queries are executed on
     run = write_run(tmp_path / "run", results)
     out = tmp_path / "silver"
     result = CliRunner().invoke(cli, ["silver", "--run", str(run), "--out", str(out), "--min-confidence", "0.5"])
@@ -86,6 +88,7 @@ def test_silver_command_from_a_run(results: list[Result], tmp_path: Path, data_d
 def test_silver_keeps_answers_above_the_calibrated_threshold(results: list[Result], tmp_path: Path, data_dir: Path,
                                                              monkeypatch) -> None:
     monkeypatch.setenv("KIFQA_DATA_DIR", str(data_dir))
+    monkeypatch.setenv("KIFQA_CACHE_DIR", str(TEST_CACHE))  # the built base the rows' queries are executed on
     run = write_run(tmp_path / "run", results)
     predictions = [Prediction.from_result(r) for r in results]
     confidences = {r["id"]: r["confidence"] for r in asyncio.run(build_silver(predictions, None))[0]}
@@ -120,6 +123,7 @@ def test_silver_command_in_process(data_dir: Path, local_kb, tmp_path: Path, mon
     monkeypatch.setattr(kifqa.api, "open_pipeline",
                         lambda *, settings=None, **_: real(settings=settings, kb=local_kb, llm=scripted(data_dir)))
     monkeypatch.setenv("KIFQA_DATA_DIR", str(data_dir))
+    monkeypatch.setenv("KIFQA_CACHE_DIR", str(TEST_CACHE))  # the built base the rows' queries are executed on
     qs = load_sqwd(data_dir, "valid", limit=3)
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(json.dumps({"id": f"u{i}", "question": q.text}) + "\n" for i, q in enumerate(qs))
