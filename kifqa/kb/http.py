@@ -71,17 +71,26 @@ def _is_results(data: Any) -> bool:
     return isinstance(results, dict) and isinstance(results.get("bindings"), list)
 
 
-def bound_searches(searches: Iterable[Search], *, max_bytes: int) -> None:
-    """Gives KIF's httpx searches (the Wikidata and DBpedia APIs) an async client whose answers are read
-    up to ``max_bytes`` (:func:`_bound`)."""
+def bound_searches(searches: Iterable[Search | None], *, max_bytes: int) -> None:
+    """Makes KIF's httpx searches (the Wikidata and DBpedia APIs) read their answers up to ``max_bytes``
+    decoded bytes (:func:`_bound`): a client already given to one (:mod:`kifqa.kb.services`) gets the bound
+    as its first response hook, before any hook reads the body; one that has none gets a client like KIF's
+    own, plus the bound."""
 
     async def hook(response: httpx.Response) -> None:
         _bound(response, max_bytes)
 
     for search in searches:
-        if isinstance(search, HttpxSearch) and search._aclient is None:
+        if not isinstance(search, HttpxSearch):
+            continue
+        if search._aclient is None:
             # KIF builds this client lazily with only its headers; we build it the same way, plus the hook.
             search._aclient = httpx.AsyncClient(headers=_headers(search._headers), event_hooks={"response": [hook]})
+            continue
+        client = search._aclient
+        hooks = client.event_hooks
+        client.event_hooks = {**hooks, "response": [hook, *hooks["response"]]}
+        client.headers = _headers(client.headers)
 
 
 def check_results(stores: Iterable[Store], *, max_bytes: int = 64 * 2**20) -> None:

@@ -292,21 +292,19 @@ def test_a_gzip_bomb_from_a_sparql_endpoint_is_refused_at_the_decoded_limit(sett
     assert peak < BOMB / 16, f"{peak / 2**20:.0f} MiB held while a 128 MiB answer was refused"
 
 
-def test_a_gzip_bomb_from_a_search_api_is_refused_at_the_decoded_limit() -> None:
+@pytest.mark.parametrize(("spec", "api", "sparql"), [("wikidata", "www.wikidata.org", "query.wikidata.org"),
+                                                     ("dbpedia", "lookup.dbpedia.org", "dbpedia.org")])
+def test_a_gzip_bomb_from_a_search_api_is_refused_at_the_decoded_limit(settings, spec, api, sparql) -> None:
+    """The Wikidata API and DBpedia Lookup, as ``open_kb`` sets them up (their answers checked too)."""
     with GzipBomb() as server:
-        search = Search("wikidata-wapi", iri=f"{server.origin}/w/api.php")
-        bound_searches([search], max_bytes=2**20)
-
-        async def find() -> None:
-            try:
-                async for _ in search.aitem_descriptor("dracula", limit=5):
-                    pass
-            finally:
-                await search.aclose()
-
-        error, peak = _peak(lambda: asyncio.run(find()))
-    assert isinstance(error, ResponseTooLarge) and "passed kb.max_response_bytes (1,048,576 bytes)" in str(error), \
-        error
+        kb = open_kb(spec, settings.override(kb={
+            "max_response_bytes": 2**20, "resilience": {"retries": 0},
+            "endpoints": {api: {"url": f"{server.origin}/search"}, sparql: {"url": f"{server.origin}/sparql"}}}))
+        try:
+            error, peak = _peak(lambda: asyncio.run(kb.search_entities("dracula")))
+        finally:
+            asyncio.run(kb.aclose())
+    assert isinstance(error, Exception) and "passed kb.max_response_bytes (1,048,576 bytes)" in str(error), error
     assert peak < BOMB / 16, f"{peak / 2**20:.0f} MiB held while a 128 MiB answer was refused"
 
 
