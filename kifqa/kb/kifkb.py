@@ -133,7 +133,7 @@ class KifKnowledgeBase(KnowledgeBase):
         self.build = build_hash(index.path.parent) if index is not None else None
         # a cut, malformed or oversized SPARQL answer is an error, never a result
         check_results(_stores(store), max_bytes=settings.max_response_bytes)
-        bound_searches([search], max_bytes=settings.max_response_bytes)
+        bound_searches([search, fulltext], max_bytes=settings.max_response_bytes)
         self.stats = KBStats()
         self._guard = Guard(self.spec, settings, self.stats)
         self._masks: Masks = masks(index) if index is not None else {}

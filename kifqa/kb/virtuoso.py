@@ -25,6 +25,7 @@ import os
 import secrets
 import shutil
 import signal
+import string
 import subprocess
 import sys
 import tempfile
@@ -140,13 +141,14 @@ class VirtuosoServer:
             max_rows=MAX_ROWS))
         started = time.perf_counter()
         try:
+            first = self._create(server)
             self._process = subprocess.Popen(
                 [server, "+foreground", "+configfile", "virtuoso.ini"], cwd=self._run, stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
                 preexec_fn=_die_with_parent if threading.current_thread() is threading.main_thread() else None)
             self._wait_until_up()
             self.startup_s = time.perf_counter() - started
-            self._load(client, sql_port)
+            self._load(client, sql_port, first)
             self.load_s = time.perf_counter() - started - self.startup_s
         except BaseException:
             self.stop()
@@ -180,25 +182,46 @@ class VirtuosoServer:
         except httpx.TransportError:
             return False
 
-    def _load(self, client: str, sql_port: int) -> None:
+    def _create(self, server: str) -> str:
+        """Creates the database with its ``dba`` and ``dav`` passwords set to a fresh random one, which it
+        returns, before the server ever listens (``+pwdold dba +pwddba``: Virtuoso creates the database,
+        sets them, checkpoints and exits without opening a port), so the factory ``dba``/``dba`` never works
+        on a port. That password is in this one process's arguments for its few seconds; :meth:`_load`
+        replaces it by one that no command line carries."""
+        # Virtuoso keeps 16 characters of a password given this way; letters and digits, so none reads as an option
+        password = "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(16))
+        try:
+            done = subprocess.run(
+                [server, "+foreground", "+configfile", "virtuoso.ini", "+pwdold", "dba", "+pwddba", password,
+                 "+pwddav", password], cwd=self._run, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT, timeout=self.startup_timeout_s, check=False)
+        except subprocess.TimeoutExpired as e:
+            raise KBError(f"Virtuoso did not create its database in {self.startup_timeout_s:g} s: {self._log()}") \
+                from e
+        if b"The DBA password is changed." not in done.stdout:
+            raise KBError(f"Virtuoso did not set its dba password while creating its database: {self._log()}")
+        return password
+
+    def _load(self, client: str, sql_port: int, password: str) -> None:
         """Locks the SQL port, then bulk-loads the N-Triples file (``ld_dir`` + ``rdf_loader_run``) with a free-text
         index on every literal, as DBpedia's Virtuoso has (``bif:contains``), checks that the loader reported no
         error, and counts the graph's triples.
 
-        A fresh database's ``dba`` password is ``dba``: the first statement of the session sets it to a random
-        one, kept nowhere (only the HTTP endpoint is used afterwards), so no other local user can log in to
-        the SQL port. The statements reach ``isql`` on its standard input, never on a command line that
-        ``ps`` would show."""
+        It logs in with ``password`` (:meth:`_create`'s) and its first statement sets another random one, kept
+        nowhere (only the HTTP endpoint is used afterwards), so no other local user can log in to the SQL
+        port. The password and the statements reach ``isql`` on its standard input, never on a command line
+        that ``ps`` would show."""
         assert self._process is not None
         folder, name, graph = (_sql_text(str(x)) for x in (self.rdf_path.parent, self.rdf_path.name, self.graph))
         sql = (f"USER_SET_PASSWORD('dba', {_sql_text(secrets.token_urlsafe(24))});\n"
+               f"USER_SET_PASSWORD('dav', {_sql_text(secrets.token_urlsafe(24))});\n"
                "DB.DBA.RDF_OBJ_FT_RULE_ADD(null, null, 'index_local');\n"
                f"ld_dir({folder}, {name}, {graph});\nrdf_loader_run();\nDB.DBA.VT_INC_INDEX_DB_DBA_RDF_OBJ();\n"
                "SELECT ll_error FROM DB.DBA.LOAD_LIST WHERE ll_error IS NOT NULL;\n")
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as statements:
-            statements.write(sql.encode())
+            statements.write(f"{password}\n{sql}".encode())  # isql reads a password it was not given first
             statements.seek(0)
-            loader = subprocess.Popen([client, f"127.0.0.1:{sql_port}", "dba", "dba"], stdin=statements,
+            loader = subprocess.Popen([client, f"127.0.0.1:{sql_port}", "dba"], stdin=statements,
                                       stdout=out, stderr=subprocess.STDOUT)
             try:
                 wait_until(lambda: loader.poll() is not None, self._process, timeout_s=self.startup_timeout_s,

@@ -17,6 +17,7 @@ import concurrent.futures
 import json
 import logging
 import os
+import secrets
 import threading
 import time
 import urllib.error
@@ -131,6 +132,8 @@ class LocalLLM(LLM):
         known = weights.KNOWN_MODELS.get(model)
         self.identity = f"llama.cpp:{known.identity if known else Path(model).name}"
         self._server: Any = None
+        #: The embedded server's key, new in each process: its HTTP port is open to every local user.
+        self._key = secrets.token_urlsafe(32)
         self._closed = False
         self._load_lock = threading.Lock()
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="llama")
@@ -162,6 +165,10 @@ class LocalLLM(LLM):
             params.sampling.temp = 0.0
             params.cache_prompt = self.cache_prompt
             params.verbosity = _LOG_ERRORS
+            # Only kifqa talks to the HTTP port (template, tokenizer, slot save and restore): with its key.
+            # The slots' monitor (GET /slots) is off; slot actions stay on only with ``slot_save_path``.
+            params.api_keys = [self._key]
+            params.endpoint_slots = False
             for name, value in self.options.items():
                 if not hasattr(params, name):
                     raise ConfigError(f"local model: xllamacpp.CommonParams has no option {name!r}")
@@ -368,7 +375,8 @@ class LocalLLM(LLM):
         xllamacpp exposes only there)."""
         url = self._server.listening_address + path
         request = urllib.request.Request(url, data=json.dumps(body).encode(),
-                                         headers={"Content-Type": "application/json"})
+                                         headers={"Content-Type": "application/json",
+                                                  "Authorization": f"Bearer {self._key}"})
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as answer:
                 return json.load(answer)

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 import httpx
 
+from kifqa.bounded import ACCEPT_ENCODING, ResponseTooLarge, bound_body
 from kifqa.config import LLMResilience, Resilience
 from kifqa.errors import ConfigError
 from kifqa.llm.aio import PerLoop
@@ -97,7 +98,9 @@ class OpenAILLM(LLM):
         self.endpoint = Endpoint(self.name, RetryPolicy(
             truncated_retries=0, timeout_s=timeout_s, max_retry_after_s=resilience.max_backoff_s,
             **resilience.model_dump()))
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._headers = {"Accept-Encoding": ACCEPT_ENCODING}
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
         self._limits: PerLoop[asyncio.Semaphore] = PerLoop(lambda: asyncio.Semaphore(max_concurrency))
         self._clients: PerLoop[httpx.AsyncClient] = PerLoop(self._client)
 
@@ -149,7 +152,7 @@ class OpenAILLM(LLM):
             raise
         except httpx.HTTPError as e:  # e.g. an undecodable body or a redirect loop: not transient
             return Completion(error=redact(f"{self.name}: {type(e).__name__}: {e}"))
-        except _TooLarge as e:
+        except ResponseTooLarge as e:
             return Completion(error=f"{self.name}: {e}")
         if kind := status_failure(response.status_code):
             raise _Failed(Failure(kind, f"HTTP {response.status_code}: {_describe(response, content)}",
@@ -172,23 +175,11 @@ class OpenAILLM(LLM):
         return http_failure(error, timed_out=f"no answer within {self.timeout_s:g} s")
 
 
-class _TooLarge(Exception):
-    """An answer longer than the client reads."""
-
-
 async def _read_within(response: httpx.Response, limit: int) -> bytes:
-    """The body of ``response`` (decompressed), read as it streams in; :class:`_TooLarge` as soon as it
-    passes ``limit`` bytes (or says it will, in ``Content-Length``), the rest left unread."""
-    declared = response.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise _TooLarge(f"the answer is {int(declared):,} bytes, over llm.max_response_bytes ({limit:,}); not read")
-    chunks, size = [], 0
-    async for chunk in response.aiter_bytes():
-        size += len(chunk)
-        if size > limit:
-            raise _TooLarge(f"the answer passed llm.max_response_bytes ({limit:,} bytes); reading stopped there")
-        chunks.append(chunk)
-    return b"".join(chunks)
+    """The body of ``response``, read as it streams in up to ``limit`` decoded bytes
+    (:func:`~kifqa.bounded.bound_body`), the rest left unread."""
+    bound_body(response, limit, setting="llm.max_response_bytes")
+    return await response.aread()
 
 
 def _start(content: bytes) -> str:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kifqa.report.data import CANDIDATES
+from kifqa.runs.folder import write_private
 
 #: The vendored libraries (folders under ``vendor/``): script, stylesheet, licence.
 TABULATOR = ("tabulator-tables-6.5.3", "tabulator.min.js", "tabulator.min.css", "LICENSE")
@@ -85,10 +86,9 @@ def render_page(*, title: str, about: str, summary: dict[str, Any], columns: dic
 
 
 def write_page(path: str | Path, **page: Any) -> Path:
-    """Writes :func:`render_page` ``(**page)`` to ``path`` (atomically); returns the path."""
+    """Writes :func:`render_page` ``(**page)`` to ``path`` (whole, private and durable:
+    :func:`kifqa.runs.folder.write_private`); returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(render_page(**page), encoding="utf-8")
-    tmp.replace(path)
+    write_private(path, render_page(**page).encode("utf-8"))
     return path

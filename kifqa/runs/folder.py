@@ -427,14 +427,7 @@ class RunFolder:
             with self._fs.open_output_stream(self._manifest) as stream:
                 stream.write(text)
             return
-        tmp = Path(self._base) / f"{_TMP}{uuid.uuid4().hex}-manifest.json"
-        try:
-            with _private(tmp) as out:
-                out.write(text)
-            os.replace(tmp, self._manifest)
-            _fsync_folder(Path(self._base))
-        finally:
-            tmp.unlink(missing_ok=True)
+        write_private(Path(self._manifest), text)
 
     def _list(self, folder: str) -> list[pafs.FileInfo]:
         """The files directly in ``folder`` (none when it does not exist)."""
@@ -444,6 +437,20 @@ class RunFolder:
     def _delete(self, path: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             self._fs.delete_file(path)
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Writes ``data`` to ``path`` on a local disk as the run folder's files are written: under a unique
+    temporary name in its folder, mode 0600, fsynced, renamed into place and the folder fsynced (a crash
+    leaves the old file or the new one whole, and no reader ever sees a part)."""
+    tmp = path.with_name(f"{_TMP}{uuid.uuid4().hex}-{path.name}")
+    try:
+        with _private(tmp) as out:
+            out.write(data)
+        os.replace(tmp, path)
+        _fsync_folder(path.parent)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager

@@ -1,7 +1,8 @@
 """Hostile or broken peers on real local HTTP servers: a model server or a SPARQL endpoint that streams
 100 MiB costs the one request a clear error, is read no further than the byte limit (the memory stays
 small) and the client goes on answering; a model server's answer of the wrong content type is refused;
-a huge model output is kept in the trace up to a bound, with a note of the cut."""
+a huge model output is kept in the trace up to a bound, with a note of the cut; a gzip bomb (a small
+compressed body that decodes to 128 MiB) is decoded no further than the limit on every path."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import contextlib
 import json
 import threading
 import tracemalloc
+import zlib
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
@@ -219,3 +222,103 @@ def test_a_search_api_streaming_100_mib_is_read_up_to_the_limit() -> None:
             asyncio.run(find())
         sent = server.flooded
     assert sent < FLOOD / 2
+
+
+BOMB = 128 * 2**20
+
+
+class GzipBomb(LoopbackServer):
+    """Answers every request with a JSON answer of 128 MiB, gzip-compressed to about 130 KB."""
+
+    def __init__(self) -> None:
+        packer = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16)
+        zeros = b"0" * 2**20
+        self.body = packer.compress(b'{"results": "') + \
+            b"".join(packer.compress(zeros) for _ in range(BOMB // len(zeros))) + packer.flush()
+        super().__init__(self._handler(), name="gzip-bomb")
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        body = self.body
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                """Quiet."""
+
+            def do_GET(self) -> None:
+                self._bomb()
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                self._bomb()
+
+            def _bomb(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Encoding", "gzip")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    self.wfile.write(body)
+
+        return Handler
+
+
+def _peak(run: Callable[[], Any]) -> tuple[Any, int]:
+    """What ``run`` returns (or the exception it raised) and the peak of Python's memory while it ran."""
+    tracemalloc.start()
+    try:
+        try:
+            result = run()
+        except Exception as e:
+            result = e
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_gzip_bomb_from_a_sparql_endpoint_is_refused_at_the_decoded_limit(settings) -> None:
+    with GzipBomb() as server:
+        assert len(server.body) < 2**20, "the bomb is smaller than the limit as sent"
+        kb = open_kb(f"sparql+wikidata:{server.origin}/sparql",
+                     settings.override(kb={"max_response_bytes": 2**20, "batch_size": 1,
+                                           "resilience": {"retries": 0}}))
+        try:
+            error, peak = _peak(lambda: asyncio.run(kb.facts("Q42", "P19", "forward")))
+        finally:
+            asyncio.run(kb.aclose())
+    assert isinstance(error, KBError) and "passed kb.max_response_bytes (1,048,576 bytes)" in str(error), error
+    assert peak < BOMB / 16, f"{peak / 2**20:.0f} MiB held while a 128 MiB answer was refused"
+
+
+@pytest.mark.parametrize(("spec", "api", "sparql"), [("wikidata", "www.wikidata.org", "query.wikidata.org"),
+                                                     ("dbpedia", "lookup.dbpedia.org", "dbpedia.org")])
+def test_a_gzip_bomb_from_a_search_api_is_refused_at_the_decoded_limit(settings, spec, api, sparql) -> None:
+    """The Wikidata API and DBpedia Lookup, as ``open_kb`` sets them up (their answers checked too)."""
+    with GzipBomb() as server:
+        kb = open_kb(spec, settings.override(kb={
+            "max_response_bytes": 2**20, "resilience": {"retries": 0},
+            "endpoints": {api: {"url": f"{server.origin}/search"}, sparql: {"url": f"{server.origin}/sparql"}}}))
+        try:
+            error, peak = _peak(lambda: asyncio.run(kb.search_entities("dracula")))
+        finally:
+            asyncio.run(kb.aclose())
+    assert isinstance(error, Exception) and "passed kb.max_response_bytes (1,048,576 bytes)" in str(error), error
+    assert peak < BOMB / 16, f"{peak / 2**20:.0f} MiB held while a 128 MiB answer was refused"
+
+
+def test_a_gzip_bomb_from_a_model_server_costs_one_request_at_the_decoded_limit() -> None:
+    with GzipBomb() as server:
+        llm = OpenAILLM(model="m", base_url=server.origin + "/v1", max_response_bytes=2**20, resilience=None,
+                        timeout_s=30)
+
+        async def run() -> list[Any]:
+            try:
+                return await llm.agenerate([ask("who wrote dracula")])
+            finally:
+                await llm.aclose()
+
+        [bombed], peak = _peak(lambda: asyncio.run(run()))
+    assert bombed.error and "passed llm.max_response_bytes (1,048,576 bytes); reading stopped there" in bombed.error
+    assert peak < BOMB / 16, f"{peak / 2**20:.0f} MiB held while a 128 MiB answer was refused"

@@ -257,8 +257,10 @@ def test_pipeline_answers_from_the_dbpedia_base(dbpedia_kb: KifKnowledgeBase,
 
 
 def test_virtuoso_locks_its_sql_port_with_a_random_password_no_command_line_shows(tmp_path: Path, monkeypatch) -> None:
-    """A base of two triples: its SQL port refuses the factory ``dba``/``dba`` login once loaded, and no process
-    kifqa started carried a password (or any SQL) in its arguments, which ``ps`` shows to every user."""
+    """A base of two triples: its SQL port refuses the factory ``dba``/``dba`` login once loaded, and so does
+    the password the database was created with (the one command line that carried one, before any port was
+    open); no other process kifqa started carried a password (or any SQL) in its arguments, which ``ps``
+    shows to every user."""
     import subprocess
 
     from kifqa.kb import virtuoso
@@ -283,5 +285,64 @@ def test_virtuoso_locks_its_sql_port_with_a_random_password_no_command_line_show
         output = factory.communicate(timeout=60)[0].decode(errors="replace")
         assert factory.returncode != 0 and "Bad login" in output, output
         assert "password" not in (server._run / "virtuoso.ini").read_text().lower()
-    assert len(started) == 2, started  # the server and the loader
-    assert all(not any(w in arg.upper() for w in ("PASSWORD", "PWD", "SELECT", "LD_DIR")) for a in started for arg in a)
+        created, *_ = started
+        first = created[created.index("+pwddba") + 1]  # the creation's, before any port: the loader replaced it
+        used = real_popen([client, f"127.0.0.1:{sql_port}", "dba", first, "exec=SELECT 1;"],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        output = used.communicate(timeout=60)[0].decode(errors="replace")
+        assert used.returncode != 0 and "Bad login" in output, output
+    assert len(started) == 3, started  # the database's creation, the server and the loader
+    assert all(not any(w in arg.upper() for w in ("PASSWORD", "PWD", "SELECT", "LD_DIR"))
+               for a in started[1:] for arg in a)
+
+
+def test_virtuoso_refuses_the_factory_dba_login_from_the_moment_its_sql_port_accepts(tmp_path: Path) -> None:
+    """The database is created with its password set before the server listens: ``dba``/``dba`` is refused
+    at the first connection the SQL port accepts."""
+    import socket
+    import subprocess
+    import threading
+    import time
+
+    from kifqa.kb import virtuoso
+
+    data = tmp_path / "tiny.nt"
+    data.write_text('<http://x.org/a> <http://x.org/p> <http://x.org/b> .\n')
+    server = VirtuosoServer(data, graph="http://x.org/g")
+    failed: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            server.start()
+        except BaseException as e:  # reported below
+            failed.append(e)
+
+    starting = threading.Thread(target=start)
+    starting.start()
+    _, client = virtuoso.virtuoso_binaries()
+    answers = []
+    try:
+        found = None
+        while found is None:  # the configuration, once written whole
+            time.sleep(0.005)
+            ini = server._run / "virtuoso.ini" if server._run is not None else None
+            found = re.search(r"ServerPort = 127\.0\.0\.1:(\d+)", ini.read_text()) if ini and ini.is_file() else None
+        sql_port = int(found[1])
+        while starting.is_alive():
+            try:
+                socket.create_connection(("127.0.0.1", sql_port), timeout=1).close()
+            except OSError:
+                time.sleep(0.005)
+                continue
+            factory = subprocess.run([client, f"127.0.0.1:{sql_port}", "dba", "dba", "exec=SELECT 1;"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     timeout=60)
+            answers.append(factory.stdout.decode(errors="replace"))
+            break  # once: Virtuoso holds back a user's logins after failed ones, the loader's too
+        starting.join()
+        assert not failed, failed
+        assert answers, "the SQL port was never seen accepting while the server started"
+        assert all("Bad login" in a for a in answers), answers
+    finally:
+        starting.join()
+        server.stop()

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -142,3 +144,31 @@ def test_the_relation_choices_system_prompt_is_kept_like_a_block(model: LocalLLM
         assert first.usage.cached_prompt_tokens >= system_tokens > 20
     finally:
         asyncio.run(other.aclose())
+
+
+def _post(url: str, body: dict, headers: dict[str, str] | None = None) -> int:
+    """The status of a POST of ``body`` to ``url``."""
+    request = urllib.request.Request(url, data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            return answer.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def test_the_embedded_server_answers_only_kifqa_with_its_key_and_shows_no_slots(model: LocalLLM) -> None:
+    """Another local user finds the port but not the key: no completion, no tokenizer, no slot action;
+    kifqa's own requests (template, tokenizer, slot save and restore) go on with it."""
+    assert model.prepare(draft("q")) == "computed"  # /apply-template, /tokenize, /slots/N?action=save
+    base = model._server.listening_address
+    for path, body in [("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}),
+                       ("/completion", {"prompt": "hi", "n_predict": 1}), ("/tokenize", {"content": "hi"}),
+                       ("/slots/0?action=erase", {}), ("/slots/0?action=save", {"filename": "stolen.bin"})]:
+        assert _post(base + path, body) == 401, path
+        assert _post(base + path, body, {"Authorization": "Bearer not-the-key"}) == 401, path
+    with pytest.raises(urllib.error.HTTPError) as refused:  # the slots' monitor: off, even with the key
+        urllib.request.urlopen(urllib.request.Request(base + "/slots", headers={"Authorization": f"Bearer {model._key}"}), timeout=60)
+    assert refused.value.code in (404, 501)
+    (done,) = model.generate([draft("who wrote dracula")])
+    assert done.ok and model.blocks().restored + model.blocks().computed >= 1

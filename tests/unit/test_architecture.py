@@ -21,7 +21,7 @@ ROOT = Path(kifqa.__file__).parent
 #: kifqa's packages and top-level modules from the bottom layer up; a module may import its own layer and
 #: those below it. The package root (``kifqa/__init__.py``, the public API) may import anything.
 LAYERS = (
-    {"errors", "types", "config", "sqlite", "resilience", "lazy", "redact"},
+    {"errors", "types", "config", "sqlite", "resilience", "lazy", "redact", "bounded"},
     {"data"},
     {"kb", "llm"},
     {"examples"},
