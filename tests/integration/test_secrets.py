@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import gzip
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -207,11 +209,16 @@ def planted_in(text: str) -> list[str]:
 
 
 def files_with_planted_secrets(*folders: Path) -> dict[str, list[str]]:
-    """Every file under ``folders`` (a Parquet file's rows, any other file's bytes) that holds a planted secret."""
+    """Every file under ``folders`` (a Parquet file's rows, a report's unpacked data, any other file's bytes)
+    that holds a planted secret."""
     found = {}
     for path in (p for folder in folders for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
         text = (json.dumps(pq.read_table(path).to_pylist(), default=str) if path.suffix == ".parquet"
                 else path.read_bytes().decode("utf-8", "replace"))
+        if path.suffix == ".html":
+            blobs = re.findall(r'type="application/gzip-base64"[^>]*>([A-Za-z0-9+/=]+)</script>', text)
+            assert blobs, "the report's data was read"
+            text += "".join(gzip.decompress(base64.b64decode(blob)).decode() for blob in blobs)
         if leaked := planted_in(text):
             found[str(path)] = leaked
     return found
@@ -224,7 +231,7 @@ def test_planted_secrets_reach_no_output_of_a_check_an_interrupted_run_its_resum
     """The KB's password is used (the endpoint refuses requests without it) and given on the command line,
     then in ``KIFQA_KB__SPEC`` (which Ray's runtime env would carry); no file, log or line shows a secret."""
     questions = load_sqwd(settings.data_dir, "valid")[:16]
-    corpus, out, report = tmp_path / "q.jsonl", tmp_path / "out", tmp_path / "report.html"
+    corpus, out, report = tmp_path / "q.jsonl", tmp_path / "out", tmp_path / "report" / "report.html"
     corpus.write_text("".join(json.dumps({"id": q.id, "question": q.text}) + "\n" for q in questions))
     config = tmp_path / "run.yaml"
     config.write_text(yaml.safe_dump({
@@ -249,7 +256,7 @@ def test_planted_secrets_reach_no_output_of_a_check_an_interrupted_run_its_resum
                                  text=True, timeout=900)
         written = subprocess.run([KIFQA, "report", str(out), "--out", str(report)], cwd=REPO, env=env,
                                  capture_output=True, text=True, timeout=300)
-        dead = spec.replace(endpoint.origin, f"http://127.0.0.1:{free_port()}")
+        dead = spec.replace(endpoint.origin.removeprefix("http://"), f"127.0.0.1:{free_port()}")
         checked = subprocess.run([KIFQA, "check", "--config", str(config), "--kb", dead], cwd=REPO, env=env,
                                  capture_output=True, text=True, timeout=300)
         leaked_files = files_with_planted_secrets(out, Path(ray_tmp), report.parent)
