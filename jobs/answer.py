@@ -10,6 +10,8 @@ cluster it was submitted to (``RAY_ADDRESS``).
 from __future__ import annotations
 
 from kifqa.cli.run import run
+from kifqa.redact import mask_stdio
 
 if __name__ == "__main__":
+    mask_stdio()
     run(prog_name="jobs/answer.py")

@@ -16,7 +16,9 @@ a seeded draw picks a fault for it, with the per-request probabilities of :class
 =============  ==================================================================================
 
 ``down = True`` resets every connection (an endpoint that is gone); ``poison = TEXT`` answers HTTP 400
-to every request whose body or URL holds TEXT (URL-decoded): a lookup the endpoint rejects. The proxy counts requests, faults
+to every request whose body or URL holds TEXT (URL-decoded): a lookup the endpoint rejects; ``required = (TEXT, ...)``
+answers HTTP 401 to every request whose URL and ``Authorization`` header lack one of them: an endpoint with
+credentials. The proxy counts requests, faults
 by kind and the highest number of requests in flight (a request stops counting just before its answer
 or reset is written, since its client may send the next one as soon as it has read it; a hung request
 when its client disconnects), and logs the time of each request and of each 429, so tests can check that no request
@@ -92,6 +94,7 @@ class FaultProxy(LoopbackServer):
         self.faults = faults
         self.down = False
         self.poison: str | None = None
+        self.required: tuple[str, ...] = ()
         self.requests: list[Request] = []
         #: (time the 429 was sent, its Retry-After in seconds)
         self.throttled: list[tuple[float, float]] = []
@@ -118,10 +121,12 @@ class FaultProxy(LoopbackServer):
 
     # -- internals -------------------------------------------------------------
 
-    def _draw(self, path: str = "", body: bytes = b"") -> str:
+    def _draw(self, path: str = "", body: bytes = b"", authorization: str = "") -> str:
         with self._lock:
             if self.down:
                 return "reset"
+            if any(text not in f"{unquote_plus(path)} {authorization}" for text in self.required):
+                return "unauthorized"
             if self.poison and self.poison in unquote_plus(path + "?" + body.decode("utf-8", "replace")):
                 return "poison"
             x, total = self._rng.random(), 0.0
@@ -161,7 +166,7 @@ class FaultProxy(LoopbackServer):
 
             def _proxy(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                fault = proxy._draw(self.path, body)
+                fault = proxy._draw(self.path, body, self.headers.get("Authorization", ""))
                 arrived = proxy._httpd.accepted.pop(self.request, time.monotonic())
                 with proxy._track(arrived, self.command, self.path, fault) as self.answered:
                     if fault == "reset":
@@ -175,6 +180,8 @@ class FaultProxy(LoopbackServer):
                             proxy.throttled.append((time.monotonic(), float(wait)))
                     elif fault == "poison":
                         self._send(400, b"MalformedQueryException: rejected", {"Content-Type": "text/plain"})
+                    elif fault == "unauthorized":
+                        self._send(401, b"credentials required", {"Content-Type": "text/plain"})
                     elif fault == "unavailable":
                         self._send(503, b"<html><body>503 Service Unavailable</body></html>",
                                    {"Content-Type": "text/html"})

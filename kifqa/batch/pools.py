@@ -30,6 +30,7 @@ from kifqa.config import Settings
 from kifqa.errors import ConfigError, KifqaError
 from kifqa.kb.base import KBStats
 from kifqa.llm.blockstate import BlockStats
+from kifqa.redact import redact
 
 #: The settings the actors are made from: a job may use running pools only if its own are the same.
 _POOL_SETTINGS: dict[str, Any] = {
@@ -141,13 +142,16 @@ def started_pools(settings: Settings, *, open_kb: KBFactory | None = None,
 
 
 def connect(settings: Settings) -> None:
-    """Joins or starts a Ray cluster unless Ray is initialised; ``KIFQA_*`` variables reach the workers
-    through the runtime env (secrets do not: :func:`~kifqa.batch.llmpool.forwarded_secrets`)."""
+    """Joins or starts a Ray cluster unless Ray is initialised. ``KIFQA_*`` variables reach the workers
+    through the runtime env, which Ray's dashboard and job info show, unless they hold a secret
+    (:func:`~kifqa.redact.redact` would mask them): the workers get the settings themselves, secrets included,
+    as their task and actor arguments, and API keys as :func:`~kifqa.batch.llmpool.forwarded_secrets`."""
     if ray.is_initialized():
         return
     # Inside `ray job submit` the job's runtime env already reaches the workers; Ray refuses a
     # ray.init that sets one of its variables again.
-    env = {k: v for k, v in os.environ.items() if k.startswith("KIFQA_") and k not in _job_env_vars()}
+    env = {k: v for k, v in os.environ.items()
+           if k.startswith("KIFQA_") and k not in _job_env_vars() and redact(f"{k}={v}") == f"{k}={v}"}
     ray.init(address=settings.batch.ray_address, runtime_env={"env_vars": env} if env else None,
              log_to_driver=False)
 

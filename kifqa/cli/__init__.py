@@ -7,6 +7,7 @@ import click
 
 from kifqa.cli.lazy import LazyGroup
 from kifqa.errors import ConfigError
+from kifqa.redact import mask_stdio
 
 #: Command → where it lives.
 COMMANDS = {"ask": "kifqa.cli.ask:ask", "bench": "kifqa.bench:bench", "check": "kifqa.cli.check:check",
@@ -24,7 +25,8 @@ def cli() -> None:
 
 def main() -> None:
     """Runs the command line; a :class:`ConfigError` that no command caught ends it with one line and
-    exit status 2, not a traceback."""
+    exit status 2, not a traceback. Everything it prints is redacted (:func:`~kifqa.redact.mask_stdio`)."""
+    mask_stdio()
     try:
         cli()
     except ConfigError as err:

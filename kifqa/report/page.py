@@ -18,6 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from kifqa.redact import redact, redact_data
 from kifqa.report.data import CANDIDATES
 from kifqa.runs.folder import write_private
 
@@ -54,7 +55,8 @@ def _blob(attrs: str, text: str) -> str:
 
 
 def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=str)
+    """``value`` as the JSON of a blob, credentials masked (:func:`~kifqa.redact.redact_data`)."""
+    return json.dumps(redact_data(value), ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=str)
 
 
 def _licences() -> str:
@@ -77,7 +79,7 @@ def render_page(*, title: str, about: str, summary: dict[str, Any], columns: dic
     traces = "".join(_blob(f'class="traces" data-chunk="{k}"', _json(records[start:start + CHUNK]))
                      for k, start in enumerate(range(0, n, CHUNK)))
     page = _asset("assets", "page.html")
-    for marker, text in (("title", html.escape(title)), ("vendor-css", _vendored(TABULATOR, 2)),
+    for marker, text in (("title", html.escape(redact(title))), ("vendor-css", _vendored(TABULATOR, 2)),
                          ("css", _asset("assets", "report.css")), ("licenses", _licences()),
                          ("js", _asset("assets", "report.js")), ("blobs", "".join(blobs)),
                          ("traces", traces)):
