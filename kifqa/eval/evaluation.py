@@ -23,8 +23,8 @@ from kifqa.eval.failures import FAILURES, LINKING, detail_kind
 from kifqa.eval.metrics import summarize
 from kifqa.eval.scoring import Scored, confidence_of, score_prediction
 from kifqa.eval.traces import STEPS, costs_per_question, step_timings
-from kifqa.runs.folder import write_private
 from kifqa.runs.results import Prediction
+from kifqa.runs.storage import write_private
 from kifqa.types import ErrorKind, Result, Trace
 
 T = TypeVar("T")

@@ -20,7 +20,7 @@ from typing import Any
 
 from kifqa.redact import redact, redact_data
 from kifqa.report.data import CANDIDATES
-from kifqa.runs.folder import write_private
+from kifqa.runs.storage import write_private
 
 #: The vendored libraries (folders under ``vendor/``): script, stylesheet, licence.
 TABULATOR = ("tabulator-tables-6.5.3", "tabulator.min.js", "tabulator.min.css", "LICENSE")
@@ -89,7 +89,7 @@ def render_page(*, title: str, about: str, summary: dict[str, Any], columns: dic
 
 def write_page(path: str | Path, **page: Any) -> Path:
     """Writes :func:`render_page` ``(**page)`` to ``path`` (whole, private and durable:
-    :func:`kifqa.runs.folder.write_private`); returns the path."""
+    :func:`kifqa.runs.storage.write_private`); returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_private(path, render_page(**page).encode("utf-8"))

@@ -47,11 +47,10 @@ import pyarrow.parquet as pq
 from kifqa.errors import ConfigError
 from kifqa.runs.lock import Lease, local_lock
 from kifqa.runs.schema import ANSWER_SCHEMA, TRACE_SCHEMA
-from kifqa.runs.storage import is_uri, local_path, resolve, shown
+from kifqa.runs.storage import TMP, fsync_folder, is_uri, local_path, private_output, resolve, shown, write_private
 
 log = logging.getLogger(__name__)
 
-_TMP = ".tmp-"
 #: A traces file's name, and an answers file's (an attempt's id after the index on an object store).
 _TRACES = re.compile(r"shard-(\d{5,})\.parquet")
 _ANSWERS = re.compile(r"shard-(\d{5,})(?:\.[0-9a-f]{8,})?\.parquet")
@@ -181,7 +180,7 @@ class RunFolder:
         keys: dict[int, tuple[str, int, int]] = {}
         for info in self._list(self._traces):
             name, match = info.base_name, _TRACES.fullmatch(info.base_name)
-            if name.startswith(_TMP):
+            if name.startswith(TMP):
                 continue
             if match is None or name != self.shard_file(int(match[1])):
                 self._warn(f"traces/{name}", "not a shard file: ignored")
@@ -267,12 +266,12 @@ class RunFolder:
                 stream.write(data)
             return
         target = Path(path)
-        tmp = target.with_name(f"{_TMP}{uuid.uuid4().hex}-{target.name}")
+        tmp = target.with_name(f"{TMP}{uuid.uuid4().hex}-{target.name}")
         try:
-            with _private(tmp) as out:
+            with private_output(tmp) as out:
                 out.write(data)
             os.replace(tmp, target)
-            _fsync_folder(target.parent)
+            fsync_folder(target.parent)
         finally:
             tmp.unlink(missing_ok=True)
 
@@ -377,14 +376,14 @@ class RunFolder:
         that no finished shard names (an attempt that did not commit). Only while holding :meth:`lock`."""
         named = {s.answers for s in self.shards().values()}
         for info in self._list(self._answers):
-            if info.base_name.startswith(_TMP) or (_ANSWERS.fullmatch(info.base_name)
+            if info.base_name.startswith(TMP) or (_ANSWERS.fullmatch(info.base_name)
                                                    and info.base_name not in named):
                 self._delete(info.path)
             elif _ANSWERS.fullmatch(info.base_name) is None:
                 self._warn(f"answers/{info.base_name}", "not a shard file: ignored")
         for folder in (self._traces, self._base):
             for info in self._list(folder):
-                if info.base_name.startswith(_TMP):
+                if info.base_name.startswith(TMP):
                     self._delete(info.path)
 
     def read_manifest(self) -> dict[str, Any] | None:
@@ -437,38 +436,6 @@ class RunFolder:
     def _delete(self, path: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             self._fs.delete_file(path)
-
-
-def write_private(path: Path, data: bytes) -> None:
-    """Writes ``data`` to ``path`` on a local disk as the run folder's files are written: under a unique
-    temporary name in its folder, mode 0600, fsynced, renamed into place and the folder fsynced (a crash
-    leaves the old file or the new one whole, and no reader ever sees a part)."""
-    tmp = path.with_name(f"{_TMP}{uuid.uuid4().hex}-{path.name}")
-    try:
-        with _private(tmp) as out:
-            out.write(data)
-        os.replace(tmp, path)
-        _fsync_folder(path.parent)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-@contextlib.contextmanager
-def _private(path: Path) -> Iterator[Any]:
-    """``path`` created for writing, mode 0600, fsynced when the block ends."""
-    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
-        yield out
-        out.flush()
-        os.fsync(out.fileno())
-
-
-def _fsync_folder(folder: Path) -> None:
-    """Makes a rename in ``folder`` durable."""
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _parquet(table: pa.Table) -> bytes:

@@ -11,11 +11,13 @@ profile. Credentials are never part of what kifqa records: :func:`shown` strips 
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
-import tempfile
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 from urllib.parse import urlsplit, urlunsplit
 
 import pyarrow as pa
@@ -93,16 +95,43 @@ def write_file(where: str | Path, data: bytes) -> None:
         return
     target = local_path(where)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    write_private(target, data)
+
+
+#: The prefix of a file being written: readers and listings pass over it, a sweep removes it.
+TMP = ".tmp-"
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Writes ``data`` to ``path`` on a local disk: under a unique temporary name in its folder, mode 0600,
+    fsynced, renamed into place and the folder fsynced (a crash leaves the old file or the new one whole, and no
+    reader ever sees a part)."""
+    tmp = path.with_name(f"{TMP}{uuid.uuid4().hex}-{path.name}")
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temp, target)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+        with private_output(tmp) as out:
+            out.write(data)
+        os.replace(tmp, path)
+        fsync_folder(path.parent)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def private_output(path: Path) -> Iterator[Any]:
+    """``path`` created for writing, mode 0600, fsynced when the block ends."""
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
+        yield out
+        out.flush()
+        os.fsync(out.fileno())
+
+
+def fsync_folder(folder: Path) -> None:
+    """Makes a rename in ``folder`` durable."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class _Raw(io.RawIOBase):
