@@ -7,7 +7,7 @@
 - the model: a local folder that exists, or a Hugging Face repository this token may read (gated models
   need ``HF_TOKEN``; ``HF_ENDPOINT`` and ``HF_HUB_OFFLINE`` are honoured as the Hub's client does);
 - the endpoints: the model server of the ``openai`` backend, sent its API key (401/403 fail) and the
-  SPARQL endpoint of ``kb.spec``;
+  SPARQL endpoint of ``kb.spec``; a public endpoint needs ``kb.contact``;
 - the GPUs of the Ray cluster against ``llm_actors`` × GPUs per engine (tensor × pipeline parallel);
 - the corpus readable and the output URI writable, through pyarrow's file systems (local paths, ``s3://``,
   ``gs://``...).
@@ -36,7 +36,7 @@ import httpx
 from kifqa.config import Settings
 from kifqa.data import paths
 from kifqa.errors import ConfigError
-from kifqa.kb.spec import endpoint_url, user_agent
+from kifqa.kb.spec import PUBLIC_HOSTS, endpoint_host, endpoint_url, resolve, search_host, user_agent
 from kifqa.resilience import connection_failure
 
 #: Seconds an endpoint has to answer the check (connecting included).
@@ -74,7 +74,8 @@ def preflight(settings: Settings, *, corpus: str | Path | None = None, out: str 
         problems += data(settings)
     if llm:
         problems += model(settings)
-    problems += endpoints(settings, kb=kb, llm=llm)
+    unnamed = contact(settings) if kb else []
+    problems += unnamed + endpoints(settings, kb=kb and not unnamed, llm=llm)
     problems += gpus(settings, wait_s=gpu_wait_s)
     if corpus is not None:
         problems += readable(corpus)
@@ -192,6 +193,23 @@ def model(settings: Settings) -> list[Problem]:
                                  "accept the model's license on its Hub page with the token's account")]
     if answer.status_code == 404:
         return [Problem("model", f"{repo} (llm.model) is not a model on the Hugging Face Hub {hub}")]
+    return []
+
+
+def contact(settings: Settings) -> list[Problem]:
+    """A public endpoint (:data:`~kifqa.kb.spec.PUBLIC_HOSTS`) without a real ``kb.contact``: opening the
+    knowledge base would fail in every KB actor (:func:`~kifqa.kb.spec.resolve`), after the models loaded."""
+    spec = settings.kb.spec
+    try:
+        hosts = {endpoint_host(spec, settings), search_host(spec, settings)}
+    except ConfigError:  # a spec that names nothing: endpoints() says so
+        return []
+    if not hosts & PUBLIC_HOSTS:
+        return []
+    try:
+        resolve(spec, settings)
+    except ConfigError as err:
+        return [Problem("kb", _first_line(err))]
     return []
 
 

@@ -222,3 +222,40 @@ def test_the_endpoint_check_reads_no_body(monkeypatch: pytest.MonkeyPatch) -> No
         problems = endpoints(settings, kb=False)
     assert problems == []
     assert server.sent < 16 * 2**20, f"the check read {server.sent:,} bytes of the body"
+
+
+def no_way_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sends every request the check makes beyond 127.0.0.1 to a closed local port (the public endpoints are
+    not reached)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{s.getsockname()[1]}"
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.setenv(name, closed)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+
+
+def test_a_public_endpoint_without_a_contact_is_a_problem(ready: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    no_way_out(monkeypatch)
+    monkeypatch.setenv("KIFQA_KB__CONTACT", "")
+    status, lines = check(edit(ready, kb={"spec": "wikidata"}))
+    assert (status, lines) == (2, [
+        "kb: KB spec 'wikidata' queries query.wikidata.org and www.wikidata.org, whose operators ask for a contact: "
+        "set kb.contact (environment KIFQA_KB__CONTACT) to your URL or e-mail address"])
+
+
+def test_the_rayjobs_contact_is_a_placeholder_the_check_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """cluster/rayjob.yaml ships a contact to replace: as shipped, its job stops in the preflight."""
+    from kifqa.batch.preflight import contact
+
+    repo = Path(__file__).resolve().parents[2]
+    job = yaml.safe_load((repo / "cluster" / "rayjob.yaml").read_text())
+    env = yaml.safe_load(job["spec"]["runtimeEnvYAML"])["env_vars"]
+    assert env["KIFQA_KB__CONTACT"], "a placeholder that says what goes there"
+    monkeypatch.setenv("KIFQA_KB__CONTACT", env["KIFQA_KB__CONTACT"])
+    settings = Settings.load(repo / "jobs" / "configs" / "wikidata-vllm-llama.yaml")
+    assert [p.check for p in contact(settings)] == ["kb"]
+    monkeypatch.setenv("KIFQA_KB__CONTACT", "https://github.com/someone/kifqa-run")
+    assert contact(Settings.load(repo / "jobs" / "configs" / "wikidata-vllm-llama.yaml")) == []
