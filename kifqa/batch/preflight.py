@@ -17,7 +17,8 @@ unreachable, no connection within :data:`CHECK_TIMEOUT_S`) is a wrong address or
 started: a configuration error. A server that takes the connection and then fails (resets it, answers
 5xx, hangs) is an outage the job waits out (``batch.max_outage_s``; docs/reliability.md).
 ``kifqa check`` prints the problems, one line each, and exits with status 2; a job raises
-:class:`ConfigError` with them before it starts an actor.
+:class:`ConfigError` with them before it reads its corpus, and, where the driver has none, runs the endpoint
+and storage checks again on each node of the cluster (:func:`on_nodes`).
 """
 
 from __future__ import annotations
@@ -89,8 +90,43 @@ def check_job(settings: Settings, *, corpus: str | Path | None = None, out: str 
     """Raises :class:`ConfigError` with one line per :func:`preflight` problem, if any (a job, before it
     starts an actor; it waits :data:`JOB_GPU_WAIT_S` for an autoscaler's GPUs)."""
     problems = preflight(settings, corpus=corpus, out=out, kb=kb, llm=llm, pipeline=pipeline, gpu_wait_s=gpu_wait_s)
+    if not problems:
+        problems = on_nodes(settings, out=out, kb=kb, llm=llm)
     if problems:
         raise ConfigError("\n".join(p.message for p in problems))
+
+
+def on_nodes(settings: Settings, *, out: str | Path | None = None, kb: bool = True,
+             llm: bool = True) -> list[Problem]:
+    """The endpoint checks, and the storage check of an output URI, run again in a Ray task on each node of
+    the cluster (joined or started): the shard tasks and actors run in the nodes' environment, not the
+    driver's (``AWS_ENDPOINT_URL`` set only where the job was started fails every shard). Each problem once,
+    naming the nodes that have it."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from kifqa.batch.pools import connect
+
+    try:
+        connect(settings)
+    except (ConfigError, ConnectionError) as err:
+        return [Problem("cluster", _first_line(err))]
+    storage = str(out) if out is not None and "://" in str(out) else None  # a local path is the driver's own disk
+    task = ray.remote(num_cpus=0)(_node_problems)
+    nodes = [n for n in ray.nodes() if n["Alive"]]
+    asked = [task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
+             .remote(settings, storage, kb, llm) for n in nodes]
+    where: dict[Problem, list[str]] = {}
+    for node, found in zip(nodes, ray.get(asked), strict=True):
+        for problem in found:
+            where.setdefault(problem, []).append(node["NodeManagerAddress"])
+    return [Problem(p.check, f"on the Ray node(s) {', '.join(sorted(set(hosts)))}, in the workers' environment: "
+                             f"{p.message}") for p, hosts in where.items()]
+
+
+def _node_problems(settings: Settings, out: str | None, kb: bool, llm: bool) -> list[Problem]:
+    """What :func:`on_nodes` finds on one node (run there, in a Ray task)."""
+    return endpoints(settings, kb=kb, llm=llm) + (writable(out) if out is not None else [])
 
 
 def needs_embeddings(settings: Settings) -> bool:
