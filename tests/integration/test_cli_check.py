@@ -259,3 +259,36 @@ def test_the_rayjobs_contact_is_a_placeholder_the_check_refuses(monkeypatch: pyt
     assert [p.check for p in contact(settings)] == ["kb"]
     monkeypatch.setenv("KIFQA_KB__CONTACT", "https://github.com/someone/kifqa-run")
     assert contact(Settings.load(repo / "jobs" / "configs" / "wikidata-vllm-llama.yaml")) == []
+
+
+def test_the_local_cpu_config_says_whether_the_model_is_fetched_and_the_base_built(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data_dir: Path, built_kb: Any) -> None:
+    from kifqa.batch.preflight import local_base, local_model
+    from kifqa.llm import weights
+
+    repo = Path(__file__).resolve().parents[2]
+    monkeypatch.setenv("KIFQA_DATA_DIR", str(data_dir))
+    monkeypatch.setenv("KIFQA_CACHE_DIR", str(tmp_path / "empty-cache"))
+    settings = Settings.load(repo / "jobs" / "configs" / "local-cpu.yaml")
+    [kb] = local_base(settings)
+    assert str(kb).startswith(f"kb: no knowledge base is built for the data in {data_dir}") and \
+        str(kb).endswith("run `kifqa kb build`")
+    known = weights.KNOWN_MODELS[settings.llm.model]
+    if weights.status(known, cache_dir=settings.cache_dir).parts_ready == len(known.parts):
+        assert local_model(settings) == [], "the parts are installed: the job assembles the file"
+    else:
+        [model] = local_model(settings)
+        assert str(model).startswith(f"model: {known.name} is not fetched") and "`kifqa model fetch`" in str(model)
+    missing = settings.override(llm={"model": str(tmp_path / "none.gguf")})
+    assert [p.check for p in local_model(missing)] == ["model"]
+    assert local_base(settings.override(cache_dir=built_kb.root.parents[1])) == [], "built: no problem"
+
+
+def test_kifqa_check_on_the_local_cpu_config_reports_an_unbuilt_base(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data_dir: Path) -> None:
+    repo = Path(__file__).resolve().parents[2]
+    monkeypatch.setenv("KIFQA_DATA_DIR", str(data_dir))
+    monkeypatch.setenv("KIFQA_CACHE_DIR", str(tmp_path / "empty-cache"))
+    status, lines = check(repo / "jobs" / "configs" / "local-cpu.yaml", "--out", str(tmp_path / "out"),
+                          "--corpus", str(repo / "pyproject.toml"))
+    assert status == 2 and any(line.startswith("kb: no knowledge base is built") for line in lines), lines
