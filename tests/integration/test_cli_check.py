@@ -18,6 +18,7 @@ from click.testing import CliRunner
 from kifqa.cli import cli
 from kifqa.config import Settings
 from kifqa.errors import ConfigError
+from kifqa.kb.build import BuiltKB
 from tests.fake_hub import GOOD_TOKEN, FakeHub
 from tests.llm_server import ChatServer
 
@@ -57,9 +58,11 @@ def hub() -> Iterator[FakeHub]:
 
 
 @pytest.fixture
-def ready(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hub: FakeHub, gpu_ray: None, data_dir: Path) -> Path:
+def ready(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hub: FakeHub, gpu_ray: None, data_dir: Path,
+          built_kb: BuiltKB) -> Path:
     """A vLLM job config (2 actors of 1 GPU, the gated Llama, clustered examples, local base) that this
-    environment satisfies: the fake vLLM importable, the token set, the data folder there."""
+    environment satisfies: the fake vLLM importable, the token set, the data folder there, the base built."""
+    monkeypatch.setenv("KIFQA_CACHE_DIR", str(built_kb.root.parents[1]))
     monkeypatch.syspath_prepend(str(FAKE_VLLM))
     monkeypatch.setenv("HF_ENDPOINT", hub.origin)
     monkeypatch.setenv("HF_TOKEN", GOOD_TOKEN)
@@ -153,8 +156,10 @@ def test_with_an_output_that_cannot_be_written(ready: Path, tmp_path: Path) -> N
     assert status == 2 and len(lines) == 1 and lines[0].startswith(f"output: the output {blocker / 'out'} is not writable")
 
 
-def test_with_a_wrong_api_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data_dir: Path) -> None:
+def test_with_a_wrong_api_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data_dir: Path,
+                              built_kb: BuiltKB) -> None:
     monkeypatch.setenv("KIFQA_DATA_DIR", str(data_dir))
+    monkeypatch.setenv("KIFQA_CACHE_DIR", str(built_kb.root.parents[1]))
     with KeyedModelServer() as server:
         config = tmp_path / "openai.yaml"
         config.write_text(yaml.safe_dump({
@@ -262,7 +267,7 @@ def test_the_rayjobs_contact_is_a_placeholder_the_check_refuses(monkeypatch: pyt
 
 
 def test_the_local_cpu_config_says_whether_the_model_is_fetched_and_the_base_built(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data_dir: Path, built_kb: Any) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data_dir: Path, built_kb: BuiltKB) -> None:
     from kifqa.batch.preflight import local_base, local_model
     from kifqa.llm import weights
 
