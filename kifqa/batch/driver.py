@@ -102,8 +102,8 @@ def run_job(settings: Settings, corpus: str | Path | None = None, out: str | Pat
     joining the cluster ``settings.batch.ray_address`` names (or starting a local one) unless Ray is
     initialised. ``pipeline`` replaces the pipeline. What is replaced must be picklable.
 
-    Before it starts an actor, the environment must have what the settings need
-    (:func:`~kifqa.batch.preflight.check_job`, else :class:`ConfigError`). Ctrl-C or ``SIGTERM``
+    Before it reads the corpus, the environment must have what the settings need, on the driver and on the
+    cluster's nodes (:func:`~kifqa.batch.preflight.check_job`, else :class:`ConfigError`). Ctrl-C or ``SIGTERM``
     stops the job: the manifest records it and :class:`JobStopped` says what is done.
     """
     b = settings.batch
@@ -111,11 +111,13 @@ def run_job(settings: Settings, corpus: str | Path | None = None, out: str | Pat
     out = out or b.out
     if not corpus or not out:
         raise ConfigError("a job needs a corpus and an output folder (arguments or batch.corpus/batch.out)")
+    output = RunFolder(out)
+    target = str(out) if output.remote else str(output.root)
+    if pools is None:  # before the corpus is read and hashed; the replaced backends are the caller's
+        check_job(settings, out=target, kb=open_kb is None, llm=open_llm is None, pipeline=pipeline is default_pipeline)
     data = read_corpus(corpus, id_column=b.id_column, question_column=b.question_column,
                        max_chars=settings.pipeline.max_question_chars)
-    output = RunFolder(out)
     output.create()
-    target = str(out) if output.remote else str(output.root)
     with output.lock():
         return _run_job(settings, data, output, target, pools=pools, pipeline=pipeline, open_kb=open_kb,
                         open_llm=open_llm, progress=progress)
@@ -131,8 +133,6 @@ def _run_job(settings: Settings, data: Corpus, output: RunFolder, out: str, *, p
     previous, set_aside, moved = _prepare(output, key, resume=b.resume)
     shards = _shards(data, b.shard_size)
     todo = _todo(shards, output, retry_failed=b.retry_failed)
-    if todo and pools is None:  # the replaced backends are the caller's
-        check_job(settings, out=out, kb=open_kb is None, llm=open_llm is None, pipeline=pipeline is default_pipeline)
     manifest = new_manifest(settings, data, key, len(shards), previous)
     if set_aside:
         manifest["runs"][-1]["set_aside"] = [asdict(s) for s in set_aside]

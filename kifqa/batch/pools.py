@@ -23,6 +23,7 @@ from ray.actor import ActorHandle
 from ray.exceptions import RayTaskError
 from ray.util.placement_group import PlacementGroup, remove_placement_group
 
+from kifqa.batch.address import ray_address
 from kifqa.batch.kbpool import ActorKB, KBFactory, TaskKB, kb_in_tasks, start_kb_pool
 from kifqa.batch.limiter import EndpointLimiter, endpoint_limit, search_limit
 from kifqa.batch.llmpool import ActorLLM, LLMFactory, cluster_cpus, engine_workers, llm_placement_groups, start_llm_pool
@@ -142,17 +143,19 @@ def started_pools(settings: Settings, *, open_kb: KBFactory | None = None,
 
 
 def connect(settings: Settings) -> None:
-    """Joins or starts a Ray cluster unless Ray is initialised. ``KIFQA_*`` variables reach the workers
+    """Joins or starts a Ray cluster unless Ray is initialised (:func:`~kifqa.batch.address.ray_address`:
+    :class:`ConfigError` where nothing answers at the address given). ``KIFQA_*`` variables reach the workers
     through the runtime env, which Ray's dashboard and job info show, unless they hold a secret
     (:func:`~kifqa.redact.redact` would mask them): the workers get the settings themselves, secrets included,
     as their task and actor arguments, and API keys as :func:`~kifqa.batch.llmpool.forwarded_secrets`."""
     if ray.is_initialized():
         return
+    address = ray_address(settings)
     # Inside `ray job submit` the job's runtime env already reaches the workers; Ray refuses a
     # ray.init that sets one of its variables again.
     env = {k: v for k, v in os.environ.items()
            if k.startswith("KIFQA_") and k not in _job_env_vars() and redact(f"{k}={v}") == f"{k}={v}"}
-    ray.init(address=settings.batch.ray_address, runtime_env={"env_vars": env} if env else None,
+    ray.init(address=address, runtime_env={"env_vars": env} if env else None,
              log_to_driver=False)
 
 

