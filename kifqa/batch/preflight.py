@@ -367,7 +367,8 @@ def endpoints(settings: Settings, *, kb: bool = True, llm: bool = True) -> list[
     with httpx.Client(timeout=CHECK_TIMEOUT_S, headers={"User-Agent": user_agent(settings)}) as client:
         for what, url, params, headers in checks:
             try:  # only the status is read: a body, however large, is left unread
-                with client.stream("GET", url, params=params, headers=headers) as answer:
+                # the URL's own query (a ?private_token=) is kept: httpx's params= would replace it
+                with client.stream("GET", httpx.URL(url).copy_merge_params(params), headers=headers) as answer:
                     status = answer.status_code
             except (httpx.ConnectError, httpx.ConnectTimeout) as err:
                 problems.append(Problem("endpoint", f"{what} cannot be reached: {_why(err)}"))

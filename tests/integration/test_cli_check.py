@@ -297,3 +297,26 @@ def test_kifqa_check_on_the_local_cpu_config_reports_an_unbuilt_base(
     status, lines = check(repo / "jobs" / "configs" / "local-cpu.yaml", "--out", str(tmp_path / "out"),
                           "--corpus", str(repo / "pyproject.toml"))
     assert status == 2 and any(line.startswith("kb: no knowledge base is built") for line in lines), lines
+
+
+def test_the_endpoint_probe_keeps_the_urls_own_query(settings: Settings) -> None:
+    """A KB URL that authenticates by its query (``?private_token=``) is probed with that query and ``ASK {}``."""
+    from kifqa.batch.preflight import endpoints
+    from kifqa.bench.loopback import LoopbackServer
+
+    seen: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            seen.append(self.path)
+            self.send_response(200 if "private_token=t0k" in self.path else 401)
+            self.end_headers()
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    with LoopbackServer(Handler, name="token-endpoint") as server:
+        spec = f"sparql+wikidata:{server.origin}/sparql?private_token=t0k"
+        problems = endpoints(settings.override(kb={"spec": spec}), llm=False)
+    assert problems == [] and len(seen) == 1
+    assert "private_token=t0k" in seen[0] and "query=ASK" in seen[0]
