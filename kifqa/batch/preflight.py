@@ -460,12 +460,16 @@ def readable(uri: str | Path) -> list[Problem]:
 
 
 def writable(uri: str | Path) -> list[Problem]:
-    """Whether a file can be written to, and removed from, the output folder ``uri`` (created if need be)."""
+    """Whether a file can be written to, and removed from, the output folder ``uri`` (created if need be; a local
+    one private, as the run folder makes it)."""
     from pyarrow import fs as pafs
 
     try:
         filesystem, path = pafs.FileSystem.from_uri(_uri(uri))
-        filesystem.create_dir(path, recursive=True)
+        if isinstance(filesystem, pafs.LocalFileSystem):
+            Path(path).mkdir(mode=0o700, parents=True, exist_ok=True)
+        else:
+            filesystem.create_dir(path, recursive=True)
         probe = f"{path.rstrip('/')}/.kifqa-check-{uuid.uuid4().hex}"
         with filesystem.open_output_stream(probe) as stream:
             stream.write(b"kifqa check\n")

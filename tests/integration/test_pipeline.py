@@ -91,8 +91,11 @@ def test_a_draft_that_names_part_of_a_title_is_widened_to_the_title(local_kb, wi
 
 
 def pool(*examples: tuple[str, str, tuple[str, ...]]) -> FixedExamples:
-    """A pool of examples (question, the topic as the draft writes it, the topic's names) for the draft and priors."""
-    return FixedExamples([Example(q, f"({topic} | p | ?x)", names) for q, topic, names in examples])
+    """A pool of examples (question, the topic as the draft writes it, the topic's names) for the draft and priors,
+    each written twice (the second time with a question mark): a convention needs ``pipeline.prior_least`` (2) of
+    the pool's questions to fire."""
+    return FixedExamples([Example(q, f"({topic} | p | ?x)", names) for question, topic, names in examples
+                          for q in (question, question.rstrip("?") + "?")])
 
 
 #: A pool whose topic is the name before a comma, and one whose topic is the name after a comma.
