@@ -377,7 +377,7 @@ class KifKnowledgeBase(KnowledgeBase):
                                                                               (e, None))
             return found
         real = {"property_mask": Filter.PropertyMask.REAL, "snak_mask": Filter.VALUE_SNAK, **self._masks}
-        return await self._distinct_properties(_properties_filter(direction, real), e)
+        return await self._distinct_properties(_around(direction, real), e)
 
     async def _distinct_properties(self, make: Callable[[Entity], Filter], e: Entity) -> tuple[list[Property], bool]:
         """The distinct properties of the statements ``make(e)`` selects (KIF's ``filter_p``), at most
@@ -404,7 +404,7 @@ class KifKnowledgeBase(KnowledgeBase):
     async def _batched_facts(self, e: Entity, p: Property, direction: Direction) -> FilterResult:
         """``facts`` answered within a batch of lookups of the same direction and datatype."""
         found, batch = await self._coalescer.lookup(("facts", direction, p.range), (e, p))
-        make = _facts_filter(direction, {"property": p, "snak_mask": Filter.VALUE_SNAK, **self._masks})
+        make = _around(direction, {"property": p, "snak_mask": Filter.VALUE_SNAK, **self._masks})
         assert self._shapes is not None
         bound = self._shapes.bind(make, e, projection=Projection.ALL, limit=self.settings.max_results + 1,
                                   distinct=True)
@@ -432,12 +432,12 @@ class KifKnowledgeBase(KnowledgeBase):
         real = {"property_mask": Filter.PropertyMask.REAL, "snak_mask": Filter.VALUE_SNAK, **self._masks}
         assert self._batch_shapes is not None
         if kind == "properties_of":
-            make = _properties_filter(direction, real)
+            make = _around(direction, real)
             projection = Projection.PROPERTY | (Projection.SUBJECT if direction == "forward" else Projection.VALUE)
             query = self._batch_shapes.bind(lambda es, _: make(es), keys, projection=projection, limit=limit + 1)
         else:
             base = {"snak_mask": Filter.VALUE_SNAK, **self._masks}
-            query = self._batch_shapes.bind(lambda es, ps: _facts_filter(direction, {**base, "property": ps})(es),
+            query = self._batch_shapes.bind(lambda es, ps: _around(direction, {**base, "property": ps})(es),
                                             keys, projection=Projection.ALL, limit=limit + 1)
         if query is None:
             return list(await asyncio.gather(*(_outcome(self._single(group, k)) for k in keys)))
@@ -481,9 +481,9 @@ class KifKnowledgeBase(KnowledgeBase):
         limit = self.settings.max_results
         if kind == "properties_of":
             real = {"property_mask": Filter.PropertyMask.REAL, "snak_mask": Filter.VALUE_SNAK, **self._masks}
-            return await self._distinct_properties(_properties_filter(direction, real), e)
+            return await self._distinct_properties(_around(direction, real), e)
         assert self._shapes is not None and p is not None
-        make = _facts_filter(direction, {"property": p, "snak_mask": Filter.VALUE_SNAK, **self._masks})
+        make = _around(direction, {"property": p, "snak_mask": Filter.VALUE_SNAK, **self._masks})
         bound = self._shapes.bind(make, e, projection=Projection.ALL, limit=limit + 1, distinct=True)
         return [row_of(s) for s in await self._guard.run("filter", lambda: self._select(bound))], ""
 
@@ -690,18 +690,12 @@ def masks(index: LabelIndex) -> Masks:
     return {"subject_mask": subject_mask, "value_mask": value_mask}
 
 
-def _properties_filter(direction: Direction, real: dict[str, Any]) -> Callable[[Any], Filter]:
-    """The filter of an entity's (or an OR of entities') statements ``direction``-wards (for ``properties_of``)."""
+def _around(direction: Direction, given: dict[str, Any]) -> Callable[[Any], Filter]:
+    """The filter of the statements (with the ``given`` filter arguments) ``direction``-wards around an entity, or an
+    OR of entities: those it is the subject of (forward) or the value of (backward)."""
     if direction == "forward":
-        return lambda x: Filter(subject=x, **real)
-    return lambda x: Filter(value=x, **real)
-
-
-def _facts_filter(direction: Direction, base: dict[str, Any]) -> Callable[[Any], Filter]:
-    """The filter of ``facts``' statements around an entity (or an OR of entities)."""
-    if direction == "forward":
-        return lambda x: Filter(subject=x, **base)
-    return lambda x: Filter(value=x, **base)
+        return lambda x: Filter(subject=x, **given)
+    return lambda x: Filter(value=x, **given)
 
 
 async def _outcome(coro: Coroutine[Any, Any, T]) -> T | BaseException:
