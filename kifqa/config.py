@@ -119,6 +119,10 @@ class KBSettings(Section):
     #: The Wikidata API's ``maxlag`` (seconds of replication lag above which it refuses and asks to come back):
     #: Wikimedia asks automated clients for 5; ``None`` sends none.
     maxlag_s: int | None = Field(default=5, ge=1, json_schema_extra=RUNTIME)
+    #: Where ``wikidata`` looks statements and terms up: ``api`` (forward lookups, labels and datatypes from the
+    #: Wikidata API's ``wbgetentities``, 50 entities a request; only inverse lookups on WDQS, coalesced across
+    #: questions) or ``sparql`` (every lookup through KIF's ``wdqs`` store).
+    wikidata_lookups: Literal["api", "sparql"] = "api"
 
     @field_validator("endpoints", mode="before")
     @classmethod

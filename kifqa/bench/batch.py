@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 from kifqa.batch import Pools, actor_pools, run_job
 from kifqa.batch.kbpool import kb_in_tasks
 from kifqa.batch.llmpool import cluster_cpus
-from kifqa.bench.public_like import PUBLIC_DEFAULTS, measure_public_like, render_public_like
+from kifqa.bench.public_like import PUBLIC_DEFAULTS, measure_public_paths, render_public_like
 from kifqa.bench.wdqs_like import WDQSLike
 from kifqa.cli.options import load_settings
 from kifqa.config import WDQS_LIMIT, Settings
@@ -94,7 +94,7 @@ def batch(n: int | None, endpoint: str, kb_actor_concurrency: int | None, kb_act
             click.echo(json.dumps(figures, indent=2) if as_json else render_wdqs_like(figures))
             return
         if endpoint == "public-like":
-            figures = measure_public_like(settings, held_out(settings, root / "questions.jsonl", n or 600), root)
+            figures = measure_public_paths(settings, held_out(settings, root / "questions.jsonl", n or 600), root)
             click.echo(json.dumps(figures, indent=2) if as_json else render_public_like(figures))
             return
         if out_uri is not None:

@@ -1,5 +1,8 @@
-"""``kifqa bench batch --endpoint public-like``: the batch job as ``--kb wikidata`` runs it, through KIF's own
-``wdqs`` store and ``wikidata-wapi`` search, against the Wikidata stand-ins (:mod:`kifqa.bench.standins`):
+"""``kifqa bench batch --endpoint public-like``: the batch job as ``--kb wikidata`` runs it against the Wikidata
+stand-ins (:mod:`kifqa.bench.standins`), over the local base and over the hard base (its build behind the same
+stand-ins, its homonyms in the API's search), each by the path of ``kb.wikidata_lookups: api`` (forward lookups and
+terms from ``wbgetentities``, inverse lookups coalesced on WDQS) and beside it by today's ``sparql`` path (KIF's
+``wdqs`` store for every lookup) on fewer questions (:data:`SPARQL_QUESTIONS`: it runs near 1 question a second):
 a WDQS-like front (WDQS's budget, 429 and Retry-After, 0.15 s latency, Blazegraph's dialect) and a
 Wikidata-API-like server (1 request in flight and 10 a second per client, 429 beyond; a replication lag above
 ``maxlag`` for 3 s of every 30 s). The job runs with the default limits of ``batch.limits`` for both hosts and
@@ -34,12 +37,34 @@ BENCH_LAG = Lag(lag_s=8.0, every_s=30.0, for_s=3.0)
 _THROTTLING = ("429", "maxlag", "Retry-After", "Too Many Requests", "throttl")
 
 
-def measure_public_like(settings: Settings, corpus: Path, root: Path) -> dict[str, object]:
-    """The job on ``corpus`` through the public code path against fresh Wikidata stand-ins; its figures."""
-    with wikidata_standins(settings, api={"lag": BENCH_LAG}) as wd:
+#: Questions of today's ``sparql`` path at most (2000 at its ~0.8 q/s would take 40 minutes).
+SPARQL_QUESTIONS = 200
+#: The runs: (name, hard base, ``kb.wikidata_lookups``).
+RUNS = (("local, api", False, "api"), ("local, sparql (today)", False, "sparql"),
+        ("hard, api", True, "api"), ("hard, sparql (today)", True, "sparql"))
+
+
+def measure_public_paths(settings: Settings, corpus: Path, root: Path) -> dict[str, Any]:
+    """:func:`measure_public_like` of each of :data:`RUNS` (today's path on the first :data:`SPARQL_QUESTIONS`
+    questions of ``corpus``)."""
+    lines = corpus.read_text(encoding="utf-8").splitlines(keepends=True)
+    fewer = root / "questions-sparql.jsonl"
+    fewer.write_text("".join(lines[:SPARQL_QUESTIONS]), encoding="utf-8")
+    figures: dict[str, Any] = {}
+    for name, hard, lookups in RUNS:
+        figures[name] = measure_public_like(settings, corpus if lookups == "api" else fewer,
+                                            root / name.split(",")[0] / lookups, hard=hard, lookups=lookups)
+    return figures
+
+
+def measure_public_like(settings: Settings, corpus: Path, root: Path, *, hard: bool = False,
+                        lookups: str = "api") -> dict[str, object]:
+    """The job on ``corpus`` through the public code path (``lookups``: ``kb.wikidata_lookups``) against fresh
+    Wikidata stand-ins over the local base (``hard``: the hard base); its figures."""
+    with wikidata_standins(settings, api={"lag": BENCH_LAG}, hard=hard) as wd:
         # The KB cache is keyed on kb.endpoints: the stand-ins' fresh ports give it a fresh namespace.
-        run = settings.override(kb={"spec": "wikidata", "endpoints": wd.endpoints}, examples={"mode": "fixed"},
-                                batch={"kb_cache": True})
+        run = settings.override(kb={"spec": "wikidata", "endpoints": wd.endpoints, "wikidata_lookups": lookups},
+                                examples={"mode": "fixed"}, batch={"kb_cache": True})
         with actor_pools(run) as pools:
             wd.sparql.reset_counts()
             wd.api.reset_counts()
@@ -60,7 +85,8 @@ def measure_public_like(settings: Settings, corpus: Path, root: Path) -> dict[st
     limits = run.batch.limits
     errors = pq.read_table(root / "public-like" / "traces", columns=["error"]).column("error").to_pylist()
     return {
-        "questions": summary.ran, "answered": summary.answered, "seconds": round(wall, 1),
+        "questions": summary.ran, "lost": summary.questions - summary.ran + summary.errors,
+        "answered": summary.answered, "seconds": round(wall, 1),
         "questions_per_s": round(rate, 2), "sustained_questions_per_s": round(sustained, 2),
         "hours_per_100k": round(100_000 / sustained / 3600, 2),
         "kb_cache_hit_rate": round(summary.kb_cache_hit_rate, 3), "error_rows": summary.errors,
@@ -78,25 +104,36 @@ def measure_public_like(settings: Settings, corpus: Path, root: Path) -> dict[st
     }
 
 
-def render_public_like(f: dict[str, Any]) -> str:
-    w, a = f["wdqs"], f["api"]
-    return "\n".join([
+def render_public_like(figures: dict[str, Any]) -> str:
+    runs = list(figures.items())
+    first = runs[0][1]
+    rows = [("questions", lambda f: f["questions"]), ("questions/s (sustained by the budgets)",
+                                                     lambda f: f["sustained_questions_per_s"]),
+            ("questions/s (measured)", lambda f: f["questions_per_s"]),
+            ("hours per 100,000", lambda f: f["hours_per_100k"]),
+            ("WDQS requests per question", lambda f: f["wdqs"]["requests_per_question"]),
+            ("API requests per question", lambda f: f["api"]["requests_per_question"]),
+            ("WDQS s charged per question", lambda f: f["wdqs"]["charged_s_per_question"]),
+            ("requests inside waits (WDQS + API)",
+             lambda f: f["wdqs"]["inside_retry_after"] + f["api"]["inside_waits"]),
+            ("API requests without maxlag", lambda f: f["api"]["without_maxlag"]),
+            ("most in flight WDQS (limit)", lambda f: _of(f["wdqs"])),
+            ("most in flight API (limit)", lambda f: _of(f["api"])),
+            ("429s (WDQS + API); maxlag refusals",
+             lambda f: f"{f['wdqs']['throttled_429'] + f['api']['throttled_429']}; {f['api']['maxlag_refused']}"),
+            ("questions lost (errors)", lambda f: f"{f['lost']} ({f['error_rows']})"),
+            ("answered", lambda f: f["answered"])]
+    width = 24
+    lines = [
         f"--kb wikidata through the stand-ins (WDQS-like: 60 s per 60 s, 0.2 s per query, 5 in flight, 0.15 s "
         f"latency, Blazegraph dialect; API-like: 1 in flight, 10/s, lag {BENCH_LAG.lag_s:g} s for "
-        f"{BENCH_LAG.for_s:g} s of every {BENCH_LAG.every_s:g} s); gold model, default limits, KB cache on; "
-        f"{f['questions']} held-out questions (sqwd-valid-200 on), {f['cpus']} CPUs",
-        f"{'':40}{'WDQS':>10}{'API':>10}",
-        f"{'requests per question':40}{w['requests_per_question']:>10}{a['requests_per_question']:>10}",
-        f"{'429s received':40}{w['throttled_429']:>10}{a['throttled_429']:>10}",
-        f"{'maxlag refusals':40}{'-':>10}{a['maxlag_refused']:>10}",
-        f"{'requests inside a Retry-After/maxlag':40}{w['inside_retry_after']:>10}{a['inside_waits']:>10}",
-        f"{'most in flight (limit)':40}{_of(w):>10}{_of(a):>10}",
-        f"{'API requests without maxlag':40}{'-':>10}{a['without_maxlag']:>10}",
-        f"questions/s {f['questions_per_s']}, sustained by the budgets {f['sustained_questions_per_s']}: "
-        f"{f['hours_per_100k']} h for 100,000 questions",
-        f"error rows {f['error_rows']} (from throttling: {f['throttling_error_rows']}); answered {f['answered']}; "
-        f"KB cache hit rate {f['kb_cache_hit_rate']}",
-        f"load average {f['load_average']} (after the run; other processes share the CPUs)"])
+        f"{BENCH_LAG.for_s:g} s of every {BENCH_LAG.every_s:g} s); gold model, default limits, KB cache on (fresh); "
+        f"held-out questions (sqwd-valid-200 on), today's sparql path on the first {SPARQL_QUESTIONS} only; "
+        f"{first['cpus']} CPUs",
+        f"{'':38}" + "".join(f"{name:>{width}}" for name, _ in runs)]
+    lines += [f"{label:38}" + "".join(f"{str(get(f)):>{width}}" for _, f in runs) for label, get in rows]
+    lines.append(f"load average {runs[-1][1]['load_average']} (after the runs; other processes share the CPUs)")
+    return "\n".join(lines)
 
 
 def _of(service: dict[str, Any]) -> str:

@@ -368,16 +368,8 @@ class KifKnowledgeBase(KnowledgeBase):
 
     async def _properties_of(self, entity: str) -> EntityProperties:
         e = ids.entity(entity)
-        real: dict[str, Any] = {"property_mask": Filter.PropertyMask.REAL, "snak_mask": Filter.VALUE_SNAK,
-                                **self._masks}
-        if self._batch_shapes is not None:
-            (forward, cut_forward), (backward, cut_backward) = await asyncio.gather(
-                self._coalescer.lookup(("properties_of", "forward", None), (e, None)),
-                self._coalescer.lookup(("properties_of", "backward", None), (e, None)))
-        else:
-            (forward, cut_forward), (backward, cut_backward) = await asyncio.gather(
-                self._distinct_properties(_properties_filter("forward", real), e),
-                self._distinct_properties(_properties_filter("backward", real), e))
+        (forward, cut_forward), (backward, cut_backward) = await asyncio.gather(
+            self._properties_one_way(e, "forward"), self._properties_one_way(e, "backward"))
         found: list[tuple[Property, Direction]] = [(p, "forward") for p in forward]
         found += [(p, "backward") for p in backward]
         distinct = list(dict.fromkeys(p for p, _ in found))
@@ -385,6 +377,15 @@ class KifKnowledgeBase(KnowledgeBase):
         uses = sorted((PropertyUse(property=described[ids.to_id(p)], direction=direction, value_type=types[p])
                        for p, direction in found), key=lambda u: (u.direction, _id_order(u.property.id)))
         return EntityProperties(uses=tuple(uses), truncated=cut_forward or cut_backward)
+
+    async def _properties_one_way(self, e: Entity, direction: Direction) -> tuple[list[Property], bool]:
+        """The distinct properties of ``e``'s statements ``direction``-wards, and whether there were more."""
+        if self._batch_shapes is not None:
+            found: tuple[list[Property], bool] = await self._coalescer.lookup(("properties_of", direction, None),
+                                                                              (e, None))
+            return found
+        real = {"property_mask": Filter.PropertyMask.REAL, "snak_mask": Filter.VALUE_SNAK, **self._masks}
+        return await self._distinct_properties(_around(direction, real), e)
 
     async def _distinct_properties(self, make: Callable[[Entity], Filter], e: Entity) -> tuple[list[Property], bool]:
         """The distinct properties of the statements ``make(e)`` selects (KIF's ``filter_p``), at most
@@ -411,7 +412,7 @@ class KifKnowledgeBase(KnowledgeBase):
     async def _batched_facts(self, e: Entity, p: Property, direction: Direction) -> FilterResult:
         """``facts`` answered within a batch of lookups of the same direction and datatype."""
         found, batch = await self._coalescer.lookup(("facts", direction, p.range), (e, p))
-        make = _facts_filter(direction, {"property": p, "snak_mask": Filter.VALUE_SNAK, **self._masks})
+        make = _around(direction, {"property": p, "snak_mask": Filter.VALUE_SNAK, **self._masks})
         assert self._shapes is not None
         bound = self._shapes.bind(make, e, projection=Projection.ALL, limit=self.settings.max_results + 1,
                                   distinct=True)
@@ -439,12 +440,12 @@ class KifKnowledgeBase(KnowledgeBase):
         real = {"property_mask": Filter.PropertyMask.REAL, "snak_mask": Filter.VALUE_SNAK, **self._masks}
         assert self._batch_shapes is not None
         if kind == "properties_of":
-            make = _properties_filter(direction, real)
+            make = _around(direction, real)
             projection = Projection.PROPERTY | (Projection.SUBJECT if direction == "forward" else Projection.VALUE)
             query = self._batch_shapes.bind(lambda es, _: make(es), keys, projection=projection, limit=limit + 1)
         else:
             base = {"snak_mask": Filter.VALUE_SNAK, **self._masks}
-            query = self._batch_shapes.bind(lambda es, ps: _facts_filter(direction, {**base, "property": ps})(es),
+            query = self._batch_shapes.bind(lambda es, ps: _around(direction, {**base, "property": ps})(es),
                                             keys, projection=Projection.ALL, limit=limit + 1)
         if query is None:
             return list(await asyncio.gather(*(_outcome(self._single(group, k)) for k in keys)))
@@ -488,9 +489,9 @@ class KifKnowledgeBase(KnowledgeBase):
         limit = self.settings.max_results
         if kind == "properties_of":
             real = {"property_mask": Filter.PropertyMask.REAL, "snak_mask": Filter.VALUE_SNAK, **self._masks}
-            return await self._distinct_properties(_properties_filter(direction, real), e)
+            return await self._distinct_properties(_around(direction, real), e)
         assert self._shapes is not None and p is not None
-        make = _facts_filter(direction, {"property": p, "snak_mask": Filter.VALUE_SNAK, **self._masks})
+        make = _around(direction, {"property": p, "snak_mask": Filter.VALUE_SNAK, **self._masks})
         bound = self._shapes.bind(make, e, projection=Projection.ALL, limit=limit + 1, distinct=True)
         return [row_of(s) for s in await self._guard.run("filter", lambda: self._select(bound))], ""
 
@@ -612,16 +613,16 @@ class KifKnowledgeBase(KnowledgeBase):
         return {id: known.get(id) or Candidate(id=id, label=id) for id in keys}
 
     def _value_types(self, properties: list[Property]) -> dict[Property, str]:
-        """What each property's values are (:data:`VALUE_TYPES`): from the label index where there is one,
-        else from the datatype KIF gives the property; ``""`` when neither knows."""
+        """What each property's values are (:data:`VALUE_TYPES`): from its Wikidata datatype where
+        :meth:`_datatypes` knows it, else from the datatype KIF gives the property; ``""`` when neither knows."""
+        known = self._datatypes(properties)
+        return {p: VALUE_TYPES.get(datatype, "string") if (datatype := known.get(ids.to_id(p)))
+                else _RANGE_TYPES.get(type(p.range).__name__, "") for p in properties}
+
+    def _datatypes(self, properties: list[Property]) -> dict[str, str]:
+        """The Wikidata datatype of each property the label index knows, by id."""
         entries = self.index.entries(ids.to_id(p) for p in properties) if self.index is not None else {}
-        out = {}
-        for p in properties:
-            entry = entries.get(ids.to_id(p))
-            datatype = entry.datatype if entry is not None else ""
-            out[p] = VALUE_TYPES.get(datatype, "string" if datatype else "") or _RANGE_TYPES.get(
-                type(p.range).__name__, "")
-        return out
+        return {id: e.datatype for id, e in entries.items() if e.datatype}
 
     async def _kif_texts(self, entities: Sequence[Entity], kinds: tuple[Property, ...]) -> dict[str, dict[str, Any]]:
         """English label, aliases and description of ``entities``, asked from the store."""
@@ -697,18 +698,12 @@ def masks(index: LabelIndex) -> Masks:
     return {"subject_mask": subject_mask, "value_mask": value_mask}
 
 
-def _properties_filter(direction: Direction, real: dict[str, Any]) -> Callable[[Any], Filter]:
-    """The filter of an entity's (or an OR of entities') statements ``direction``-wards (for ``properties_of``)."""
+def _around(direction: Direction, given: dict[str, Any]) -> Callable[[Any], Filter]:
+    """The filter of the statements (with the ``given`` filter arguments) ``direction``-wards around an entity, or an
+    OR of entities: those it is the subject of (forward) or the value of (backward)."""
     if direction == "forward":
-        return lambda x: Filter(subject=x, **real)
-    return lambda x: Filter(value=x, **real)
-
-
-def _facts_filter(direction: Direction, base: dict[str, Any]) -> Callable[[Any], Filter]:
-    """The filter of ``facts``' statements around an entity (or an OR of entities)."""
-    if direction == "forward":
-        return lambda x: Filter(subject=x, **base)
-    return lambda x: Filter(value=x, **base)
+        return lambda x: Filter(subject=x, **given)
+    return lambda x: Filter(value=x, **given)
 
 
 async def _outcome(coro: Coroutine[Any, Any, T]) -> T | BaseException:

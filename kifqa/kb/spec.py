@@ -18,6 +18,7 @@ from kifqa.kb.build import BuiltKB, locate
 from kifqa.kb.index import LabelIndex
 from kifqa.kb.kifkb import KifKnowledgeBase
 from kifqa.kb.limit import LocalGate
+from kifqa.kb.public import PublicKnowledgeBase
 from kifqa.kb.search import LocalSearch
 from kifqa.kb.sparql import sparql_store
 from kifqa.kb.store import OxigraphStore
@@ -191,8 +192,13 @@ def open_kb(spec: str | None, settings: Settings) -> KifKnowledgeBase:
     """The knowledge base a spec names (``None``: ``settings.kb.spec``). Close it with ``await kb.aclose()``."""
     spec = spec or settings.kb.spec
     resolved = resolve(spec, settings)
-    kb = KifKnowledgeBase(resolved.store, resolved.search, spec=spec, settings=settings.kb, index=resolved.index,
-                          fulltext=resolved.fulltext)
+    if spec == "wikidata" and settings.kb.wikidata_lookups == "api":
+        kb: KifKnowledgeBase = PublicKnowledgeBase(
+            resolved.store, resolved.search, spec=spec, settings=settings.kb, fulltext=resolved.fulltext,
+            api_url=_service(settings, "www.wikidata.org").url, headers=_remote(settings)["headers"])
+    else:
+        kb = KifKnowledgeBase(resolved.store, resolved.search, spec=spec, settings=settings.kb, index=resolved.index,
+                              fulltext=resolved.fulltext)
     # The limits of ``batch.limits`` on each host, kept in this process (a batch job's KB actors share theirs).
     if resolved.host and (limit := settings.batch.limits.get(resolved.host)):
         kb.request_gate = LocalGate(limit)

@@ -358,3 +358,40 @@ def test_a_store_without_the_free_text_index_leaves_the_search_as_it_was(
             return found, kb.stats.by_kind.get("search_any_words", 0)
         found, asked = _run(kb, ask)
     assert [c.label for c in found] == ["Hearts and Armour"] and asked == 1
+
+
+def test_the_api_lookups_answer_as_todays_sparql_path(settings: Settings, built_kb: BuiltKB, oxigraph_server: str,
+                                                      front: WDQSLike) -> None:
+    """``kb.wikidata_lookups: api`` (forward lookups and terms from ``wbgetentities``, inverse lookups coalesced on
+    WDQS) gives the same properties, value types, statements and labels as today's path (every lookup through KIF's
+    ``wdqs``), for held-out topics, both ways; far fewer WDQS
+    queries, every API request with ``maxlag``, none inside a wait. (The local build's statements all have item
+    values.)"""
+    from kifqa.eval.datasets import load_sqwd
+    from kifqa.kb.public import PublicKnowledgeBase
+
+    topics = [q.topic for q in load_sqwd(settings.data_dir, "valid")[:60]]
+    with _api(built_kb, statements=oxigraph_server) as api:
+        async def ask(kb: KifKnowledgeBase) -> tuple[Any, ...]:
+            uses = await asyncio.gather(*(kb.properties_of(t) for t in topics))
+            pairs = sorted({(t, u.property.id, u.direction) for t, found in zip(topics, uses, strict=True)
+                            for u in found.uses})
+            facts = await asyncio.gather(*(kb.facts(t, p, d) for t, p, d in pairs))
+            valued = sorted({f.value for r in facts for f in r.facts if f.value_type == "item"})
+            return uses, pairs, facts, await kb.labels([*topics, *valued])
+
+        asked = {}
+        for mode in ("sparql", "api"):
+            front.reset_counts()
+            kb = _public(settings, front, api, wikidata_lookups=mode)
+            assert isinstance(kb, PublicKnowledgeBase) == (mode == "api")
+            asked[mode] = _run(kb, ask), front.counts.requests
+    (uses, pairs, facts, labels), sparql_queries = asked["sparql"]
+    (new_uses, new_pairs, new_facts, new_labels), api_queries = asked["api"]
+    assert new_uses == uses and new_pairs == pairs and len(pairs) >= 60
+    assert [r.facts for r in new_facts] == [r.facts for r in facts]
+    assert {d for _, _, d in pairs} == {"forward", "backward"}
+    assert new_labels == labels and len(labels) > 30
+    assert api_queries * 4 <= sparql_queries
+    assert api.counts.without_maxlag == 0 and api.counts.inside_waits == 0 and api.counts.max_in_flight == 1
+

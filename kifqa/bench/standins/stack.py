@@ -46,14 +46,16 @@ class DBpediaStandIns:
 
 @contextmanager
 def wikidata_standins(settings: Settings, *, sparql: dict[str, Any] | None = None,
-                      api: dict[str, Any] | None = None) -> Iterator[WikidataStandIns]:
-    """Starts the Wikidata stand-ins over the built base (``sparql`` and ``api``: options of :class:`WDQSLike`
-    and :class:`WikidataAPILike`); stops them on exit."""
-    built = locate(settings)
+                      api: dict[str, Any] | None = None, hard: bool = False) -> Iterator[WikidataStandIns]:
+    """Starts the Wikidata stand-ins over the built base (``hard``: the hard base, its homonyms in the API's search;
+    ``sparql`` and ``api``: options of :class:`WDQSLike` and :class:`WikidataAPILike`); stops them on exit. The
+    API's ``wbgetentities`` gives the build's statements as claims."""
+    built = locate(settings, hard=hard)
     with ExitStack() as stack:
         oxigraph = stack.enter_context(OxigraphServer(built.store_dir))
         front = stack.enter_context(WDQSLike(oxigraph.url, **{"dialect": "blazegraph", **(sparql or {})}))
-        yield WikidataStandIns(front, stack.enter_context(WikidataAPILike(built.index_path, **(api or {}))))
+        yield WikidataStandIns(front, stack.enter_context(WikidataAPILike(
+            built.index_path, **{"statements": oxigraph.url, **(api or {})})))
 
 
 @contextmanager

@@ -7,7 +7,9 @@ It answers what KIF's ``wikidata-wapi`` search and a user's scripts ask of the r
   ``display``, ``label``, ``description`` (where known), ``match`` and ``aliases`` (the matched alias),
   ``datatype`` for properties, and ``search-continue`` when there are more. Names match by prefix, case and
   accents folded; exact matches come first, then the most used entities (statements in the base);
-- ``action=wbgetentities`` (``ids``, ``props`` labels, aliases, descriptions; English);
+- ``action=wbgetentities`` (``ids``, up to 50; ``props`` labels, aliases, descriptions, datatype and, given the
+  build's SPARQL endpoint, ``claims``: its statements in the API's JSON shape, :mod:`~kifqa.bench.standins.claims`;
+  English);
 - ``action=query&list=search`` (CirrusSearch's full text, ``srsearch``, ``srlimit``, ``sroffset``): items whose
   names and description hold every word (``word~``: or a word within Elasticsearch's ``AUTO`` edit distance),
   more words as written first, then the most used; each hit's ``title`` is its id, ``snippet`` its description;
@@ -34,6 +36,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from kifqa.bench.loopback import LoopbackServer, reply
+from kifqa.bench.standins.claims import Claims
 from kifqa.bench.standins.ledger import ClientRate, Ledger
 from kifqa.bench.standins.names import Match, Names
 from kifqa.data.text import typed_key
@@ -42,6 +45,8 @@ from kifqa.kb.index import Entry
 
 #: The real API's page size limit for ``wbsearchentities`` (and its default).
 MAX_LIMIT, DEFAULT_LIMIT = 50, 7
+#: Most ``ids`` of one ``wbgetentities`` request (the real API's limit for clients without ``apihighlimits``).
+MAX_IDS = 50
 #: Seconds MediaWiki asks a client refused for ``maxlag`` to wait.
 MAXLAG_RETRY_AFTER_S = 5.0
 
@@ -92,14 +97,17 @@ class WikidataAPILike(LoopbackServer):
             changed or broken format for tests.
         fulltext: Whether it serves ``list=search``; without, it answers MediaWiki's ``badvalue`` error, as a
             proxy or a partial mirror that refuses the full-text search may.
+        statements: The SPARQL endpoint of the build the index belongs to: ``wbgetentities`` gives its
+            statements as ``claims`` (``None``: no claims).
     """
 
     def __init__(self, index_path: Path, *, max_concurrent: int = 1, per_second: float = 10.0,
                  lag: Lag | None = None, latency_s: float = 0.05, grace_s: float = 0.25,
                  maxlag_retry_after_s: float = MAXLAG_RETRY_AFTER_S,
                  mangle: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None, fulltext: bool = True,
-                 port: int = 0) -> None:
+                 statements: str | None = None, port: int = 0) -> None:
         self.names = Names(index_path)
+        self.claims = Claims(statements) if statements else None
         self.lag, self.latency_s, self.mangle, self.fulltext = lag, latency_s, mangle, fulltext
         self.maxlag_retry_after_s = maxlag_retry_after_s
         self.ledger = Ledger(grace_s=grace_s)
@@ -114,6 +122,11 @@ class WikidataAPILike(LoopbackServer):
     @property
     def url(self) -> str:
         return f"{self.origin}/w/api.php"
+
+    def __exit__(self, *exc: object) -> None:
+        super().__exit__(*exc)
+        if self.claims is not None:
+            self.claims.close()
 
     def reset_counts(self) -> APICounts:
         """The counts so far; counting starts again from zero."""
@@ -216,11 +229,20 @@ class WikidataAPILike(LoopbackServer):
         wanted = [i for i in params.get("ids", "").split("|") if i]
         if not wanted:
             return _error("param-missing", 'Either provide the item "ids" or pairs of "sites" and "titles".')
+        if len(wanted) > MAX_IDS:
+            return _error("toomanyvalues", f'Too many values supplied for parameter "ids". The limit is {MAX_IDS}.')
         props = set(params.get("props", "info|sitelinks|aliases|labels|descriptions|claims|datatype").split("|"))
+        # An entity of the build without English names (only linked to) still has its statements.
+        claims = self.claims.of([id for id in wanted if ids.is_wikidata_id(id)]) \
+            if self.claims is not None and "claims" in props else {}
         entities: dict[str, Any] = {}
         for id in wanted:
             entity = self.names.by_id.get(id)
+            if entity is None and claims.get(id):
+                entity = Entry(id, "property" if id.startswith("P") else "item", "", (), "", "", 0)
             entities[id] = _entity(entity, props) if entity else {"id": id, "missing": ""}
+            if entity and id in claims:
+                entities[id]["claims"] = claims[id]
         return {"entities": entities, "success": 1}
 
     # -- HTTP -------------------------------------------------------------------
