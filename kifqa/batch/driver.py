@@ -250,13 +250,8 @@ def _summary(output: RunFolder, run: _Run, *, n_shards: int, n_todo: int, starte
 
 
 def _say_stages(settings: Settings) -> None:
-    """Shows what happens before the first answer: the example pool embedded on first use (its own
-    bar, in this process, so that the tasks find it cached), then the actors starting."""
-    from kifqa.pipeline.warmup import embed_pools
-
-    if settings.examples.mode != "fixed":
-        tqdm.write("preparing the few-shot examples (the training pool is embedded on first use only)")
-        embed_pools(settings)
+    """Shows what happens before the first answer: the actors starting, and the example pool embedded on
+    first use (its own bar, in this process: :func:`_shipped_pools`)."""
     connect(settings)
     b, cpus = settings.batch, cluster_cpus()
     kb = ("the knowledge base opened in each task" if kb_in_tasks(settings)
@@ -264,6 +259,20 @@ def _say_stages(settings: Settings) -> None:
     tqdm.write(f"starting {b.llm_actor_count(settings.llm, cpus=cpus)} LLM actor(s) (loading "
                f"{settings.llm.model}; each few-shot block is then restored from cache_dir/kv, or computed "
                f"once and saved) and {kb}")
+    if settings.examples.mode != "fixed":
+        tqdm.write("preparing the few-shot examples (the training pool is embedded on first use only)")
+
+
+def _shipped_pools(settings: Settings) -> tuple[tuple[str, ObjectRef[Any]], ...]:
+    """The example pool's embeddings, computed (or loaded from the cache) once for the job in this process
+    and put in the object store, by cache file: a task on a node whose cache lacks them saves them there
+    instead of embedding the pool again, which would take minutes of the CPU the model's server needs. Only
+    for the default pipeline: it is the one that opens the example pool."""
+    from kifqa.pipeline.warmup import pool_embeddings
+
+    if settings.examples.mode == "fixed":
+        return ()
+    return tuple((name, ray.put(matrix)) for name, matrix in pool_embeddings(settings).items())
 
 
 def _run_shards(settings: Settings, out: str, todo: list[Shard], pools: Pools,
@@ -276,7 +285,8 @@ def _run_shards(settings: Settings, out: str, todo: list[Shard], pools: Pools,
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
     counter = Progress.options(scheduling_strategy=here).remote()  # type: ignore[attr-defined]  # mypy ignores @ray.remote
     ctx = TaskContext(job=uuid.uuid4().hex, settings=settings, out=out, kb=pools.kb,
-                      open_kb=pools.open_kb, llm=pools.llm, pipeline=pipeline, progress=counter, ready=pools.ready)
+                      open_kb=pools.open_kb, llm=pools.llm, pipeline=pipeline, progress=counter, ready=pools.ready,
+                      pool_embeddings=_shipped_pools(settings) if pipeline is default_pipeline else ())
     # Spread over the nodes: the tasks' CPU work shares the cluster, and a lost node takes only its share
     # (Ray reruns them elsewhere; the run folder is wherever ``out`` is, never a node's own disk).
     task = ray.remote(run_shard).options(num_cpus=0, max_retries=b.task_max_retries, scheduling_strategy="SPREAD")

@@ -6,10 +6,12 @@ import asyncio
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import ray
 from ray import ObjectRef
 from ray.actor import ActorHandle
 
@@ -17,6 +19,7 @@ from kifqa.batch.clock import within
 from kifqa.batch.kbpool import ActorKB, KBFactory, TaskKB
 from kifqa.batch.llmpool import ActorLLM
 from kifqa.config import Settings
+from kifqa.examples.embeddings import keep
 from kifqa.kb.base import KBStats, KnowledgeBase
 from kifqa.llm.base import LLM
 from kifqa.pipeline.schedule import Answerer, in_prefix_order
@@ -66,6 +69,8 @@ class TaskContext:
     progress: ActorHandle
     #: The pools' readiness (:attr:`~kifqa.batch.pools.Pools.ready`): a task prepares its questions, then waits for it.
     ready: tuple[ObjectRef[Any], ...] = ()
+    #: The example pool's embeddings, computed once for the job, by cache file under ``settings.cache_dir``.
+    pool_embeddings: tuple[tuple[str, ObjectRef[Any]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -192,10 +197,20 @@ async def _job(ctx: TaskContext) -> tuple[Answerer, TaskKB | None]:
         if _JOB is not None and _JOB[2] is not None:
             await _JOB[2].aclose()
         _JOB = None
+        save_pool_embeddings(ctx.settings.cache_dir, ctx.pool_embeddings)
         own = TaskKB(ctx.settings, ctx.open_kb) if ctx.kb is None else None
         kb: KnowledgeBase = own if own is not None else ctx.kb  # type: ignore[assignment]  # one of them is set
         _JOB = (ctx.job, ctx.pipeline(kb=kb, llm=ctx.llm, settings=ctx.settings), own)
     return _JOB[1], _JOB[2]
+
+
+def save_pool_embeddings(cache_dir: Path, shipped: tuple[tuple[str, ObjectRef[Any]], ...]) -> None:
+    """Saves the job's pool embeddings (:attr:`TaskContext.pool_embeddings`) that this node's ``cache_dir``
+    lacks, fetched from the object store only then, so that the pipeline loads them instead of encoding the pool."""
+    for name, ref in shipped:
+        cache = cache_dir / name
+        if not cache.exists():
+            keep(cache, ray.get(ref))
 
 
 def _merge(output: RunFolder, shard: Shard, questions: list[Question], answers: pa.Table,

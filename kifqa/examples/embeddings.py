@@ -39,6 +39,14 @@ _ROWS = "one-per-token-sequence"
 _encodings = 0
 
 
+def keep(cache: Path, matrix: np.ndarray) -> None:
+    """Saves ``matrix`` as the pool cache file ``cache`` atomically: a reader sees the whole file or none."""
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cache.with_suffix(f".{os.getpid()}.tmp.npy")
+    np.save(tmp, matrix)
+    tmp.replace(cache)
+
+
 def pool_encodings() -> int:
     """How many times this process has encoded a whole pool (a cache file missing when it was needed)."""
     return _encodings
@@ -76,16 +84,21 @@ class EmbeddedPool:
         self.cache_dir = cache_dir
         self.view = view
         self._keys = [normalize(e.question) for e in examples]
+        #: Where the embeddings are cached (none: not cached).
+        self.cache_file = self._cache_file()
         self.matrix = self._embed_pool()
 
-    def _embed_pool(self) -> np.ndarray:
+    def _cache_file(self) -> Path | None:
         if self.view is None:
             content = "\n".join([_ROWS, *(e.question for e in self.examples)])
             digest = hashlib.sha256(content.encode()).hexdigest()[:16]
         else:  # the view's texts are worked out only when they are not cached
             content = "\n".join([_ROWS, *(f"{e.question}\t{e.draft}" for e in self.examples)])
             digest = f"{self.view.name}-{hashlib.sha256(content.encode()).hexdigest()[:16]}"
-        cache = self.cache_dir / f"pool-{MODEL}-{digest}.npy" if self.cache_dir else None
+        return self.cache_dir / f"pool-{MODEL}-{digest}.npy" if self.cache_dir else None
+
+    def _embed_pool(self) -> np.ndarray:
+        cache = self.cache_file
         if cache is None:
             return self._compute()
         if cache.exists():
@@ -98,9 +111,7 @@ class EmbeddedPool:
             if cache.exists():
                 return np.load(cache)
             matrix = self._compute()
-            tmp = cache.with_suffix(f".{os.getpid()}.tmp.npy")
-            np.save(tmp, matrix)
-            tmp.replace(cache)
+            keep(cache, matrix)
             return matrix
 
     def _compute(self) -> np.ndarray:

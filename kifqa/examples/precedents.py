@@ -60,7 +60,8 @@ class Precedents:
 
     def __init__(self, pool: EmbeddedPool) -> None:
         self._plain = pool
-        self._pool = EmbeddedPool(pool.examples, cache_dir=pool.cache_dir, view=MASKED)
+        #: The pool's questions with their gold entity masked.
+        self.masked = self._pool = EmbeddedPool(pool.examples, cache_dir=pool.cache_dir, view=MASKED)
         # Concurrent questions' votes are counted together: one encoder batch, one matrix product per pool.
         self._batches = Coalescer[int, tuple[str, str], Votes](
             self._count_many, size=64, wait_s=0.01)

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import numpy as np
+
 from kifqa.config import Settings
 from kifqa.examples import open_examples
+from kifqa.examples.embeddings import EmbeddedPool
 from kifqa.examples.precedents import Precedents
 from kifqa.examples.sources import ExampleSource
 from kifqa.examples.vectors import KEPT
@@ -22,11 +25,25 @@ def embed_pools(settings: Settings) -> ExampleSource:
     """The configured example source, with every pool embedding a run needs computed and cached: the pool's
     questions (examples, clusters) and, where the relation step's precedent votes are on, the pool's
     questions with their entity masked (:class:`~kifqa.examples.precedents.Precedents`), as the run opens them."""
+    return _embedded(settings)[0]
+
+
+def pool_embeddings(settings: Settings) -> dict[str, np.ndarray]:
+    """Every pool embedding a run needs (:func:`embed_pools`), by its cache file's path under
+    ``settings.cache_dir``: what a job computes once and hands to every node (a node whose cache lacks one
+    saves it there with :func:`~kifqa.examples.embeddings.keep` instead of encoding the pool)."""
+    return {str(p.cache_file.relative_to(settings.cache_dir)): p.matrix
+            for p in _embedded(settings)[1] if p.cache_file is not None}
+
+
+def _embedded(settings: Settings) -> tuple[ExampleSource, list[EmbeddedPool]]:
+    """The configured example source and the embedded pools a run opens with it."""
     source = open_examples(settings.examples, data_dir=settings.data_dir, cache_dir=settings.cache_dir,
                            kb_spec=settings.kb.spec)
+    pools = [] if source.pool is None else [source.pool]
     if settings.pipeline.precedent_neighbours and source.pool is not None:
-        Precedents(source.pool)
-    return source
+        pools.append(Precedents(source.pool).masked)
+    return source, pools
 
 
 def shared_prefixes(settings: Settings, source: ExampleSource,
