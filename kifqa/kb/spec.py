@@ -11,7 +11,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from kif_lib import Search, Store
 
-from kifqa.config import Mirror, Settings
+from kifqa.config import PUBLIC_SERVICES, Mirror, Settings
 from kifqa.errors import ConfigError, KBError
 from kifqa.kb import dbpedia, services
 from kifqa.kb.build import BuiltKB, locate
@@ -51,7 +51,7 @@ FORMS = """\
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 #: Public endpoints whose operators ask every client for a contact (Wikimedia's User-Agent policy).
-PUBLIC_HOSTS = frozenset({"query.wikidata.org", "www.wikidata.org", "dbpedia.org", "lookup.dbpedia.org"})
+PUBLIC_HOSTS = frozenset(PUBLIC_SERVICES)
 #: Contacts that name nobody: empty, or the reserved example domains (RFC 2606).
 _PLACEHOLDER = re.compile(r"^\s*$|example\.(org|com|net)\b", re.IGNORECASE)
 
