@@ -81,8 +81,10 @@ class Mirror(Section):
     dialect: Literal["blazegraph", "standard"] | None = None
 
 
-#: The public services ``kb.endpoints`` may redirect.
-PUBLIC_SERVICES = ("query.wikidata.org", "www.wikidata.org", "dbpedia.org", "lookup.dbpedia.org")
+#: The public services ``kb.endpoints`` may redirect; ``query-scholarly.wikidata.org`` is WDQS's scholarly-article
+#: graph, on its own host since 2025 (a scholarly article's statements are only there).
+PUBLIC_SERVICES = ("query.wikidata.org", "query-scholarly.wikidata.org", "www.wikidata.org", "dbpedia.org",
+                   "lookup.dbpedia.org")
 
 
 class KBSettings(Section):
@@ -328,6 +330,7 @@ DBPEDIA_LOOKUP_LIMIT = EndpointLimit(max_concurrent=2, per_second=10.0)
 def _default_limits() -> dict[str, EndpointLimit]:
     return {
         "query.wikidata.org": WDQS_LIMIT,
+        "query-scholarly.wikidata.org": WDQS_LIMIT,
         "www.wikidata.org": WIKIDATA_API_LIMIT,
         "dbpedia.org": DBPEDIA_SPARQL_LIMIT,
         "lookup.dbpedia.org": DBPEDIA_LOOKUP_LIMIT,

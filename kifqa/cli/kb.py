@@ -22,6 +22,7 @@ from kifqa.kb import dbpedia
 from kifqa.kb.kifkb import KifKnowledgeBase
 from kifqa.kb.server import OxigraphServer
 from kifqa.kb.spec import open_kb, resolve
+from kifqa.kb.split import ScholarlySplit
 from kifqa.kb.virtuoso import DEFAULT_PORT, VirtuosoServer
 
 T = TypeVar("T")
@@ -49,7 +50,7 @@ def _friendly(command: Callable[..., None]) -> Callable[..., None]:
     return wrapper
 
 
-def _with_kb(settings: Settings, call: Callable[[KifKnowledgeBase], Awaitable[T]]) -> T:
+def _with_kb(settings: Settings, call: Callable[[KifKnowledgeBase | ScholarlySplit], Awaitable[T]]) -> T:
     async def run() -> T:
         kb = open_kb(None, settings)
         try:
@@ -235,8 +236,10 @@ def properties(entity: str, spec: str | None, config: Path | None, as_json: bool
 @_friendly
 def filter_(subject: str | None, prop: str | None, value: str | None, sparql: bool, spec: str | None,
             config: Path | None, as_json: bool) -> None:
-    """Print the statements matching a KIF filter, with labels."""
-    result = _with_kb(load_settings(config, kb=spec), lambda kb: kb.filter(subject=subject, property=prop, value=value))
+    """Print the statements matching a KIF filter, with labels (on ``wikidata``, of the main graph; the scholarly
+    articles' graph answers ``kifqa kb properties``)."""
+    result = _with_kb(load_settings(config, kb=spec), lambda kb: (
+        kb.main if isinstance(kb, ScholarlySplit) else kb).filter(subject=subject, property=prop, value=value))
     if as_json:
         _dump(dataclasses.asdict(result))
         return

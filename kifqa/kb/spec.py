@@ -11,7 +11,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from kif_lib import Search, Store
 
-from kifqa.config import Mirror, Settings
+from kifqa.config import PUBLIC_SERVICES, Mirror, Settings
 from kifqa.errors import ConfigError, KBError
 from kifqa.kb import dbpedia, services
 from kifqa.kb.build import BuiltKB, locate
@@ -21,6 +21,7 @@ from kifqa.kb.limit import LocalGate
 from kifqa.kb.public import PublicKnowledgeBase
 from kifqa.kb.search import LocalSearch
 from kifqa.kb.sparql import sparql_store
+from kifqa.kb.split import ScholarlySplit
 from kifqa.kb.store import OxigraphStore
 from kifqa.kb.virtuoso import DEFAULT_PORT, process_server
 
@@ -52,7 +53,7 @@ FORMS = """\
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 #: Public endpoints whose operators ask every client for a contact (Wikimedia's User-Agent policy).
-PUBLIC_HOSTS = frozenset({"query.wikidata.org", "www.wikidata.org", "dbpedia.org", "lookup.dbpedia.org"})
+PUBLIC_HOSTS = frozenset(PUBLIC_SERVICES)
 #: Contacts that name nobody: empty, or the reserved example domains (RFC 2606).
 _PLACEHOLDER = re.compile(r"^\s*$|example\.(org|com|net)\b", re.IGNORECASE)
 
@@ -129,6 +130,9 @@ def routes(spec: str, settings: Settings) -> list[tuple[str, str]]:
     if resolved.fulltext is not None:
         found.append(("full-text search (where the search names nothing)",
                       str(endpoint_info(resolved.store, resolved.fulltext).get("search_endpoint", ""))))
+    if spec == "wikidata" and (scholarly := scholarly_mirror(settings)) is not None:
+        found.append(("SPARQL: statements and properties of entities the main graph has none on (scholarly "
+                      "articles)", scholarly.url))
     return [(what, url) for what, url in found if url]
 
 
@@ -151,11 +155,14 @@ def _resolved(spec: str, settings: Settings) -> ResolvedKB:
                       fulltext=_wikidata_fulltext(settings) if spec == "wikidata" else None, info=info)
 
 
+#: WDQS's host of the scholarly-article graph (since 2025).
+SCHOLARLY = "query-scholarly.wikidata.org"
 #: The public services (SPARQL, search) of the specs that always run KIF's public plugins.
 _SERVICES = {"wikidata": ("query.wikidata.org", "www.wikidata.org"), "dbpedia": ("dbpedia.org", "lookup.dbpedia.org")}
 #: Each public service's own URL.
 _PUBLIC_URLS = {"query.wikidata.org": "https://query.wikidata.org/sparql",
                 "www.wikidata.org": "https://www.wikidata.org/w/api.php",
+                "query-scholarly.wikidata.org": "https://query-scholarly.wikidata.org/sparql",
                 "dbpedia.org": "https://dbpedia.org/sparql",
                 "lookup.dbpedia.org": "https://lookup.dbpedia.org/api/search"}
 
@@ -188,21 +195,44 @@ def _resolve(spec: str, settings: Settings) -> tuple[Store, Search]:
     raise ConfigError(f"unknown KB spec {spec!r}; valid forms:\n{FORMS}")
 
 
-def open_kb(spec: str | None, settings: Settings) -> KifKnowledgeBase:
-    """The knowledge base a spec names (``None``: ``settings.kb.spec``). Close it with ``await kb.aclose()``."""
+def open_kb(spec: str | None, settings: Settings) -> KifKnowledgeBase | ScholarlySplit:
+    """The knowledge base a spec names (``None``: ``settings.kb.spec``); for ``wikidata`` with a scholarly graph
+    (:func:`scholarly_mirror`), the main graph's and the scholarly one's (:class:`ScholarlySplit`). Close it
+    with ``await kb.aclose()``."""
     spec = spec or settings.kb.spec
     resolved = resolve(spec, settings)
     if spec == "wikidata" and settings.kb.wikidata_lookups == "api":
-        kb: KifKnowledgeBase = PublicKnowledgeBase(
+        main: KifKnowledgeBase = PublicKnowledgeBase(
             resolved.store, resolved.search, spec=spec, settings=settings.kb, fulltext=resolved.fulltext,
             api_url=_service(settings, "www.wikidata.org").url, headers=_remote(settings)["headers"])
     else:
-        kb = KifKnowledgeBase(resolved.store, resolved.search, spec=spec, settings=settings.kb, index=resolved.index,
-                              fulltext=resolved.fulltext)
-    # The limits of ``batch.limits`` on each host, kept in this process (a batch job's KB actors share theirs).
-    if resolved.host and (limit := settings.batch.limits.get(resolved.host)):
+        main = KifKnowledgeBase(resolved.store, resolved.search, spec=spec, settings=settings.kb,
+                                index=resolved.index, fulltext=resolved.fulltext)
+    kb = _gated(main, settings, store_host=resolved.host, search_host=resolved.search_host)
+    scholarly = scholarly_mirror(settings) if spec.strip() == "wikidata" else None
+    if scholarly is None:
+        return kb
+    articles = KifKnowledgeBase(_wikidata_store(scholarly, settings), _wikidata_search(settings), spec=spec,
+                                settings=settings.kb)
+    return ScholarlySplit(kb, _gated(articles, settings, store_host=SCHOLARLY, search_host=None))
+
+
+def scholarly_mirror(settings: Settings) -> Mirror | None:
+    """Where ``wikidata`` asks for the scholarly articles' statements: the mirror ``kb.endpoints`` names for
+    :data:`SCHOLARLY`; else the public scholarly host while ``query.wikidata.org`` is the public one too; else
+    ``None`` (a mirror of the main graph alone, such as a full dump's load, holds the articles itself)."""
+    if mirror := settings.kb.endpoints.get(SCHOLARLY):
+        return mirror
+    return None if "query.wikidata.org" in settings.kb.endpoints else Mirror(url=_PUBLIC_URLS[SCHOLARLY])
+
+
+def _gated(kb: KifKnowledgeBase, settings: Settings, *, store_host: str | None,
+           search_host: str | None) -> KifKnowledgeBase:
+    """``kb`` under the limits of ``batch.limits`` on its hosts, kept in this process (a batch job's KB actors
+    share the main ones)."""
+    if store_host and (limit := settings.batch.limits.get(store_host)):
         kb.request_gate = LocalGate(limit)
-    if resolved.search_host and (limit := settings.batch.limits.get(resolved.search_host)):
+    if search_host and (limit := settings.batch.limits.get(search_host)):
         kb.search_gate = LocalGate(limit)
     return kb
 
@@ -240,14 +270,20 @@ def _wikidata(settings: Settings) -> tuple[Store, Search]:
     """KIF's ``wdqs`` store (Blazegraph's dialect: named subqueries, ``wikibase:`` functions), or, for a mirror
     that speaks standard SPARQL, ``wikidata-sparql`` without them; KIF's ``wikidata-wapi`` search, one page
     request at a time, with ``maxlag`` and its answers checked (:mod:`kifqa.kb.services`)."""
-    sparql, api = _service(settings, "query.wikidata.org"), _service(settings, "www.wikidata.org")
+    return _wikidata_store(_service(settings, "query.wikidata.org"), settings), _wikidata_search(settings)
+
+
+def _wikidata_store(sparql: Mirror, settings: Settings) -> Store:
     if sparql.dialect == "standard":
-        store = Store("wikidata-sparql", sparql.url, blazegraph=False, strict=False, **_remote(settings))
-    else:
-        store = Store("wdqs", sparql.url, **_remote(settings))
-    search = Search("wikidata-wapi", iri=api.url, lookahead=1, **_remote(settings))
+        return Store("wikidata-sparql", sparql.url, blazegraph=False, strict=False, **_remote(settings))
+    return Store("wdqs", sparql.url, **_remote(settings))
+
+
+def _wikidata_search(settings: Settings) -> Search:
+    search = Search("wikidata-wapi", iri=_service(settings, "www.wikidata.org").url, lookahead=1,
+                    **_remote(settings))
     services.check_wikidata_api(search, maxlag_s=settings.kb.maxlag_s)
-    return store, search
+    return search
 
 
 def _wikidata_fulltext(settings: Settings) -> Search:

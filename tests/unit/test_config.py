@@ -168,3 +168,14 @@ def test_the_cli_refuses_a_typo_in_one_line_with_exit_status_2(tmp_path: Path) -
     assert done.stderr.strip().splitlines() == [
         f"Error: ConfigError: {config}: batch.llm_actor: unknown setting; did you mean llm_actors?"]
     assert not (tmp_path / "out").exists()  # refused before the job started
+
+
+def test_kb_endpoints_name_the_scholarly_host_with_wdqs_limits() -> None:
+    """The scholarly-article graph has its own WDQS host since 2025: ``kb.endpoints`` may mirror it, and its
+    requests have a default limit of their own, WDQS's."""
+    settings = Settings().override(kb={"endpoints": {
+        "query-scholarly.wikidata.org": {"url": "http://mirror:7002/sparql", "dialect": "standard"}}})
+    mirror = settings.kb.endpoints["query-scholarly.wikidata.org"]
+    assert (mirror.url, mirror.dialect) == ("http://mirror:7002/sparql", "standard")
+    limits = settings.batch.limits
+    assert limits["query-scholarly.wikidata.org"] == limits["query.wikidata.org"]

@@ -14,6 +14,7 @@ from kifqa.config import KBSettings, Settings
 from kifqa.errors import ConfigError, KBError
 from kifqa.kb.limit import LocalGate
 from kifqa.kb.spec import endpoint_info, open_kb, resolve, routes, user_agent
+from kifqa.kb.split import ScholarlySplit
 
 CONTACT = "https://github.com/kifqa-tester (kifqa-tester@users.noreply.github.com)"
 
@@ -90,6 +91,17 @@ def test_each_kind_of_query_names_its_host(remote_settings: Settings) -> None:
     assert [url for _, url in routes("dbpedia", remote_settings)] == [
         "https://dbpedia.org/sparql", "https://lookup.dbpedia.org/api/search"]
     assert routes("local", remote_settings) == []
+
+
+def test_the_scholarly_graph_has_its_route(remote_settings: Settings) -> None:
+    """``wikidata`` asks the scholarly articles' host (its mirror, else the public one while the main graph is the
+    public one too) for entities the main graph has no statements on; a mirror of the main graph alone has none."""
+    scholarly = "SPARQL: statements and properties of entities the main graph has none on (scholarly articles)"
+    assert (scholarly, "https://query-scholarly.wikidata.org/sparql") in routes("wikidata", remote_settings)
+    settings = _mirrored(remote_settings, {"query-scholarly.wikidata.org": "http://qlever:7002/api/scholarly"})
+    assert (scholarly, "http://qlever:7002/api/scholarly") in routes("wikidata", settings)
+    settings = _mirrored(remote_settings, {"query.wikidata.org": "http://qlever:7001/api/wikidata"})
+    assert scholarly not in dict(routes("wikidata", settings))
 
 
 def test_a_standard_sparql_mirror_gets_no_blazegraph_dialect(remote_settings: Settings) -> None:
@@ -176,15 +188,21 @@ def test_local_without_build_says_how_to_build(tiny_settings: Callable[..., Sett
 
 
 def test_open_kb_defaults_to_the_settings_spec(remote_settings: Settings) -> None:
-    kb = open_kb(None, remote_settings.model_copy(update={"kb": KBSettings(spec="wikidata", contact=CONTACT)}))
+    split = open_kb(None, remote_settings.model_copy(update={"kb": KBSettings(spec="wikidata", contact=CONTACT)}))
     try:
+        # Public Wikidata: the main graph, and the scholarly articles' graph on its own host.
+        assert isinstance(split, ScholarlySplit)
+        kb, articles = split.main, split.scholarly
         assert kb.spec == "wikidata" and isinstance(kb.store, Store) and kb.index is None
         # In process, each public host keeps its own `batch.limits` entry: the API is serial.
         assert isinstance(kb.request_gate, LocalGate) and isinstance(kb.search_gate, LocalGate)
         assert kb.search_gate.requests.limit.max_concurrent == 1
         assert kb.request_gate.requests.limit == remote_settings.batch.limits["query.wikidata.org"]
+        assert endpoint_info(articles.store, articles.search)["endpoint"] == "https://query-scholarly.wikidata.org/sparql"
+        assert isinstance(articles.request_gate, LocalGate) and articles.request_gate is not kb.request_gate
+        assert articles.request_gate.requests.limit == remote_settings.batch.limits["query-scholarly.wikidata.org"]
     finally:
-        asyncio.run(kb.aclose())
+        asyncio.run(split.aclose())
 
 
 def test_the_kb_cache_keeps_a_mirrors_answers_apart(remote_settings: Settings) -> None:
