@@ -33,7 +33,7 @@ def test_questions_queued_behind_the_limits_never_time_out(cluster: None, settin
     with wikidata_standins(settings, sparql={"latency_s": 0.0}, api={"latency_s": 0.0}) as wd:
         job = settings.override(
             llm={"backend": "gold", "cache": None, "cache_mode": "off"}, examples={"mode": "fixed"},
-            kb={"spec": "wikidata", "endpoints": wd.endpoints},
+            kb={"spec": "wikidata", "endpoints": wd.endpoints, "wikidata_lookups": "sparql"},  # every lookup on WDQS
             batch={"kb_cache": False, "resume": False, "llm_actor_cpus": 0, "kb_actors": 1, "max_tasks": 1,
                    "shard_size": N, "task_concurrency": N, "question_timeout_s": 2.0,
                    "limits": {"query.wikidata.org": EndpointLimit(max_concurrent=1, per_second=WDQS_PER_S),

@@ -45,8 +45,11 @@ def _api(built_kb: BuiltKB, **options: Any) -> WikidataAPILike:
 
 
 def _public(settings: Settings, front: WDQSLike, api: WikidataAPILike, **kb: Any) -> KifKnowledgeBase:
+    """``--kb wikidata`` through the stand-ins; KIF's own ``wdqs`` store for every lookup unless ``kb`` names
+    ``wikidata_lookups`` (:func:`_api` gives no claims: the API lookups have their own tests below)."""
     return open_kb("wikidata", settings.override(kb={
-        "contact": CONTACT, "endpoints": {"query.wikidata.org": front.url, "www.wikidata.org": api.url}, **kb}))
+        "contact": CONTACT, "endpoints": {"query.wikidata.org": front.url, "www.wikidata.org": api.url},
+        "wikidata_lookups": "sparql", **kb}))
 
 
 def _run(kb: KifKnowledgeBase, work: Callable[[KifKnowledgeBase], Any]) -> Any:
@@ -67,6 +70,7 @@ def test_the_public_path_answers_as_the_local_base(settings: Settings, built_kb:
             uses = await kb.properties_of("Q5950")
             facts = await kb.facts("Q5950", "P175", "backward")
             return found, props, uses, facts
+        # KIF's own `wdqs` store for every lookup (the default takes forward ones from wbgetentities: tested below)
         found, props, uses, facts = _run(_public(settings, front, api), ask)
     local_uses = asyncio.run(local_kb.properties_of("Q5950"))
     local_facts = asyncio.run(local_kb.facts("Q5950", "P175", "backward"))
@@ -111,6 +115,7 @@ def test_a_standard_sparql_mirror_is_asked_standard_sparql_only(settings: Settin
     with WDQSLike(oxigraph_server, latency_s=0.0, dialect="strict") as mirror, _api(built_kb) as api:
         def public(dialect: str) -> KifKnowledgeBase:  # unbatched: a refused lookup leaves none pending
             return open_kb("wikidata", settings.override(kb={"contact": CONTACT, "resilience": {"retries": 0},
+                                                             "wikidata_lookups": "sparql",
                                                              "batch_size": 1,
                                                              "endpoints": {"query.wikidata.org": {
                                                                  "url": mirror.url, "dialect": dialect},
@@ -307,7 +312,7 @@ def test_a_changed_search_answer_lets_that_question_go_on_with_its_trace_saying_
                  Question(id="sqwd-valid-212", text="who was born in aarhus")]
     with _api(built_kb, mangle=mangle) as api:
         run = settings.override(llm={"backend": "gold", "cache": None, "cache_mode": "off"}, kb={
-            "spec": "wikidata", "contact": CONTACT,
+            "spec": "wikidata", "contact": CONTACT, "wikidata_lookups": "sparql",
             "endpoints": {"query.wikidata.org": front.url, "www.wikidata.org": api.url}})
 
         async def answer_all() -> list[Any]:

@@ -32,7 +32,7 @@ def split(tiny_settings: Callable[..., Settings]) -> Iterator[tuple[ScholarlySpl
           WDQSLike(main_store.url, latency_s=0.0, charge_s=0.0, dialect="blazegraph", record=True) as main,
           WDQSLike(articles_store.url, latency_s=0.0, charge_s=0.0, dialect="blazegraph", record=True) as articles,
           WikidataAPILike(main_kb.index_path, latency_s=0.0) as api):
-        kb = open_kb("wikidata", main_settings.override(kb={"contact": CONTACT, "endpoints": {
+        kb = open_kb("wikidata", main_settings.override(kb={"contact": CONTACT, "wikidata_lookups": "sparql", "endpoints": {
             "query.wikidata.org": main.url, "query-scholarly.wikidata.org": articles.url,
             "www.wikidata.org": api.url}}))
         assert isinstance(kb, ScholarlySplit)
