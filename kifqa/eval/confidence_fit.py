@@ -180,8 +180,11 @@ def fit(folders: Sequence[Path]) -> ConfidenceModel:
                         f"{'right' if all(y) else 'wrong'}: a fit needs both; score more questions")
     rows = [s.x.vector() for s in samples]
     means = [sum(c) / len(c) for c in zip(*rows, strict=True)]
-    scales = [math.sqrt(sum((v - m) ** 2 for v in c) / len(c)) or 1.0
-              for c, m in zip(zip(*rows, strict=True), means, strict=True)]
+    spreads = [math.sqrt(sum((v - m) ** 2 for v in c) / len(c)) for c, m in zip(zip(*rows, strict=True), means,
+                                                                                strict=True)]
+    # A feature constant over the fit data (up to rounding) says nothing: it is left out (weight 0), never scaled
+    # by a spread of rounding noise.
+    scales = [s if s > 1e-9 * max(1.0, abs(m)) else math.inf for s, m in zip(spreads, means, strict=True)]
     scaled = [[(v - m) / s for v, m, s in zip(r, means, scales, strict=True)] for r in rows]
     regression = LogisticRegression(C=REGULARIZATION_C, max_iter=5000).fit(scaled, y)
     coef = [float(c) / s for c, s in zip(regression.coef_[0], scales, strict=True)]

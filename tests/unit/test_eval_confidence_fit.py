@@ -112,6 +112,17 @@ def test_the_fit_separates_what_the_product_cannot(tmp_path: Path) -> None:
     assert model.rate(trace(error="boom"), 1) == 0.0 and model.rate(trace(), 0) == 0.0
 
 
+def test_a_feature_constant_but_for_rounding_gets_no_weight(tmp_path: Path) -> None:
+    folder = scored_folder(tmp_path / "fit")
+    rows = [json.loads(line) for line in (folder / "questions.jsonl").read_text().splitlines()]
+    for i, row in enumerate(rows):  # the same draft probability, written with rounding noise in its last digit
+        row["trace"]["llm_calls"][0]["mean_logprob"] = -0.3 + (1e-17 if i % 2 else 0.0)
+    (folder / "questions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    model = fit([folder])
+    assert model.weights["draft_mean_logprob"] == 0.0 and model.weights["relation"] == 0.0
+    assert all(abs(w) < 100 for w in model.weights.values())
+
+
 def test_a_fit_refuses_the_held_out_questions(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="held out.*sqwd-valid-700"):
         fit([scored_folder(tmp_path / "late", start=690)])
