@@ -184,6 +184,12 @@ class LLMCall:
     cache_hit: bool = False
     output: str = ""
     error: str | None = None
+    #: The log probability the model gave its output (the sum over its tokens), and its least likely token's;
+    #: ``None`` where the backend reported none.
+    logprob: float | None = None
+    min_logprob: float | None = None
+    #: The mean over its tokens (``None`` as above): comparable between outputs of different lengths.
+    mean_logprob: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 
 @click.command("eval")
+@click.argument("scored", nargs=-1, type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--dataset", default="sqwd:valid", show_default=True,
               help="sqwd:valid, sqwd:train (SimpleQuestions-Wikidata, answerable questions), sdbqa:valid "
                    "(SimpleDBpediaQA), or a gold file (JSONL/CSV/TSV/Parquet with question and answers columns).")
@@ -54,12 +55,27 @@ if TYPE_CHECKING:
               help="Also answer each question given its gold draft (in-process) and split the loss by step; the "
                    "oracle run goes to OUT/oracle-drafts.")
 @click.option("--report/--no-report", default=True, show_default=True, help="Write report.md and plots with --out.")
+@click.option("--fit-confidence", type=click.Path(dir_okay=False, path_type=Path), metavar="OUT.json",
+              help="Fit the silver confidence (a logistic regression over each answered question's trace) on the "
+                   "scored folders SCORED... (kifqa eval --out) and write it here, with its fit data's description.")
+@click.option("--check", "check_dirs", multiple=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              metavar="DIR", help="--fit-confidence: measure the fitted confidence against the hand-set product on "
+                                  "these other scored folders (repeat for several).")
 @settings_options
-def eval_(dataset: str, limit: int | None, start: int, concurrency: int | None, out: Path | None, batch: bool,
-          run_dir: Path | str | None, compare: tuple[Path, Path] | None, table: tuple[Path, ...], show: int,
-          extend_gold: bool, oracle_drafts: bool, report: bool, config: Path | None, kb: str | None, model: str | None,
-          examples: str | None) -> None:
-    """Answer DATASET (or read a run) and print precision, recall, F1, linking accuracy, failure classes and costs."""
+def eval_(scored: tuple[Path, ...], dataset: str, limit: int | None, start: int, concurrency: int | None,
+          out: Path | None, batch: bool, run_dir: Path | str | None, compare: tuple[Path, Path] | None,
+          table: tuple[Path, ...], show: int, extend_gold: bool, oracle_drafts: bool, report: bool,
+          fit_confidence: Path | None, check_dirs: tuple[Path, ...], config: Path | None, kb: str | None,
+          model: str | None, examples: str | None) -> None:
+    """Answer DATASET (or read a run) and print precision, recall, F1, linking accuracy, failure classes and costs;
+    or, with --fit-confidence, fit the silver confidence on the scored folders SCORED..."""
+    if (fit_confidence is None) != (not scored) or (check_dirs and fit_confidence is None):
+        raise click.UsageError("--fit-confidence OUT.json takes the scored folders SCORED... (and --check DIR)")
+    if fit_confidence is not None:
+        if sum(bool(x) for x in (batch, run_dir, compare, table, out, oracle_drafts)):
+            raise click.UsageError("--fit-confidence reads scored folders: not with --out, --batch, --run, "
+                                   "--compare, --table or --oracle-drafts")
+        return _fit_confidence(fit_confidence, scored, check_dirs)
     if sum(bool(x) for x in (batch, run_dir, compare, table)) > 1:
         raise click.UsageError("use one of --batch, --run, --compare and --table")
     if table:
@@ -95,6 +111,23 @@ def eval_(dataset: str, limit: int | None, start: int, concurrency: int | None, 
         if oracle is not None:
             oracle.write(target / "oracle-drafts")
     click.echo(json.dumps(evaluation.metrics(), indent=2, ensure_ascii=False))
+
+
+def _fit_confidence(dest: Path, scored: tuple[Path, ...], check: tuple[Path, ...]) -> None:
+    """Fits the confidence on ``scored``, measures it on ``check`` (into its description) and writes it."""
+    from kifqa.eval.confidence_fit import fit, held_out_check, render_check
+
+    try:
+        fitted = fit(scored)
+        if check:
+            measured = held_out_check(fitted, scored, check)
+            click.echo(render_check(measured))
+            fitted = replace(fitted, about={**fitted.about, "held_out_check": measured})
+        fitted.write(dest)
+    except KifqaError as err:
+        raise fail(err) from err
+    about = fitted.about
+    click.echo(f"wrote {dest}: fitted on {about['questions']} answered questions ({about['right']} right)")
 
 
 def _evaluate(settings: Settings, dataset: str, limit: int | None, start: int, concurrency: int, out: Path | None,

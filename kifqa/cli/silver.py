@@ -19,7 +19,7 @@ from kifqa.types import Result
 
 if TYPE_CHECKING:
     from kifqa.config import Settings
-    from kifqa.eval.silver import SilverSummary
+    from kifqa.eval.silver import Rater, SilverSummary
     from kifqa.runs import Prediction
 
 
@@ -45,11 +45,14 @@ if TYPE_CHECKING:
 @click.option("--recheck", "recheck_dir",
               help="Execute the queries of the release at this path or URI again against --kb and report the rows "
                    "whose answers changed (answers nothing).")
+@click.option("--confidence-model", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A fitted confidence (kifqa eval --fit-confidence) to rate the rows with; by default the one "
+                   "kifqa ships, else the hand-set product of four factors.")
 @settings_options
 def silver(corpus: Path | None, out: Path | None, limit: int | None, concurrency: int | None, batch: bool,
            run_dir: Path | None, min_confidence: float, target_precision: float | None, calibration_dir: Path | None,
-           release_dir: str | None, recheck_dir: str | None, config: Path | None, kb: str | None,
-           model: str | None, examples: str | None) -> None:
+           release_dir: str | None, recheck_dir: str | None, confidence_model: Path | None, config: Path | None,
+           kb: str | None, model: str | None, examples: str | None) -> None:
     """Answer the unlabelled questions of CORPUS (JSONL, CSV or Parquet with id and question columns)
     and write each answered one whose query reproduces its answers, with that query, its answers and a
     confidence."""
@@ -77,10 +80,13 @@ def silver(corpus: Path | None, out: Path | None, limit: int | None, concurrency
             calibration = run_threshold(calibration_dir, target_precision)
             min_confidence = max(min_confidence, calibration["threshold"])
         predictions = _predictions(settings, corpus, run_dir, out, limit=limit, batch=batch, concurrency=concurrency)
-        rows, summary, build = asyncio.run(_silver(settings, predictions, min_confidence))
+        from kifqa.eval.confidence_fit import ConfidenceModel, default_rater, rater
+
+        rate = default_rater() if confidence_model is None else rater(ConfidenceModel.read(confidence_model))
+        rows, summary, build = asyncio.run(_silver(settings, predictions, min_confidence, rate))
         summary.calibration = calibration
         parquet, jsonl = write_silver(rows, out, summary)
-        page = write_silver_report(out / PAGE, predictions=predictions, summary=summary.as_dict())
+        page = write_silver_report(out / PAGE, predictions=predictions, summary=summary.as_dict(), rater=rate)
         if release_dir is not None:
             _release(settings, rows, summary, release_dir, source=str(corpus or run_dir), build=build)
     except KifqaError as err:
@@ -117,15 +123,15 @@ def _predictions(settings: Settings, corpus: Path | None, run_dir: Path | None, 
     return list(predicted.predictions.values())
 
 
-async def _silver(settings: Settings, predictions: list[Prediction],
-                  min_confidence: float) -> tuple[list[dict[str, Any]], SilverSummary, str | None]:
+async def _silver(settings: Settings, predictions: list[Prediction], min_confidence: float,
+                  rater: Rater) -> tuple[list[dict[str, Any]], SilverSummary, str | None]:
     """The silver rows, each query executed again on the configured base; and the hash of its local build."""
     from kifqa.eval.silver import build_silver
     from kifqa.kb.spec import open_kb
 
     kb = open_kb(None, settings)
     try:
-        return (*await build_silver(predictions, kb, min_confidence=min_confidence), kb.build)
+        return (*await build_silver(predictions, kb, min_confidence=min_confidence, rater=rater), kb.build)
     finally:
         await kb.aclose()
 

@@ -16,12 +16,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kifqa.errors import KifqaError
-from kifqa.eval.calibration import calibrate
+from kifqa.eval.calibration import calibrate, curve
+from kifqa.eval.confidence_fit import default_rater
 from kifqa.eval.datasets import GoldExtender, GoldQuestion
 from kifqa.eval.decisions import decision_counts
 from kifqa.eval.failures import FAILURES, LINKING, detail_kind
 from kifqa.eval.metrics import summarize
-from kifqa.eval.scoring import Scored, confidence_of, score_prediction
+from kifqa.eval.scoring import Scored, score_prediction
+from kifqa.eval.silver import PRODUCT
 from kifqa.eval.traces import STEPS, costs_per_question, step_timings
 from kifqa.runs.results import Prediction
 from kifqa.runs.storage import write_private
@@ -192,9 +194,18 @@ class Evaluation:
                 "precision": round(statistics.fmean(answering), 4) if answering else None}
 
     def calibration(self) -> dict[str, Any]:
-        """Answer precision against coverage by silver-confidence threshold (:mod:`kifqa.eval.calibration`)."""
-        return calibrate([(confidence_of(s), s.score.precision) if s.predicted else None
-                          for s in self.scored if s.has_gold])
+        """Answer precision against coverage by silver-confidence threshold (:mod:`kifqa.eval.calibration`): the
+        risk–coverage curve of the confidence kifqa rates silver rows with (``method``); where that is a fitted
+        one, also the hand-set product's curve (``product_curve``), to set them side by side."""
+        with_gold = [s for s in self.scored if s.has_gold]
+        rater = default_rater()
+        out = calibrate([(rater.rate(s.trace, len(s.predicted)), s.score.precision) if s.predicted else None
+                         for s in with_gold])
+        out["method"] = rater.method
+        if rater is not PRODUCT:
+            out["product_curve"] = curve([(PRODUCT.rate(s.trace, len(s.predicted)), s.score.precision)
+                                          for s in with_gold if s.predicted], len(with_gold))
+        return out
 
     def core_metrics(self) -> dict[str, Any]:
         """Scores, linking, failure classes and cost per question (what every slice reports)."""

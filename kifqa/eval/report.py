@@ -173,7 +173,8 @@ def _calibration_plot(plt: Any, m: dict[str, Any], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     for points, label, style in ((cal.get("curve") or [], f"all ({cal.get('questions', 0)} questions)", "-"),
                                  ((cal.get("held_out") or {}).get("check_curve") or [],
-                                  "check half (odd positions)", ":")):
+                                  "check half (odd positions)", ":"),
+                                 (cal.get("product_curve") or [], "all, hand-set product (before the fit)", "--")):
         if points:
             ax.plot([p["coverage"] for p in points], [p["precision"] for p in points], style, marker=".",
                     markersize=4, label=label)
@@ -372,7 +373,10 @@ def _calibration_section(cal: dict[str, Any]) -> list[str]:
              "confidence ≥ t: precision is the mean answer precision of the kept questions, coverage their share of "
              "all questions with gold answers. The check fits each threshold on the even positions "
              f"({held.get('fit_questions', 0)} questions) and measures it on the odd ones "
-             f"({held.get('check_questions', 0)}), which did not take part in fitting it.", "",
+             f"({held.get('check_questions', 0)}), which did not take part in fitting it. The confidence: "
+             f"{cal.get('method', 'hand-set product of four factors')}"
+             + ("; the dashed curve is the hand-set product's on the same questions." if cal.get("product_curve")
+                else "."), "",
              "| target precision | threshold | precision | coverage | kept | held-out: fitted threshold | "
              "precision on the check half | coverage | kept |",
              "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]

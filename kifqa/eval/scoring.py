@@ -5,17 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kifqa.eval.confidence_fit import default_rater
 from kifqa.eval.datasets import GoldExtender, GoldQuestion
 from kifqa.eval.failures import failure_of, linking
 from kifqa.eval.metrics import Score, score
-from kifqa.eval.silver import confidence
 from kifqa.runs.results import Prediction
 from kifqa.types import Result, Trace
 
 
 def confidence_of(s: Scored) -> float:
-    """The silver confidence of a scored question's answers (:func:`kifqa.eval.silver.confidence`)."""
-    return confidence(s.trace, len(s.predicted)).value
+    """The silver confidence of a scored question's answers: the shipped fitted model's where kifqa ships one,
+    else the hand-set product (:func:`kifqa.eval.confidence_fit.default_rater`)."""
+    return default_rater().rate(s.trace, len(s.predicted))
 
 
 @dataclass(kw_only=True)

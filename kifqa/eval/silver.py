@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -26,7 +26,7 @@ from kifqa.eval.reexecute import reexecute
 from kifqa.kb.base import KnowledgeBase
 from kifqa.kb.fieldform import field_query
 from kifqa.runs import Prediction
-from kifqa.types import UNKNOWN, Candidate, ConstraintResult, Relation, Trace
+from kifqa.types import UNKNOWN, Candidate, ConstraintResult, LLMCall, Relation, Trace
 
 #: Entity factor when namesakes of the chosen entity were dropped by the relation evidence.
 NAMESAKES_DROPPED = 0.9
@@ -94,33 +94,71 @@ def entity_factor(trace: Trace) -> float:
     """1 / m when the m entities the chosen relations use are named exactly by the draft (× 0.9 if
     other exactly named entities were dropped); for a near match 0.5 + 0.4 × the search-score
     margin between the best used candidate and the best other one (relative to the former)."""
-    used = list(dict.fromkeys(r.entity for r in trace.relations))
+    used = used_entities(trace)
     if not used:
         return 0.0
-    known = normalize(trace.draft[0].known) if trace.draft else ""
-    candidates = trace.candidates
-    by_id = {c.id: c for c in candidates}
-    exact = [c for c in candidates if known and any(normalize(n) == known for n in _names(c))]
-    exact_ids = {c.id for c in exact}
-    if used and all(e in exact_ids for e in used):
+    exact_ids = exactly_named(trace)
+    if all(e in exact_ids for e in used):
         factor = 1.0 / len(used)
         return factor * (NAMESAKES_DROPPED if len(exact_ids) > len(used) else 1.0)
+    return (NEAR_BASE + NEAR_MARGIN * search_margin(trace)) / len(used)
+
+
+def used_entities(trace: Trace) -> list[str]:
+    """The entities the chosen relations use, in order."""
+    return list(dict.fromkeys(r.entity for r in trace.relations))
+
+
+def exactly_named(trace: Trace) -> set[str]:
+    """The candidates a label or alias of which is the draft's known end (normalized)."""
+    known = normalize(trace.draft[0].known) if trace.draft else ""
+    return {c.id for c in trace.candidates if known and any(normalize(n) == known for n in _names(c))}
+
+
+def search_margin(trace: Trace) -> float:
+    """How far the best used candidate's search score leads the best other candidate's, relative to the former
+    (in [0, 1]; 0 where it does not lead or has no score)."""
+    used = set(used_entities(trace))
+    by_id = {c.id: c for c in trace.candidates}
     s_used = max((by_id[e].score for e in used if e in by_id), default=0.0)
-    s_other = max((c.score for c in candidates if c.id not in used), default=0.0)
-    margin = min(1.0, max(0.0, (s_used - s_other) / s_used)) if s_used > 0 else 0.0
-    return (NEAR_BASE + NEAR_MARGIN * margin) / len(used)
+    s_other = max((c.score for c in trace.candidates if c.id not in used), default=0.0)
+    return min(1.0, max(0.0, (s_used - s_other) / s_used)) if s_used > 0 else 0.0
 
 
 def relation_factor(trace: Trace) -> float:
     """1 for the only option, 0.9 for an option the draft's predicate names exactly (taken without
     the model), 0.75 when the model picked the lexically best option, 0.5 when it picked another."""
-    if not trace.relations:
+    by = relation_chosen_by(trace)
+    if by is None:
         return 0.0
-    calls = [c for c in trace.llm_calls if c.step == "relations"]
-    if not calls:
-        options = {(o.property, o.direction) for o in trace.options}
-        return ONLY_OPTION if len(options) <= 1 else NAMED_OPTION
-    return MODEL_TOP if calls[-1].output.strip().rstrip(".") == "1" else MODEL_OTHER
+    if by != "model":
+        return ONLY_OPTION if by == "only" else NAMED_OPTION
+    return MODEL_TOP if model_took_first(trace) else MODEL_OTHER
+
+
+#: How the relation was chosen: the only option; by a rule, without the model (the option the draft names
+#: exactly, the precedent votes, an obvious lead); by the model.
+ChosenBy = Literal["only", "rule", "model"]
+
+
+def relation_chosen_by(trace: Trace) -> ChosenBy | None:
+    """How the trace's relation was chosen (``None``: no relation was)."""
+    if not trace.relations:
+        return None
+    if relation_call(trace) is not None:
+        return "model"
+    return "only" if len({(o.property, o.direction) for o in trace.options}) <= 1 else "rule"
+
+
+def relation_call(trace: Trace) -> LLMCall | None:
+    """The model call that chose the relation (the last of the relations step), if the model chose it."""
+    return next((c for c in reversed(trace.llm_calls) if c.step == "relations"), None)
+
+
+def model_took_first(trace: Trace) -> bool:
+    """Whether the model chose the first (the lexically best) option."""
+    call = relation_call(trace)
+    return call is not None and call.output.strip().rstrip(".") == "1"
 
 
 def constraint_factor(trace: Trace) -> float:
@@ -153,6 +191,18 @@ def confidence(trace: Trace, n_answers: int) -> Confidence:
                       round(constraint_factor(trace), 4), round(answer_factor(trace, n_answers), 4))
 
 
+@dataclass(frozen=True)
+class Rater:
+    """How a row's confidence is computed from its trace and answer count, and what says so (``method``)."""
+
+    rate: Callable[[Trace, int], float]
+    method: str
+
+
+#: The hand-set product of :func:`confidence`'s four factors.
+PRODUCT = Rater(lambda trace, n: confidence(trace, n).value, "hand-set product of four factors")
+
+
 def logical_form(rels: Iterable[Relation]) -> str:
     """The chosen relations as triple patterns with ids, joined by ``UNION``."""
     return " UNION ".join(f"({r.entity} | {r.property} | {UNKNOWN})" if r.direction == "forward"
@@ -169,8 +219,8 @@ def query_of(trace: Trace) -> str:
         return ""
 
 
-def silver_row(p: Prediction) -> dict[str, Any]:
-    """One row of :data:`SILVER_SCHEMA`."""
+def silver_row(p: Prediction, rater: Rater = PRODUCT) -> dict[str, Any]:
+    """One row of :data:`SILVER_SCHEMA`: its ``confidence`` by ``rater``, beside the hand-set factors."""
     t = p.trace
     labels = {c.id: c.label for c in t.candidates}
     c = confidence(t, len(p.answers))
@@ -189,7 +239,7 @@ def silver_row(p: Prediction) -> dict[str, Any]:
         "answers": list(p.answers),
         "answer_labels": [p.answers[a] or "" for a in p.answers],
         "n_answers": len(p.answers),
-        "confidence": c.value,
+        "confidence": rater.rate(t, len(p.answers)),
         "confidence_entity": c.entity,
         "confidence_relation": c.relation,
         "confidence_constraints": c.constraints,
@@ -214,6 +264,8 @@ class SilverSummary:
     calibration: dict[str, Any] | None = None
     #: Rows left out because their query, executed again, did not give exactly their answers.
     not_reproduced: int = 0
+    #: How the confidence was computed (:attr:`Rater.method`).
+    confidence: str = PRODUCT.method
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -223,7 +275,7 @@ class SilverSummary:
         text = (f"questions {self.questions}: {self.rows} silver rows, {self.no_answer} without answer "
                 f"({self.errors} errors), {self.below_threshold} below the confidence threshold, "
                 f"{self.not_reproduced} whose query did not reproduce its answers\n"
-                f"confidence mean {self.mean_confidence:.3f}; by band {bands}")
+                f"confidence ({self.confidence}) mean {self.mean_confidence:.3f}; by band {bands}")
         if c := self.calibration:
             text += (f"\nthreshold {c['threshold']} for precision {c['target_precision']}: the calibration run "
                      f"measured precision {c['precision']} at coverage {c['coverage']} ({c['n']} of "
@@ -231,10 +283,11 @@ class SilverSummary:
         return text
 
 
-async def build_silver(predictions: Iterable[Prediction], kb: KnowledgeBase | None, *,
-                       min_confidence: float = 0.0) -> tuple[list[dict[str, Any]], SilverSummary]:
-    """Silver rows of the answered questions whose confidence is at least ``min_confidence`` and whose query,
-    executed again on ``kb``, gives exactly their answers (``None``: not executed again, every row kept)."""
+async def build_silver(predictions: Iterable[Prediction], kb: KnowledgeBase | None, *, min_confidence: float = 0.0,
+                       rater: Rater = PRODUCT) -> tuple[list[dict[str, Any]], SilverSummary]:
+    """Silver rows of the answered questions whose confidence (by ``rater``) is at least ``min_confidence`` and
+    whose query, executed again on ``kb``, gives exactly their answers (``None``: not executed again, every row
+    kept)."""
     rows, n, no_answer, errors, below = [], 0, 0, 0, 0
     for p in predictions:
         n += 1
@@ -242,7 +295,7 @@ async def build_silver(predictions: Iterable[Prediction], kb: KnowledgeBase | No
             no_answer += 1
             errors += bool(p.trace.error)
             continue
-        row = silver_row(p)
+        row = silver_row(p, rater)
         if row["confidence"] < min_confidence:
             below += 1
             continue
@@ -256,7 +309,7 @@ async def build_silver(predictions: Iterable[Prediction], kb: KnowledgeBase | No
         bands[list(bands)[min(3, int(r["confidence"] * 4))]] += 1
     mean = sum(r["confidence"] for r in rows) / len(rows) if rows else 0.0
     return rows, SilverSummary(n, len(rows), no_answer, errors, below, round(mean, 4), bands,
-                               not_reproduced=answered - len(rows))
+                               not_reproduced=answered - len(rows), confidence=rater.method)
 
 
 def write_silver(rows: list[dict[str, Any]], out: Path, summary: SilverSummary | None = None) -> tuple[Path, Path]:

@@ -69,6 +69,9 @@ class Completion:
     text: str = ""
     usage: Usage = field(default_factory=Usage)
     error: str | None = None
+    #: The natural log of the probability the model gave each token of ``text`` it sampled, in order (empty
+    #: where the backend reports none): the model's own confidence in its output.
+    logprobs: tuple[float, ...] = ()
 
     @property
     def ok(self) -> bool:

@@ -39,7 +39,8 @@ CREATE TABLE IF NOT EXISTS completions (
 )
 """
 
-#: What a recorded answer cost, kept as JSON in ``usage`` (files older than it lack the column).
+#: What a recorded answer cost, kept as JSON in ``usage`` (files older than it lack the column), beside the
+#: answer's token log probabilities (``logprobs``; entries recorded before them replay with none).
 _RECORDED = ("cached_prompt_tokens", "latency_s", "prompt_s", "generation_s")
 
 
@@ -132,9 +133,11 @@ class CachedLLM(LLM):
                 keys,
             ):
                 counts = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
-                recorded = Usage(**counts, **json.loads(cost)) if cost else None
+                blob = json.loads(cost) if cost else {}
+                logprobs = tuple(blob.pop("logprobs", None) or ())
+                recorded = Usage(**counts, **blob) if blob else None
                 usage = Usage(**counts, cache_hit=True, recorded=recorded)
-                found[key] = Completion(text=text, usage=usage)
+                found[key] = Completion(text=text, usage=usage, logprobs=logprobs)
         return found
 
     @retry_busy
@@ -150,7 +153,8 @@ class CachedLLM(LLM):
                     " completion_tokens, created, usage) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     [
                         (key, self.identity, blob, c.text, c.usage.prompt_tokens, c.usage.completion_tokens, now,
-                         json.dumps({name: getattr(c.usage, name) for name in _RECORDED}))
+                         json.dumps({**{name: getattr(c.usage, name) for name in _RECORDED},
+                                     "logprobs": list(c.logprobs)}))
                         for key, blob, c in rows
                     ],
                 )

@@ -199,6 +199,7 @@ class VllmLLM(LLM):
                 cached_prompt_tokens=final.num_cached_tokens or 0,
                 latency_s=time.perf_counter() - start,
             ),
+            logprobs=sampled_logprobs(output),
         )
 
     async def _final_output(self, prompt: Any, request: ChatRequest) -> Any:
@@ -214,6 +215,7 @@ class VllmLLM(LLM):
                 StructuredOutputsParams(grammar=request.grammar) if request.grammar is not None else None
             ),
             output_kind=RequestOutputKind.FINAL_ONLY,
+            logprobs=0,  # the sampled token's own log probability, no alternatives
         )
         assert self._pending is not None
         final = None
@@ -241,6 +243,22 @@ class VllmLLM(LLM):
         """Stops the engine (on its loop)."""
         self._engine.shutdown()
         self._engine = self._tokenizer = None
+
+
+def sampled_logprobs(output: Any) -> tuple[float, ...]:
+    """The log probability of each token a ``CompletionOutput`` sampled: ``output.logprobs`` holds one
+    ``{token_id: Logprob}`` per position (a list, or vLLM's ``FlatLogprobs``, indexed alike), the sampled
+    token among them. None at all where a position lacks it (no logprobs were asked for)."""
+    positions = output.logprobs
+    if positions is None or len(positions) != len(output.token_ids):
+        return ()
+    values = []
+    for token, position in zip(output.token_ids, positions, strict=True):
+        entry = position.get(token) if position else None
+        if entry is None or not math.isfinite(entry.logprob):
+            return ()
+        values.append(float(entry.logprob))
+    return tuple(values)
 
 
 def vllm_version_problem(version: str) -> str | None:

@@ -5,6 +5,7 @@ Shared by the backends that speak it (llama.cpp in-process, any OpenAI-compatibl
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -12,11 +13,13 @@ from kifqa.llm.base import ChatRequest, Completion, Usage
 
 
 def chat_body(request: ChatRequest) -> dict[str, Any]:
-    """The portable part of a chat-completions body for ``request`` (no model, no grammar)."""
+    """The portable part of a chat-completions body for ``request`` (no model, no grammar), asking for each
+    sampled token's log probability (``logprobs``)."""
     body: dict[str, Any] = {
         "messages": [{"role": m.role, "content": m.content} for m in request.messages],
         "max_tokens": request.max_tokens,
         "temperature": request.temperature,
+        "logprobs": True,
     }
     if request.stop:
         body["stop"] = list(request.stop)
@@ -27,7 +30,9 @@ def parse_completion(data: Any, *, latency_s: float) -> Completion:
     """A :class:`Completion` from a decoded chat-completions response, errors included.
 
     An ``error`` object, a missing or empty ``choices`` list or a non-string message content
-    becomes the completion's ``error``; nothing here raises.
+    becomes the completion's ``error``; nothing here raises. The first choice's
+    ``logprobs.content[*].logprob`` become the completion's ``logprobs`` (none where any is missing or not a
+    finite number).
     """
     if not isinstance(data, Mapping):
         return Completion(error=f"invalid response: expected a JSON object, got {type(data).__name__}")
@@ -40,7 +45,8 @@ def parse_completion(data: Any, *, latency_s: float) -> Completion:
     content = message.get("content") if isinstance(message, Mapping) else None
     if not isinstance(content, str):
         return Completion(error="invalid response: the first choice has no message content")
-    return Completion(text=content, usage=parse_usage(data, latency_s=latency_s))
+    return Completion(text=content, usage=parse_usage(data, latency_s=latency_s),
+                      logprobs=token_logprobs(_logprob_entries(choices[0])))
 
 
 def join_stream(chunks: list[Any]) -> Any:
@@ -49,6 +55,7 @@ def join_stream(chunks: list[Any]) -> Any:
     if len(chunks) == 1 and isinstance(chunks[0], Mapping) and "error" in chunks[0]:
         return chunks[0]
     text: list[str] = []
+    logprobs: list[Any] = []
     joined: dict[str, Any] = {}
     for chunk in chunks:
         if not isinstance(chunk, Mapping):
@@ -57,8 +64,31 @@ def join_stream(chunks: list[Any]) -> Any:
             delta = choice.get("delta") if isinstance(choice, Mapping) else None
             if isinstance(delta, Mapping) and isinstance(delta.get("content"), str):
                 text.append(delta["content"])
+            logprobs.extend(_logprob_entries(choice))
         joined.update({k: chunk[k] for k in ("usage", "timings", "error") if k in chunk})
-    return {**joined, "choices": [{"message": {"role": "assistant", "content": "".join(text)}}]} if chunks else {}
+    if not chunks:
+        return {}
+    message = {"role": "assistant", "content": "".join(text)}
+    return {**joined, "choices": [{"message": message, "logprobs": {"content": logprobs}}]}
+
+
+def token_logprobs(entries: list[Any]) -> tuple[float, ...]:
+    """The ``logprob`` of each of ``entries`` (``logprobs.content`` items), or none at all when one lacks a
+    finite number: a partial list would misstate the output's probability."""
+    values: list[float] = []
+    for entry in entries:
+        value = entry.get("logprob") if isinstance(entry, Mapping) else None
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            return ()
+        values.append(float(value))
+    return tuple(values)
+
+
+def _logprob_entries(choice: Any) -> list[Any]:
+    """A choice's (or a streamed chunk's choice's) ``logprobs.content`` list; empty where it has none."""
+    logprobs = choice.get("logprobs") if isinstance(choice, Mapping) else None
+    content = logprobs.get("content") if isinstance(logprobs, Mapping) else None
+    return content if isinstance(content, list) else []
 
 
 def parse_usage(data: Mapping[str, Any], *, latency_s: float) -> Usage:

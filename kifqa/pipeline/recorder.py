@@ -33,11 +33,13 @@ class Recorder:
     async def generate(self, llm: LLM, request: ChatRequest) -> Completion:
         """One model call, recorded in the trace under the current step."""
         [completion] = await llm.agenerate([request])
-        u = completion.usage
+        u, lp = completion.usage, completion.logprobs
         self.trace.llm_calls.append(LLMCall(
             step=self.current_step, prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens,
             cached_prompt_tokens=u.cached_prompt_tokens, latency_s=u.latency_s, cache_hit=u.cache_hit,
-            output=clipped(completion.text), error=None if completion.error is None else clipped(completion.error)))
+            output=clipped(completion.text), error=None if completion.error is None else clipped(completion.error),
+            logprob=round(sum(lp), 6) if lp else None, min_logprob=round(min(lp), 6) if lp else None,
+            mean_logprob=round(sum(lp) / len(lp), 6) if lp else None))
         return completion
 
 

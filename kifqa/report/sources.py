@@ -21,6 +21,7 @@ from kifqa.errors import DataError
 from kifqa.eval import traces as tr
 from kifqa.eval.evaluation import Evaluation
 from kifqa.eval.report import write_report
+from kifqa.eval.silver import PRODUCT, Rater
 from kifqa.report.data import compare_table, prediction_row, question_table
 from kifqa.report.page import write_page
 from kifqa.runs.results import Prediction
@@ -72,12 +73,12 @@ def write_eval_report(path: str | Path, *, metrics: Mapping[str, Any], rows: Ite
 
 
 def write_silver_report(path: str | Path, *, predictions: Iterable[Prediction], summary: Mapping[str, Any],
-                        about: str = "") -> Path:
-    """The page of ``kifqa silver``: every question, with the confidence of the answered ones; the
-    silver summary adds to the figures computed from the traces."""
-    from kifqa.eval.silver import confidence
-
-    rows = [prediction_row(p, confidence=confidence(p.trace, len(p.answers)).value if p.answers else None)
+                        about: str = "", rater: Rater | None = None) -> Path:
+    """The page of ``kifqa silver``: every question, with the confidence of the answered ones (by ``rater``, the
+    silver rows'; the hand-set product without one); the silver summary adds to the figures computed from the
+    traces."""
+    rate = rater or PRODUCT
+    rows = [prediction_row(p, confidence=rate.rate(p.trace, len(p.answers)) if p.answers else None)
             for p in predictions]
     return write_rows(path, rows=rows, summary={**run_figures(rows), **summary}, kind="silver data",
                        about=about or f"{len(rows)} questions")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import re
 import threading
 import time
@@ -52,6 +53,16 @@ def test_answers_a_question_with_a_grammar_valid_triple(llm: LocalLLM) -> None:
     assert "dracula" in done.text
     assert done.usage.prompt_tokens > 80 and 0 < done.usage.completion_tokens <= 32
     assert done.usage.latency_s > 0 and done.usage.generation_s > 0
+
+
+def test_each_completion_token_comes_with_its_logprob(llm: LocalLLM) -> None:
+    cut, done = llm.generate([dataclasses.replace(ask("who wrote the novel dracula"), max_tokens=4),
+                              ask("who wrote the novel dracula")])
+    assert cut.ok and done.ok, (cut.error, done.error)
+    assert len(cut.logprobs) == cut.usage.completion_tokens == 4  # cut short: every token is text
+    # Stopped by the model: llama.cpp counts the end-of-generation token, which is no text and streams no logprob.
+    assert len(done.logprobs) == done.usage.completion_tokens - 1 > 4
+    assert all(math.isfinite(lp) and lp <= 0 for lp in done.logprobs) and min(done.logprobs) < 0
 
 
 def test_a_forward_draft_stops_before_its_fixed_end(llm: LocalLLM) -> None:

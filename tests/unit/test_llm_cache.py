@@ -34,7 +34,8 @@ class Scripted(LLM):
                 n = sum(len(c) for c in self.calls)
                 out.append(Completion(text=f"answer #{n} to {question}",
                                       usage=Usage(prompt_tokens=10 + len(question), completion_tokens=4,
-                                                  cached_prompt_tokens=6, latency_s=0.5)))
+                                                  cached_prompt_tokens=6, latency_s=0.5),
+                                      logprobs=(-0.5, -0.125, 0.0, -3.25)))
         return out
 
     async def aclose(self) -> None:
@@ -105,6 +106,23 @@ def test_replaying_a_file_without_recorded_costs_leaves_its_table_as_it_is(tmp_p
     [hit] = CachedLLM(silent, path=path, mode="replay").generate([ask("a")])
     assert hit.ok and hit.text == "x" and hit.usage.cache_hit and hit.usage.recorded is None
     assert silent.calls == [] and "usage" not in columns(path)  # a replaying run writes no new column
+
+
+def test_token_logprobs_replay_as_recorded(tmp_path: Path) -> None:
+    path = tmp_path / "cassette.sqlite"
+    [recorded] = CachedLLM(Scripted(), path=path, mode="record").generate([ask("a")])
+    [replayed] = CachedLLM(Scripted(), path=path, mode="replay").generate([ask("a")])
+    assert replayed.usage.cache_hit and replayed.logprobs == recorded.logprobs == (-0.5, -0.125, 0.0, -3.25)
+
+
+def test_an_entry_recorded_without_logprobs_replays_with_none(tmp_path: Path) -> None:
+    path = tmp_path / "cassette.sqlite"
+    CachedLLM(Scripted(), path=path, mode="record").generate([ask("a")])
+    with sqlite3.connect(path) as db:  # the usage blob as it was written before logprobs were kept
+        db.execute("UPDATE completions SET usage = ?",
+                   ('{"cached_prompt_tokens": 6, "latency_s": 0.5, "prompt_s": 0, "generation_s": 0}',))
+    [hit] = CachedLLM(Scripted(), path=path, mode="replay").generate([ask("a")])
+    assert hit.ok and hit.logprobs == () and hit.usage.recorded is not None and hit.usage.recorded.latency_s == 0.5
 
 
 def test_replay_miss_is_a_per_request_error(tmp_path: Path) -> None:

@@ -77,6 +77,17 @@ def test_reports_tokens_and_prefix_cache_hits(fake_vllm: type) -> None:
     assert len(fake_vllm.instances) == 1  # one engine for both calls
 
 
+def test_each_sampled_token_s_logprob_comes_back(fake_vllm: type) -> None:
+    llm = VllmLLM(model="some/model")
+    try:
+        (done,) = llm.generate([ask("who wrote dracula")])
+    finally:
+        asyncio.run(llm.aclose())
+    [engine] = fake_vllm.instances
+    assert engine.requests[0][1].logprobs == 0  # the sampled token only, no alternatives
+    assert done.logprobs == (-0.125, -0.25, -0.375, -0.5) and len(done.logprobs) == done.usage.completion_tokens
+
+
 def test_concurrent_callers_are_batched_on_one_engine(fake_vllm: type) -> None:
     llm = VllmLLM(model="m")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kifqa.llm.wire import join_stream, parse_completion
+from kifqa.llm.wire import chat_body, join_stream, parse_completion
 
 
 def answer(**extra: object) -> dict:
@@ -65,3 +65,37 @@ def test_a_refused_stream_is_its_error() -> None:
     done = parse_completion(join_stream(refused), latency_s=0.0)
     assert not done.ok and done.error == "server error: failed to parse grammar (code 400)"
     assert parse_completion(join_stream([]), latency_s=0.0).error == "invalid response: no choices"
+
+
+def test_the_body_asks_for_token_logprobs() -> None:
+    from kifqa.llm.base import ChatRequest, Message
+
+    assert chat_body(ChatRequest(messages=(Message("user", "hi"),)))["logprobs"] is True
+
+
+def test_token_logprobs_of_an_answer() -> None:
+    content = [{"token": "(a", "logprob": -0.25, "top_logprobs": []}, {"token": " |", "logprob": 0}]
+    done = parse_completion({"choices": [{"message": {"content": "(a |"}, "logprobs": {"content": content}}]},
+                            latency_s=0)
+    assert done.logprobs == (-0.25, 0.0)
+    assert parse_completion(answer(), latency_s=0).logprobs == ()
+
+
+def test_token_logprobs_that_are_not_all_numbers_are_none() -> None:
+    for bad in ([{"logprob": -0.1}, {"logprob": None}], [{"logprob": "x"}], [{"logprob": float("nan")}], [3]):
+        done = parse_completion({"choices": [{"message": {"content": "a"}, "logprobs": {"content": bad}}]},
+                                latency_s=0)
+        assert done.ok and done.logprobs == ()
+
+
+def test_a_stream_joins_its_token_logprobs_in_order() -> None:
+    def token(text: str, logprob: float) -> dict:
+        return {"choices": [{"index": 0, "delta": {"content": text},
+                             "logprobs": {"content": [{"token": text, "logprob": logprob}]}}]}
+
+    chunks = [{"choices": [{"index": 0, "delta": {"role": "assistant", "content": None}}]},
+              token("(a", -0.5), token(" |", -0.01), token(" b", -2.0),
+              {"choices": [{"index": 0, "finish_reason": "stop", "delta": {}}]},
+              {"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 3}}]
+    done = parse_completion(join_stream(chunks), latency_s=0)
+    assert done.text == "(a | b" and done.logprobs == (-0.5, -0.01, -2.0)

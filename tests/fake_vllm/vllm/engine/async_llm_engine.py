@@ -22,6 +22,7 @@ from types import SimpleNamespace
 from typing import Any, ClassVar
 
 from vllm.engine.arg_utils import AsyncEngineArgs
+from vllm.logprobs import Logprob
 from vllm.outputs import CompletionOutput, RequestOutput
 from vllm.sampling_params import RequestOutputKind, SamplingParams
 from vllm.v1.engine.exceptions import EngineDeadError
@@ -169,8 +170,14 @@ class AsyncLLMEngine:
         else:
             answer = f"echo: {self._last_user(ids)}"
         tokens = answer.split()[: sampling_params.max_tokens]
-        output = CompletionOutput(index=0, text=" ".join(tokens), token_ids=list(range(len(tokens))),
-                                  cumulative_logprob=None, logprobs=None, finish_reason="stop")
+        token_ids = list(range(len(tokens)))
+        # As vLLM 0.33 does: with ``logprobs=k`` each position holds the sampled token's Logprob (and the k most
+        # likely others'); without it, none. The fake's i-th token has log probability -(i + 1) / 8.
+        logprobs = None if sampling_params.logprobs is None else [
+            {token: Logprob(logprob=-(i + 1) / 8, rank=1, decoded_token=tokens[i])} for i, token in enumerate(token_ids)]
+        output = CompletionOutput(index=0, text=" ".join(tokens), token_ids=token_ids,
+                                  cumulative_logprob=None if logprobs is None else sum(-(i + 1) / 8 for i in token_ids),
+                                  logprobs=logprobs, finish_reason="stop")
         if sampling_params.output_kind != RequestOutputKind.FINAL_ONLY:
             yield RequestOutput(request_id=request_id, prompt=text, prompt_token_ids=ids,
                                 prompt_logprobs=None, outputs=[output], finished=False, num_cached_tokens=cached)
