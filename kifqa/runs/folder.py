@@ -29,7 +29,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import os
 import re
 import time
 import uuid
@@ -47,7 +46,7 @@ import pyarrow.parquet as pq
 from kifqa.errors import ConfigError
 from kifqa.runs.lock import Lease, local_lock
 from kifqa.runs.schema import ANSWER_SCHEMA, TRACE_SCHEMA
-from kifqa.runs.storage import TMP, fsync_folder, is_uri, local_path, private_output, resolve, shown, write_private
+from kifqa.runs.storage import TMP, is_uri, local_path, resolve, shown, write_private
 
 log = logging.getLogger(__name__)
 
@@ -265,15 +264,7 @@ class RunFolder:
             with self._fs.open_output_stream(path) as stream:
                 stream.write(data)
             return
-        target = Path(path)
-        tmp = target.with_name(f"{TMP}{uuid.uuid4().hex}-{target.name}")
-        try:
-            with private_output(tmp) as out:
-                out.write(data)
-            os.replace(tmp, target)
-            fsync_folder(target.parent)
-        finally:
-            tmp.unlink(missing_ok=True)
+        write_private(Path(path), data)
 
     def read_shard(self, index: int) -> tuple[pa.Table, pa.Table]:
         """The answers and traces of a finished shard (only it is checked: a task reads its own shard)."""
