@@ -215,46 +215,70 @@ def default_rater() -> Rater:
     return rater(default_model())
 
 
-#: Fixed thresholds whose precision and coverage :func:`held_out_check` reports on the check folders.
-CHECK_THRESHOLDS = (0.5, 0.75, 0.9)
+#: Fixed thresholds whose precision and coverage :func:`held_out_check` reports on the check folders (0: every
+#: answered question kept).
+CHECK_THRESHOLDS = (0.0, 0.5, 0.75, 0.9)
 
 
 def held_out_check(model: ConfidenceModel, fit_on: Sequence[Path], check: Sequence[Path]) -> dict[str, Any]:
-    """The fitted confidence against the hand-set product on questions the fit did not see: for each, the
-    threshold that reached each target precision (:data:`~kifqa.eval.calibration.TARGETS`) on the fit folders,
-    measured on the ``check`` folders; precision and coverage there at :data:`CHECK_THRESHOLDS`; and the check
-    folders' risk–coverage curve."""
+    """The fitted confidence against the hand-set product on questions the fit did not see, per base (a scored
+    folder's ``kb``): for each confidence, the threshold that reached each target precision
+    (:data:`~kifqa.eval.calibration.TARGETS`) on the fit folders of that base (on all of them where none is of
+    it), measured on the base's ``check`` folders; precision and coverage there at :data:`CHECK_THRESHOLDS`; the
+    most coverage any threshold gives at each target on the check folders themselves (chosen in hindsight: what
+    the confidence could reach, not a measure); and the check folders' risk–coverage curve."""
     fitted, checked = [read_scored(f) for f in fit_on], [read_scored(f) for f in check]
     out: dict[str, Any] = {"fit_questions": sum(s.questions for s in fitted),
                            "check_questions": sum(s.questions for s in checked),
-                           "check": [str(Path(f).absolute()) for f in check], "methods": {}}
+                           "check": [str(Path(f).absolute()) for f in check], "bases": {}}
+    for base in dict.fromkeys(_base(s) for s in checked):
+        out["bases"][base] = _compare(model, [s for s in fitted if _base(s) == base] or fitted,
+                                      [s for s in checked if _base(s) == base])
+    return out
+
+
+def _base(scored: Scored) -> str:
+    return str(scored.about.get("kb") or "?")
+
+
+def _compare(model: ConfidenceModel, fitted: Sequence[Scored], checked: Sequence[Scored]) -> dict[str, Any]:
+    """:func:`held_out_check`'s figures for one base's fit and check folders."""
+    fit_total, check_total = sum(s.questions for s in fitted), sum(s.questions for s in checked)
+    out: dict[str, Any] = {"fit_questions": fit_total, "check_questions": check_total, "methods": {}}
     for name, rate in (("product", PRODUCT), ("fitted", rater(model))):
         fit_points = [p for s in fitted for p in s.points(rate)]
         check_points = [p for s in checked for p in s.points(rate)]
-        fit_curve = curve(fit_points, out["fit_questions"])
+        fit_curve, check_curve = curve(fit_points, fit_total), curve(check_points, check_total)
         targets = {}
         for target in TARGETS:
             point = threshold_for(fit_curve, target)
             targets[str(target)] = None if point is None else {
                 "threshold": point["threshold"], "fit": point,
-                "check": measured_at(check_points, out["check_questions"], point["threshold"])}
+                "check": measured_at(check_points, check_total, point["threshold"])}
         out["methods"][name] = {
             "method": rate.method, "targets": targets,
-            "at": [measured_at(check_points, out["check_questions"], t) for t in CHECK_THRESHOLDS],
-            "check_curve": curve(check_points, out["check_questions"])}
+            "at": [measured_at(check_points, check_total, t) for t in CHECK_THRESHOLDS],
+            "hindsight": {str(t): threshold_for(check_curve, t) for t in TARGETS},
+            "check_curve": check_curve}
     return out
 
 
 def render_check(check: Mapping[str, Any]) -> str:
-    """:func:`held_out_check` as a text table: method, threshold, precision and coverage on the check folders."""
-    lines = [f"fitted on {check['fit_questions']} questions, checked on {check['check_questions']} others",
-             "| confidence | threshold (how chosen) | precision | coverage | kept |",
-             "| --- | --- | ---: | ---: | ---: |"]
-    for name, m in check["methods"].items():
-        rows = [(f"{t} (precision {target} on the fit data)", v["check"])
-                for target, v in m["targets"].items() if v is not None for t in [v["threshold"]]]
-        rows += [(f"{p['threshold']} (fixed)", p) for p in m["at"]]
-        for label, p in rows:
-            precision = "-" if p["precision"] is None else f"{p['precision']:.3f}"
-            lines.append(f"| {name} | {label} | {precision} | {p['coverage']:.3f} | {p['n']} |")
+    """:func:`held_out_check` as text: per base, a table of confidence, threshold, precision and coverage on the
+    check folders."""
+    lines = [f"fitted on {check['fit_questions']} questions, checked on {check['check_questions']} others"]
+    for base, measured in check["bases"].items():
+        lines += ["", f"base {base}: thresholds from {measured['fit_questions']} fit questions, measured on "
+                      f"{measured['check_questions']} held-out ones",
+                  "| confidence | threshold (how chosen) | precision | coverage | kept |",
+                  "| --- | --- | ---: | ---: | ---: |"]
+        for name, m in measured["methods"].items():
+            rows = [(f"{p['threshold']} (fixed)", p) for p in m["at"]]
+            rows += [(f"{v['threshold']} (precision {target} on the fit data)", v["check"])
+                     for target, v in m["targets"].items() if v is not None]
+            rows += [(f"{v['threshold']} (precision {target} here, in hindsight)", v)
+                     for target, v in m["hindsight"].items() if v is not None]
+            for label, p in rows:
+                precision = "-" if p["precision"] is None else f"{p['precision']:.3f}"
+                lines.append(f"| {name} | {label} | {precision} | {p['coverage']:.3f} | {p['n']} |")
     return "\n".join(lines)

@@ -5,6 +5,7 @@ by the real scoring path), the fitted model applied to silver rows and evaluatio
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -16,9 +17,9 @@ from click.testing import CliRunner
 from kifqa.cli.eval import eval_
 from kifqa.errors import DataError
 from kifqa.eval import confidence_fit
-from kifqa.eval.confidence_fit import ConfidenceModel, fit, held_out_check, rater, read_scored
+from kifqa.eval.confidence_fit import ConfidenceModel, fit, held_out_check, rater, read_scored, render_check
 from kifqa.eval.datasets import GoldQuestion
-from kifqa.eval.evaluation import evaluate_predictions
+from kifqa.eval.evaluation import About, evaluate_predictions
 from kifqa.eval.features import FEATURE_NAMES, features
 from kifqa.eval.silver import PRODUCT, build_silver
 from kifqa.runs import Prediction
@@ -77,17 +78,18 @@ def test_a_trace_without_logprobs_says_so() -> None:
     assert (x.has_logprobs, x.draft_mean_logprob, x.draft_min_logprob) == (0.0, 0.0, 0.0)
 
 
-def scored_folder(path: Path, *, start: int = 0, n: int = 40) -> Path:
+def scored_folder(path: Path, *, start: int = 0, n: int = 40, kb: str = "", wrong_every: int = 5) -> Path:
     """A scored evaluation folder, written by the real scoring path: every fifth question answered wrong, and
     there the model was unsure of its relation choice; every other way the questions look alike."""
     questions, predictions = [], {}
     for i in range(n):
-        qid, wrong = f"sqwd-valid-{start + i}", i % 5 == 0
+        qid, wrong = f"sqwd-valid-{start + i}", i % wrong_every == 0
         t = trace(choice_logprob=(-2.0 if wrong else -0.05) - 0.1 * (i % 3))
         t.question_id = qid
         questions.append(GoldQuestion(id=qid, text=t.question, topic="Q1", property="P19", answer="Q100"))
         predictions[qid] = Prediction(question_id=qid, answers={"Q999" if wrong else "Q100": "x"}, trace=t)
-    evaluate_predictions(questions, predictions, None).write(path)
+    evaluation = evaluate_predictions(questions, predictions, None)
+    dataclasses.replace(evaluation, about=About(kb=kb)).write(path)
     return path
 
 
@@ -102,14 +104,34 @@ def test_the_fit_separates_what_the_product_cannot(tmp_path: Path) -> None:
     assert min(right) > 0.5 > max(wrong)
     assert len({PRODUCT.rate(s.trace, s.n_answers) for s in answered}) == 1  # the product rates them all alike
     measured = held_out_check(model, [fit_on], [check])
-    fitted = measured["methods"]["fitted"]["targets"]["0.99"]["check"]
+    (base,) = measured["bases"].values()
+    fitted = base["methods"]["fitted"]["targets"]["0.99"]["check"]
     assert (fitted["precision"], fitted["coverage"]) == (1.0, 0.8)
-    assert measured["methods"]["product"]["targets"]["0.99"] is None  # no threshold of it reaches 0.99
+    assert base["methods"]["product"]["targets"]["0.99"] is None  # no threshold of it reaches 0.99
+    assert base["methods"]["fitted"]["hindsight"]["0.99"]["coverage"] == 0.8
 
     model.write(tmp_path / "model.json")
     again = ConfidenceModel.read(tmp_path / "model.json")
     assert [again.rate(s.trace, s.n_answers) for s in answered] == [model.rate(s.trace, s.n_answers) for s in answered]
     assert model.rate(trace(error="boom"), 1) == 0.0 and model.rate(trace(), 0) == 0.0
+
+
+def test_the_check_is_per_base_with_thresholds_from_the_same_base(tmp_path: Path) -> None:
+    fit_local = scored_folder(tmp_path / "fit-local", kb="local", wrong_every=10)
+    fit_hard = scored_folder(tmp_path / "fit-hard", start=200, kb="local-hard", wrong_every=3)
+    check_local = scored_folder(tmp_path / "check-local", start=100, n=20, kb="local", wrong_every=10)
+    check_hard = scored_folder(tmp_path / "check-hard", start=300, n=21, kb="local-hard", wrong_every=3)
+    model = fit([fit_local, fit_hard])
+    measured = held_out_check(model, [fit_local, fit_hard], [check_local, check_hard])
+    assert list(measured["bases"]) == ["local", "local-hard"]
+    local, hard = measured["bases"]["local"], measured["bases"]["local-hard"]
+    assert (local["fit_questions"], local["check_questions"]) == (40, 20)
+    assert (hard["fit_questions"], hard["check_questions"]) == (40, 21)
+    kept_all = {m["at"][0]["threshold"]: m["at"][0] for m in hard["methods"].values()}
+    assert kept_all[0.0]["coverage"] == 1.0 and kept_all[0.0]["precision"] == round(14 / 21, 4)
+    shown = render_check(measured)
+    assert "base local: thresholds from 40 fit questions, measured on 20" in shown
+    assert "base local-hard: thresholds from 40 fit questions, measured on 21" in shown
 
 
 def test_a_feature_constant_but_for_rounding_gets_no_weight(tmp_path: Path) -> None:
