@@ -54,6 +54,9 @@ if TYPE_CHECKING:
 @click.option("--oracle-drafts", is_flag=True,
               help="Also answer each question given its gold draft (in-process) and split the loss by step; the "
                    "oracle run goes to OUT/oracle-drafts.")
+@click.option("--allow-pool-overlap", is_flag=True,
+              help="Score questions the example pool holds (answered beside their own gold pattern, so their "
+                   "figures are inflated); metrics.json records how many under pool.overlap. Refused without it.")
 @click.option("--report/--no-report", default=True, show_default=True, help="Write report.md and plots with --out.")
 @click.option("--fit-confidence", type=click.Path(dir_okay=False, path_type=Path), metavar="OUT.json",
               help="Fit the silver confidence (a logistic regression over each answered question's trace) on the "
@@ -64,8 +67,8 @@ if TYPE_CHECKING:
 @settings_options
 def eval_(scored: tuple[Path, ...], dataset: str, limit: int | None, start: int, concurrency: int | None,
           out: Path | None, batch: bool, run_dir: Path | str | None, compare: tuple[Path, Path] | None,
-          table: tuple[Path, ...], show: int, extend_gold: bool, oracle_drafts: bool, report: bool,
-          fit_confidence: Path | None, check_dirs: tuple[Path, ...], config: Path | None, kb: str | None,
+          table: tuple[Path, ...], show: int, extend_gold: bool, oracle_drafts: bool, allow_pool_overlap: bool,
+          report: bool, fit_confidence: Path | None, check_dirs: tuple[Path, ...], config: Path | None, kb: str | None,
           model: str | None, examples: str | None) -> None:
     """Answer DATASET (or read a run) and print precision, recall, F1, linking accuracy, failure classes and costs;
     or, with --fit-confidence, fit the silver confidence on the scored folders SCORED..."""
@@ -100,7 +103,7 @@ def eval_(scored: tuple[Path, ...], dataset: str, limit: int | None, start: int,
             _compare(settings, dataset, compare, out, show, extend_gold)
             return
         evaluation, oracle = _evaluate(settings, dataset, limit, start, concurrency, out, batch, run_dir, extend_gold,
-                                       oracle_drafts)
+                                       oracle_drafts, allow_pool_overlap)
     except KifqaError as err:
         raise fail(err) from err
     target = out or run_dir  # a run at a URI has out (checked above)
@@ -131,10 +134,12 @@ def _fit_confidence(dest: Path, scored: tuple[Path, ...], check: tuple[Path, ...
 
 
 def _evaluate(settings: Settings, dataset: str, limit: int | None, start: int, concurrency: int, out: Path | None,
-              batch: bool, run_dir: Path | str | None, extend_gold: bool, oracle_drafts: bool) -> tuple[Any, Any]:
-    from kifqa.eval.datasets import is_example_pool, load_gold
+              batch: bool, run_dir: Path | str | None, extend_gold: bool, oracle_drafts: bool,
+              allow_pool_overlap: bool) -> tuple[Any, Any]:
+    from kifqa.eval.datasets import load_gold
     from kifqa.eval.evaluation import About
     from kifqa.eval.oracle import gold_drafts, loss_by_step
+    from kifqa.eval.pools import checked_pool
     from kifqa.eval.scoring import Scored
     from kifqa.eval.sources import (
         as_questions,
@@ -144,10 +149,8 @@ def _evaluate(settings: Settings, dataset: str, limit: int | None, start: int, c
         score_predicted,
         scoring_progress,
     )
+    from kifqa.examples import drawn_pool
 
-    if run_dir is None and not oracle_drafts and is_example_pool(dataset) and settings.examples.mode != "fixed":
-        raise click.UsageError(f"{dataset} is the example pool of --examples {settings.examples.mode}: its questions "
-                               "would be answered with examples from their own split; use --examples fixed")
     extender = gold_extender(settings, extend_other=extend_gold)
     about = About(dataset=dataset, model=settings.llm.model, kb=redact(settings.kb.spec),
                   examples=f"{settings.examples.mode} k={settings.examples.k}")
@@ -168,6 +171,8 @@ def _evaluate(settings: Settings, dataset: str, limit: int | None, start: int, c
                        "(the corpus file is gone or changed)", err=True)
         return evaluation, None
     questions = load_gold(dataset, settings.data_dir, limit=limit, start=start)
+    pool = drawn_pool(settings.examples, data_dir=settings.data_dir, kb_spec=settings.kb.spec)
+    about = replace(about, pool=checked_pool(pool, questions, dataset=dataset, allow=allow_pool_overlap))
     if batch:
         assert out is not None
         evaluation = evaluate_batch(settings, questions, extender, out)

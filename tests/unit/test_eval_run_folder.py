@@ -120,11 +120,11 @@ def test_scored_folders_side_by_side(sdbqa_run: Path, tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["eval", "--table", str(out), "--table", str(out)])
     assert result.exit_code == 0, result.output
     header, rule, *rows = result.output.strip().splitlines()
-    assert header.startswith("| run | base | n | macro F1 |") and rule.startswith("| --- | --- | ---: |")
+    assert header.startswith("| run | base | pool | n | macro F1 |") and rule.startswith("| --- | --- | --- | ---: |")
     cells = [c.strip() for c in rows[0].strip("|").split("|")]
-    assert len(rows) == 2 and cells[:4] == ["scored", "dbpedia", str(metrics["questions"]),
-                                            f"{metrics['all']['macro_f1']:.3f}"]
-    assert cells[5] == "–", "no oracle drafts in this folder"
+    assert len(rows) == 2 and cells[:5] == ["scored", "dbpedia", "–", str(metrics["questions"]),
+                                            f"{metrics['all']['macro_f1']:.3f}"], "its traces name no pool"
+    assert cells[6] == "–", "no oracle drafts in this folder"
     result = CliRunner().invoke(cli, ["eval", "--table", str(sdbqa_run)])
     assert result.exit_code != 0 and "not a scored evaluation folder" in result.output
 
@@ -137,7 +137,23 @@ def test_eval_options_conflict(sdbqa_run: Path) -> None:
 
 
 @pytest.mark.parametrize("examples", ["retrieved", "clustered"])
-def test_eval_refuses_the_example_pool_as_its_dataset(examples: str) -> None:
+def test_eval_refuses_the_example_pool_as_its_dataset(examples: str, data_dir: Path, monkeypatch) -> None:
+    monkeypatch.setenv("KIFQA_DATA_DIR", str(data_dir))
     result = CliRunner().invoke(cli, ["eval", "--dataset", "sqwd:train", "--examples", examples, "--limit", "1"])
     assert result.exit_code == 2
-    assert "sqwd:train is the example pool" in result.output and "--examples fixed" in result.output
+    assert "1 of the 1 questions of sqwd:train to evaluate are in the example pool sqwd@" in result.output
+    assert "evaluate sqwd:valid" in result.output and "--allow-pool-overlap" in result.output
+
+
+def test_eval_refuses_sdbqa_questions_its_own_pool_holds(data_dir: Path, monkeypatch) -> None:
+    """The DBpedia bases' pool is SimpleDBpediaQA valid 0-699: evaluating those questions is refused before any is
+    answered, naming them and what to do."""
+    monkeypatch.setenv("KIFQA_DATA_DIR", str(data_dir))
+    args = ["eval", "--dataset", "sdbqa:valid", "--kb", "local-dbpedia", "--examples", "retrieved", "--limit", "5"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, result.output
+    assert "PoolOverlapError: 5 of the 5 questions of sdbqa:valid to evaluate are in the example pool sdbqa@" \
+        in result.output
+    ids = [q.id for q in load_simpledbpediaqa(data_dir, limit=5)]
+    assert f"({ids[0]}, {ids[1]}, {ids[2]}, … {ids[4]})" in result.output
+    assert "--start 700" in result.output and "--allow-pool-overlap" in result.output

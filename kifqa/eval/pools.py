@@ -1,0 +1,79 @@
+"""Which example pool answered an evaluation, and the guard against a pool that holds the evaluated questions.
+
+A question whose own text is in the pool is answered beside its own gold pattern (the pool's precedent votes and
+priors count it too), so its score says nothing of unseen questions: :func:`checked_pool` refuses such an
+evaluation unless the overlap is allowed, and then the record says how many questions overlap. The record is
+what ``metrics.json`` keeps under ``pool`` and ``kifqa eval --table`` shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kifqa.data.pool import SDBQA_HELD_OUT
+from kifqa.errors import ConfigError
+
+if TYPE_CHECKING:
+    from kifqa.eval.datasets import GoldQuestion
+    from kifqa.examples import Pool
+
+#: Which questions each built-in pool holds, and which to evaluate instead.
+HELD = {
+    "sqwd": "SimpleQuestions-Wikidata's training split: evaluate sqwd:valid",
+    "sdbqa": f"SimpleDBpediaQA valid 0-{SDBQA_HELD_OUT - 1}: evaluate sdbqa:valid --start {SDBQA_HELD_OUT}",
+}
+#: Overlapping questions an error names.
+NAMED = 3
+
+
+class PoolOverlapError(ConfigError):
+    """The example pool holds questions the evaluation would score."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PoolRecord:
+    """The pool that answered an evaluation: its name (a built-in or a file), content hash
+    (:attr:`~kifqa.examples.pool.Pool.digest`), size, and how many of the scored questions it holds (only an
+    evaluation that allowed the overlap has any)."""
+
+    name: str
+    digest: str
+    examples: int
+    overlap: int = 0
+
+    @property
+    def label(self) -> str:
+        """The pool as the traces name it (``sdbqa@3f2a…``)."""
+        return f"{self.name}@{self.digest}"
+
+    @property
+    def short(self) -> str:
+        """The pool in a table cell: a file's name rather than its path, the hash's first 8 digits and the
+        overlap where there is one."""
+        name = Path(self.name).name if Path(self.name).suffix else self.name
+        return f"{name}@{self.digest[:8]}" + (f" (overlap {self.overlap})" if self.overlap else "")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PoolRecord:
+        """The record ``metrics.json`` keeps (:func:`dataclasses.asdict` of one)."""
+        return cls(name=str(data["name"]), digest=str(data["digest"]), examples=int(data["examples"]),
+                   overlap=int(data.get("overlap") or 0))
+
+
+def checked_pool(pool: Pool, questions: Sequence[GoldQuestion], *, dataset: str, allow: bool) -> PoolRecord:
+    """The record of ``pool`` answering ``questions`` (of ``dataset``); :class:`PoolOverlapError` naming the
+    questions the pool holds and what to do instead, unless ``allow``."""
+    held = [q for q in questions if pool.asks(q.text)]
+    if held and not allow:
+        shown = ", ".join(q.id for q in held[:NAMED]) + (f", … {held[-1].id}" if len(held) > NAMED else "")
+        advice = f" (the {pool.name} pool is {HELD[pool.name]})" if pool.name in HELD else ""
+        raise PoolOverlapError(
+            f"{len(held)} of the {len(questions)} questions of {dataset} to evaluate are in the example pool "
+            f"{pool.label} ({shown}): each would be answered beside its own gold pattern, which inflates the "
+            f"figures. Evaluate questions the pool does not hold{advice}, choose another pool (examples.pool, "
+            "e.g. KIFQA_EXAMPLES__POOL=...), or pass --allow-pool-overlap to score them anyway (metrics.json then "
+            "records the overlap under pool.overlap)")
+    return PoolRecord(name=pool.name, digest=pool.digest, examples=len(pool.examples), overlap=len(held))
