@@ -19,12 +19,13 @@ from kifqa.cli.location import Location
 from kifqa.cli.options import concurrency_option, fail, load_settings, settings_options
 from kifqa.config import Settings
 from kifqa.data.dbpedia_map import DBpediaLinks
-from kifqa.errors import KifqaError
+from kifqa.errors import ConfigError, KifqaError
 from kifqa.llm.factory import in_process_instances
 from kifqa.redact import redact
 
 if TYPE_CHECKING:
     from kifqa.eval.datasets import Distractors, GoldExtender
+    from kifqa.examples import Pool
 
 
 @click.command("eval")
@@ -139,7 +140,7 @@ def _evaluate(settings: Settings, dataset: str, limit: int | None, start: int, c
     from kifqa.eval.datasets import load_gold
     from kifqa.eval.evaluation import About
     from kifqa.eval.oracle import gold_drafts, loss_by_step
-    from kifqa.eval.pools import checked_pool
+    from kifqa.eval.pools import checked_pool, traced_pool
     from kifqa.eval.scoring import Scored
     from kifqa.eval.sources import (
         as_questions,
@@ -159,9 +160,16 @@ def _evaluate(settings: Settings, dataset: str, limit: int | None, start: int, c
         from kifqa.runs.results import run_about
 
         ran = run_about(run_dir)
-        evaluation.about = About(dataset=dataset, model=ran["model"], kb=ran["kb"], examples=ran["examples"])
         if not evaluation.scored:
             raise click.ClickException(f"no question of {dataset} is in the run {run_dir} (do the ids match?)")
+        traced = traced_pool((s.trace.pool for s in evaluation.scored), lambda: _run_pool(run_dir, settings),
+                             [s.gold for s in evaluation.scored], dataset=dataset, allow=allow_pool_overlap)
+        evaluation.about = About(dataset=dataset, model=ran["model"], kb=ran["kb"], examples=ran["examples"],
+                                 pool=traced)
+        if traced is not None and traced.overlap is None:
+            click.echo(f"warning: the example pool the run answered with ({traced.label}) is not the one its settings "
+                       "name here (a pool file gone or changed?): whether it holds the scored questions is not "
+                       "checked", err=True)
         assert evaluation.run is not None
         if missing := evaluation.run.run_missing:
             click.echo(f"warning: {missing} questions of the run's corpus have no trace (unfinished shards?); "
@@ -200,6 +208,20 @@ def _evaluate(settings: Settings, dataset: str, limit: int | None, start: int, c
         oracle.about = replace(about, concurrency=concurrency, drafts="gold (oracle)")
         evaluation.oracle_drafts = loss_by_step(evaluation, oracle)
     return evaluation, oracle
+
+
+def _run_pool(run_dir: Path | str, settings: Settings) -> Pool:
+    """The example pool the settings of the run at ``run_dir`` name (its manifest's), over this data folder."""
+    from kifqa.config import ExamplesSettings
+    from kifqa.examples import drawn_pool
+    from kifqa.runs.results import run_config
+
+    config = run_config(run_dir)
+    try:
+        examples = ExamplesSettings.model_validate(config.get("examples") or {})
+    except ValueError as err:  # pydantic's ValidationError: settings of another kifqa version
+        raise ConfigError(f"the run's examples settings: {err}") from err
+    return drawn_pool(examples, data_dir=settings.data_dir, kb_spec=(config.get("kb") or {}).get("spec", ""))
 
 
 def gold_extender(settings: Settings, *, extend_other: bool = False) -> GoldExtender:

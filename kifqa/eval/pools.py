@@ -8,13 +8,13 @@ what ``metrics.json`` keeps under ``pool`` and ``kifqa eval --table`` shows.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kifqa.data.pool import SDBQA_HELD_OUT
-from kifqa.errors import ConfigError
+from kifqa.errors import ConfigError, KifqaError
 
 if TYPE_CHECKING:
     from kifqa.eval.datasets import GoldQuestion
@@ -37,12 +37,13 @@ class PoolOverlapError(ConfigError):
 class PoolRecord:
     """The pool that answered an evaluation: its name (a built-in or a file), content hash
     (:attr:`~kifqa.examples.pool.Pool.digest`), size, and how many of the scored questions it holds (only an
-    evaluation that allowed the overlap has any)."""
+    evaluation that allowed the overlap has any; ``None``: not known, the pool a run answered with could not be
+    opened again)."""
 
     name: str
     digest: str
-    examples: int
-    overlap: int = 0
+    examples: int | None
+    overlap: int | None = 0
 
     @property
     def label(self) -> str:
@@ -54,13 +55,38 @@ class PoolRecord:
         """The pool in a table cell: a file's name rather than its path, the hash's first 8 digits and the
         overlap where there is one."""
         name = Path(self.name).name if Path(self.name).suffix else self.name
-        return f"{name}@{self.digest[:8]}" + (f" (overlap {self.overlap})" if self.overlap else "")
+        overlap = " (overlap unchecked)" if self.overlap is None else f" (overlap {self.overlap})" if self.overlap \
+            else ""
+        return f"{name}@{self.digest[:8]}{overlap}"
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PoolRecord:
         """The record ``metrics.json`` keeps (:func:`dataclasses.asdict` of one)."""
-        return cls(name=str(data["name"]), digest=str(data["digest"]), examples=int(data["examples"]),
-                   overlap=int(data.get("overlap") or 0))
+        return cls(name=str(data["name"]), digest=str(data["digest"]), examples=data.get("examples"),
+                   overlap=data.get("overlap"))
+
+
+def traced_pool(labels: Iterable[str], reopen: Callable[[], Pool], questions: Sequence[GoldQuestion], *,
+                dataset: str, allow: bool) -> PoolRecord | None:
+    """The record of the pool a run's traces name (``labels``: each trace's ``pool``, ``""`` where it names
+    none), checked as :func:`checked_pool` checks it where ``reopen`` (the pool the run's settings name) opens
+    that same pool; where it cannot, the record names the pool and leaves its size and overlap unknown
+    (``None``). ``None`` where no trace names a pool (a run of an older kifqa); :class:`ConfigError` where the
+    traces name several (a run resumed with another pool: score each part on its own)."""
+    named = sorted(set(labels) - {""})
+    if not named:
+        return None
+    if len(named) > 1:
+        raise ConfigError(f"the run's traces name {len(named)} example pools ({', '.join(named)}): its questions "
+                          "were answered with different pools; score the questions of each pool on their own")
+    name, _, digest = named[0].rpartition("@")
+    try:
+        pool = reopen()
+    except KifqaError:
+        pool = None
+    if pool is None or pool.label != named[0]:
+        return PoolRecord(name=name, digest=digest, examples=None, overlap=None)
+    return checked_pool(pool, questions, dataset=dataset, allow=allow)
 
 
 def checked_pool(pool: Pool, questions: Sequence[GoldQuestion], *, dataset: str, allow: bool) -> PoolRecord:

@@ -13,7 +13,10 @@ from click.testing import CliRunner
 
 from kifqa.cli import cli
 from kifqa.config import Settings
+from kifqa.errors import ConfigError
 from kifqa.eval.datasets import load_simpledbpediaqa
+from kifqa.eval.pools import traced_pool
+from kifqa.examples.pool import open_pool
 from kifqa.kb.dbpedia import DBpediaBuild
 from kifqa.runs import ANSWER_SCHEMA, TRACE_SCHEMA, read_run
 from kifqa.types import Answer, Candidate, Fact, Pattern, Question, Relation, Result, Trace
@@ -157,3 +160,53 @@ def test_eval_refuses_sdbqa_questions_its_own_pool_holds(data_dir: Path, monkeyp
     ids = [q.id for q in load_simpledbpediaqa(data_dir, limit=5)]
     assert f"({ids[0]}, {ids[1]}, {ids[2]}, … {ids[4]})" in result.output
     assert "--start 700" in result.output and "--allow-pool-overlap" in result.output
+
+
+def _traced_with(run: Path, pool: str, config: dict[str, object]) -> Path:
+    """``run``'s traces as answered with the pool labelled ``pool``, under the settings ``config``."""
+    traces = pq.read_table(run / "traces").to_pylist()
+    pq.write_table(pa.Table.from_pylist([{**t, "trace": json.dumps({**json.loads(t["trace"]), "pool": pool})}
+                                         for t in traces], schema=TRACE_SCHEMA),
+                   run / "traces" / "shard-00000.parquet")
+    manifest = json.loads((run / "manifest.json").read_text())
+    (run / "manifest.json").write_text(json.dumps({**manifest, "config": {**manifest["config"], **config}}))
+    return run
+
+
+@pytest.mark.usefixtures("dbpedia_links")
+def test_eval_run_checks_the_pool_its_traces_name(sdbqa_run: Path, data_dir: Path, tmp_path: Path) -> None:
+    """A run answered with the DBpedia base's own pool (its settings name no other): its questions are in that
+    pool, so scoring is refused unless allowed, and then the overlap is recorded."""
+    pool = open_pool("sdbqa", data_dir=data_dir)
+    run = _traced_with(sdbqa_run, pool.label, {"examples": {"mode": "retrieved"}})
+    refused = CliRunner().invoke(cli, ["eval", "--run", str(run), "--dataset", "sdbqa:valid", "--no-report"])
+    assert refused.exit_code == 2 and f"4 of the 4 questions of sdbqa:valid to evaluate are in the example pool " \
+        f"{pool.label}" in refused.output and "--start 700" in refused.output
+    assert not (run / "metrics.json").exists()
+    allowed = CliRunner().invoke(cli, ["eval", "--run", str(run), "--dataset", "sdbqa:valid", "--no-report",
+                                       "--allow-pool-overlap"])
+    assert allowed.exit_code == 0, allowed.output
+    assert json.loads((run / "metrics.json").read_text())["pool"] == {
+        "name": "sdbqa", "digest": pool.digest, "examples": len(pool.examples), "overlap": 4}
+
+
+@pytest.mark.usefixtures("dbpedia_links")
+def test_eval_run_names_a_pool_it_cannot_open_again(sdbqa_run: Path, tmp_path: Path) -> None:
+    gone = tmp_path / "gone.jsonl"
+    run = _traced_with(sdbqa_run, f"{gone}@0123456789abcdef", {"examples": {"pool": str(gone)}})
+    result = CliRunner().invoke(cli, ["eval", "--run", str(run), "--dataset", "sdbqa:valid", "--no-report"])
+    assert result.exit_code == 0, result.output
+    assert f"the example pool the run answered with ({gone}@0123456789abcdef) is not the one" in result.output
+    assert json.loads((run / "metrics.json").read_text())["pool"] == {
+        "name": str(gone), "digest": "0123456789abcdef", "examples": None, "overlap": None}
+    table = CliRunner().invoke(cli, ["eval", "--table", str(run)])
+    assert "| gone.jsonl@01234567 (overlap unchecked) |" in table.output
+
+
+def test_a_run_whose_traces_name_several_pools_is_not_scored_as_one(data_dir: Path) -> None:
+    """A run resumed with another pool: its figures would mix two pools."""
+    with pytest.raises(ConfigError, match=r"name 2 example pools \(a\.jsonl@01, sdbqa@02\)"):
+        traced_pool(["sdbqa@02", "", "a.jsonl@01", "sdbqa@02"], lambda: open_pool("sdbqa", data_dir=data_dir), [],
+                    dataset="sdbqa:valid", allow=True)
+    assert traced_pool(["", ""], lambda: open_pool("sdbqa", data_dir=data_dir), [], dataset="sdbqa:valid",
+                       allow=False) is None, "a run of an older kifqa names none"
