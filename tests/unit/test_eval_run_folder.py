@@ -148,12 +148,15 @@ def test_eval_refuses_the_example_pool_as_its_dataset(examples: str, data_dir: P
     assert "evaluate sqwd:valid" in result.output and "--allow-pool-overlap" in result.output
 
 
-def test_eval_refuses_sdbqa_questions_its_own_pool_holds(data_dir: Path, monkeypatch) -> None:
+@pytest.mark.parametrize("batch", [False, True])
+def test_eval_refuses_sdbqa_questions_its_own_pool_holds(batch: bool, data_dir: Path, monkeypatch,
+                                                         tmp_path: Path) -> None:
     """The DBpedia bases' pool is SimpleDBpediaQA valid 0-699: evaluating those questions is refused before any is
-    answered, naming them and what to do."""
+    answered (in-process or by the batch job), naming them and what to do."""
     monkeypatch.setenv("KIFQA_DATA_DIR", str(data_dir))
     args = ["eval", "--dataset", "sdbqa:valid", "--kb", "local-dbpedia", "--examples", "retrieved", "--limit", "5"]
-    result = CliRunner().invoke(cli, args)
+    result = CliRunner().invoke(cli, args + (["--batch", "--out", str(tmp_path / "run")] if batch else []))
+    assert not (tmp_path / "run").exists()
     assert result.exit_code == 2, result.output
     assert "PoolOverlapError: 5 of the 5 questions of sdbqa:valid to evaluate are in the example pool sdbqa@" \
         in result.output
