@@ -56,8 +56,9 @@ if TYPE_CHECKING:
               help="Also answer each question given its gold draft (in-process) and split the loss by step; the "
                    "oracle run goes to OUT/oracle-drafts.")
 @click.option("--allow-pool-overlap", is_flag=True,
-              help="Score questions the example pool holds (answered beside their own gold pattern, so their "
-                   "figures are inflated); metrics.json records how many under pool.overlap. Refused without it.")
+              help="Score questions of which the example pool holds more than 5% (a pool drawn from the questions "
+                   "it answers inflates their figures); metrics.json says so under pool.over_limit. Refused "
+                   "without it.")
 @click.option("--report/--no-report", default=True, show_default=True, help="Write report.md and plots with --out.")
 @click.option("--fit-confidence", type=click.Path(dir_okay=False, path_type=Path), metavar="OUT.json",
               help="Fit the silver confidence (a logistic regression over each answered question's trace) on the "

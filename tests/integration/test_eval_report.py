@@ -287,8 +287,9 @@ def test_oracle_drafts_split_the_loss_by_step(data_dir: Path, local_kb, monkeypa
 
 def test_eval_records_its_pool_and_refuses_one_that_holds_its_questions(data_dir: Path, local_kb, monkeypatch,
                                                                         tmp_path: Path) -> None:
-    """A user's pool holding sqwd-valid-0 (written otherwise: case, punctuation): evaluating that question is
-    refused unless allowed, and then metrics.json and the table say so; a question outside it is scored plainly."""
+    """A user's pool holding sqwd-valid-0 (written otherwise: case, punctuation): evaluating it with sqwd-valid-1
+    (half of them in the pool) is refused unless allowed, and then metrics.json and the table say so; a question
+    outside the pool is scored plainly."""
     first = load_sqwd(data_dir, "valid", limit=1)[0]
     rows = [{"question": first.text.upper() + " ?", "entity": "Q1010", "property": "P19",
              "entity_label": "Sasha Vujačić", "property_label": "place of birth"},
@@ -309,16 +310,17 @@ def test_eval_records_its_pool_and_refuses_one_that_holds_its_questions(data_dir
 
     refused = run("refused", "--limit", "2")
     assert refused.exit_code == 2, refused.output
-    assert f"1 of the 2 questions of sqwd:valid to evaluate are in the example pool {pool.label} (sqwd-valid-0)" \
-        in refused.output and "--allow-pool-overlap" in refused.output
+    assert f"1 of the 2 questions of sqwd:valid to evaluate are in the example pool {pool.label} (sqwd-valid-0), " \
+        "more than the 5%" in refused.output and "--allow-pool-overlap" in refused.output
     assert not (tmp_path / "refused").exists()
 
     for out, args in (("overlap", ("--limit", "2", "--allow-pool-overlap")), ("clean", ("--start", "1", "--limit", "1"))):
         result = run(out, *args)
         assert result.exit_code == 0, result.output
     overlap, clean = (json.loads((tmp_path / out / "metrics.json").read_text()) for out in ("overlap", "clean"))
-    assert overlap["pool"] == {"name": str(pool_file), "digest": pool.digest, "examples": 2, "overlap": 1}
-    assert clean["pool"] == {**overlap["pool"], "overlap": 0}
+    assert overlap["pool"] == {"name": str(pool_file), "digest": pool.digest, "examples": 2, "overlap": 1,
+                               "over_limit": True}
+    assert clean["pool"] == {**overlap["pool"], "overlap": 0, "over_limit": False}
     traces = [json.loads(line)["trace"] for line in (tmp_path / "overlap" / "questions.jsonl").read_text().splitlines()]
     assert [t["pool"] for t in traces] == [pool.label] * 2
 
@@ -326,4 +328,4 @@ def test_eval_records_its_pool_and_refuses_one_that_holds_its_questions(data_dir
     header, _, *lines = table.output.strip().splitlines()
     column = [c.strip() for c in header.split("|")].index("pool")
     assert [[c.strip() for c in line.split("|")][column] for line in lines] == [
-        f"mine.jsonl@{pool.digest[:8]} (overlap 1)", f"mine.jsonl@{pool.digest[:8]}"]
+        f"mine.jsonl@{pool.digest[:8]} (1 in pool, over 5%)", f"mine.jsonl@{pool.digest[:8]}"]

@@ -13,9 +13,10 @@ from click.testing import CliRunner
 
 from kifqa.cli import cli
 from kifqa.config import Settings
+from kifqa.data.pool import SDBQA_HELD_OUT
 from kifqa.errors import ConfigError
-from kifqa.eval.datasets import load_simpledbpediaqa
-from kifqa.eval.pools import traced_pool
+from kifqa.eval.datasets import load_gold, load_simpledbpediaqa
+from kifqa.eval.pools import PoolOverlapError, PoolRecord, checked_pool, traced_pool
 from kifqa.examples.pool import open_pool
 from kifqa.kb.dbpedia import DBpediaBuild
 from kifqa.runs import ANSWER_SCHEMA, TRACE_SCHEMA, read_run
@@ -190,7 +191,7 @@ def test_eval_run_checks_the_pool_its_traces_name(sdbqa_run: Path, data_dir: Pat
                                        "--allow-pool-overlap"])
     assert allowed.exit_code == 0, allowed.output
     assert json.loads((run / "metrics.json").read_text())["pool"] == {
-        "name": "sdbqa", "digest": pool.digest, "examples": len(pool.examples), "overlap": 4}
+        "name": "sdbqa", "digest": pool.digest, "examples": len(pool.examples), "overlap": 4, "over_limit": True}
 
 
 @pytest.mark.usefixtures("dbpedia_links")
@@ -201,7 +202,7 @@ def test_eval_run_names_a_pool_it_cannot_open_again(sdbqa_run: Path, tmp_path: P
     assert result.exit_code == 0, result.output
     assert f"the example pool the run answered with ({gone}@0123456789abcdef) is not the one" in result.output
     assert json.loads((run / "metrics.json").read_text())["pool"] == {
-        "name": str(gone), "digest": "0123456789abcdef", "examples": None, "overlap": None}
+        "name": str(gone), "digest": "0123456789abcdef", "examples": None, "overlap": None, "over_limit": None}
     table = CliRunner().invoke(cli, ["eval", "--table", str(run)])
     assert "| gone.jsonl@01234567 (overlap unchecked) |" in table.output
 
@@ -213,3 +214,18 @@ def test_a_run_whose_traces_name_several_pools_is_not_scored_as_one(data_dir: Pa
                     dataset="sdbqa:valid", allow=True)
     assert traced_pool(["", ""], lambda: open_pool("sdbqa", data_dir=data_dir), [], dataset="sdbqa:valid",
                        allow=False) is None, "a run of an older kifqa names none"
+
+
+def test_the_questions_a_datasets_splits_share_are_counted_not_refused(data_dir: Path) -> None:
+    """SimpleQuestions-Wikidata valid shares 66 questions with train word for word, SimpleDBpediaQA valid 700+ 13
+    with 0-699 (each answered without its own example): each base's own pool evaluates its report set, the
+    overlap recorded. The SimpleDBpediaQA pool is drawn from SimpleQuestions' valid split too: it holds a tenth of
+    SimpleQuestions-Wikidata valid, and is refused for it."""
+    sqwd, sdbqa = open_pool("sqwd", data_dir=data_dir), open_pool("sdbqa", data_dir=data_dir)
+    sqwd_valid = load_gold("sqwd:valid", data_dir)
+    held_out = load_gold("sdbqa:valid", data_dir, start=SDBQA_HELD_OUT)
+    assert checked_pool(sqwd, sqwd_valid, dataset="sqwd:valid", allow=False) == PoolRecord(
+        name="sqwd", digest=sqwd.digest, examples=len(sqwd.examples), overlap=66, over_limit=False)
+    assert checked_pool(sdbqa, held_out, dataset="sdbqa:valid", allow=False).overlap == 13
+    with pytest.raises(PoolOverlapError, match=r"294 of the 2821 questions of sqwd:valid .* more than the 5%"):
+        checked_pool(sdbqa, sqwd_valid, dataset="sqwd:valid", allow=False)
