@@ -168,9 +168,9 @@ def _evaluate(settings: Settings, dataset: str, limit: int | None, start: int, c
         evaluation.about = About(dataset=dataset, model=ran["model"], kb=ran["kb"], examples=ran["examples"],
                                  pool=traced)
         if traced is not None and traced.overlap is None:
-            click.echo(f"warning: the example pool the run answered with ({traced.label}) is not the one its settings "
-                       "name here (a pool file gone or changed?): whether it holds the scored questions is not "
-                       "checked", err=True)
+            click.echo(f"warning: the example pool the run answered with ({traced.label}) cannot be opened again "
+                       "from the run's settings (no manifest, or a pool file gone or changed): whether it holds the "
+                       "scored questions is not checked", err=True)
         assert evaluation.run is not None
         if missing := evaluation.run.run_missing:
             click.echo(f"warning: {missing} questions of the run's corpus have no trace (unfinished shards?); "
@@ -218,6 +218,8 @@ def _run_pool(run_dir: Path | str, settings: Settings) -> Pool:
     from kifqa.runs.results import run_config
 
     config = run_config(run_dir)
+    if not config:
+        raise ConfigError(f"the run {run_dir} records no settings (no manifest)")
     try:
         examples = ExamplesSettings.model_validate(config.get("examples") or {})
     except ValueError as err:  # pydantic's ValidationError: settings of another kifqa version

@@ -200,7 +200,7 @@ def test_eval_run_names_a_pool_it_cannot_open_again(sdbqa_run: Path, tmp_path: P
     run = _traced_with(sdbqa_run, f"{gone}@0123456789abcdef", {"examples": {"pool": str(gone)}})
     result = CliRunner().invoke(cli, ["eval", "--run", str(run), "--dataset", "sdbqa:valid", "--no-report"])
     assert result.exit_code == 0, result.output
-    assert f"the example pool the run answered with ({gone}@0123456789abcdef) is not the one" in result.output
+    assert f"the example pool the run answered with ({gone}@0123456789abcdef) cannot be opened again" in result.output
     assert json.loads((run / "metrics.json").read_text())["pool"] == {
         "name": str(gone), "digest": "0123456789abcdef", "examples": None, "overlap": None, "over_limit": None}
     table = CliRunner().invoke(cli, ["eval", "--table", str(run)])
