@@ -38,7 +38,7 @@ MAX_SHARE = 0.05
 
 
 class PoolOverlapError(ConfigError):
-    """The example pool holds questions the evaluation would score."""
+    """The example pool holds more than :data:`MAX_SHARE` of the questions the evaluation would score."""
 
 
 @dataclass(frozen=True, kw_only=True)
