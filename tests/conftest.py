@@ -1,5 +1,5 @@
-"""Shared fixtures: the real data folder, settings, the built knowledge base, an in-process KB and a running
-Oxigraph server. Data problems fail the tests with a clear message; nothing is skipped silently.
+"""Shared fixtures: the real data folder, settings, the built knowledge base, an in-process KB, a running
+Oxigraph server and a two-node Ray cluster. Data problems fail the tests with a clear message; nothing is skipped silently.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from kifqa.kb.kifkb import KifKnowledgeBase
 from kifqa.kb.server import OxigraphServer
 from kifqa.kb.spec import open_kb
 from tests.dbpedia_fixtures import dbpedia_build, dbpedia_kb, virtuoso_server  # noqa: F401
+from tests.ray_cluster import two_nodes  # noqa: F401
 
 REPO = Path(__file__).resolve().parent.parent
 #: Repo-local cache of the tests: reruns reuse the knowledge-base build.

@@ -60,9 +60,6 @@ def s3_server(bucket: str = "kifqa") -> Iterator[S3Server]:
     endpoint = f"http://127.0.0.1:{port}"
     server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    env = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "kifqa-test", "AWS_SECRET_ACCESS_KEY": SECRET,
-           "AWS_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}
-    saved = {name: os.environ.get(name) for name in env}
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -72,15 +69,29 @@ def s3_server(bucket: str = "kifqa") -> Iterator[S3Server]:
             except httpx.TransportError:
                 assert server.poll() is None and time.monotonic() < deadline, "moto's server did not start"
                 time.sleep(0.2)
-        os.environ.update(env)
-        running = S3Server(endpoint, bucket)
-        running.fs().create_dir(bucket)
-        yield running
+        with aws_environment(endpoint):
+            running = S3Server(endpoint, bucket)
+            running.fs().create_dir(bucket)
+            yield running
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+@contextmanager
+def aws_environment(endpoint: str, *, key: str = "kifqa-test", secret: str = SECRET) -> Iterator[None]:
+    """The standard ``AWS_*`` environment that points S3 clients (pyarrow's, a Ray worker's started meanwhile) at
+    ``endpoint`` with the credentials ``key`` and ``secret``, never at AWS's metadata service; the earlier
+    environment comes back after."""
+    env = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret,
+           "AWS_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    try:
+        yield
     finally:
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-        server.terminate()
-        server.wait(timeout=30)

@@ -19,12 +19,13 @@ from kifqa.cli.location import Location
 from kifqa.cli.options import concurrency_option, fail, load_settings, settings_options
 from kifqa.config import Settings
 from kifqa.data.dbpedia_map import DBpediaLinks
-from kifqa.errors import KifqaError
+from kifqa.errors import ConfigError, KifqaError
 from kifqa.llm.factory import in_process_instances
 from kifqa.redact import redact
 
 if TYPE_CHECKING:
     from kifqa.eval.datasets import Distractors, GoldExtender
+    from kifqa.examples import Pool
 
 
 @click.command("eval")
@@ -54,6 +55,10 @@ if TYPE_CHECKING:
 @click.option("--oracle-drafts", is_flag=True,
               help="Also answer each question given its gold draft (in-process) and split the loss by step; the "
                    "oracle run goes to OUT/oracle-drafts.")
+@click.option("--allow-pool-overlap", is_flag=True,
+              help="Score questions of which the example pool holds more than 5% (a pool drawn from the questions "
+                   "it answers inflates their figures); metrics.json says so under pool.over_limit. Refused "
+                   "without it.")
 @click.option("--report/--no-report", default=True, show_default=True, help="Write report.md and plots with --out.")
 @click.option("--fit-confidence", type=click.Path(dir_okay=False, path_type=Path), metavar="OUT.json",
               help="Fit the silver confidence (a logistic regression over each answered question's trace) on the "
@@ -64,8 +69,8 @@ if TYPE_CHECKING:
 @settings_options
 def eval_(scored: tuple[Path, ...], dataset: str, limit: int | None, start: int, concurrency: int | None,
           out: Path | None, batch: bool, run_dir: Path | str | None, compare: tuple[Path, Path] | None,
-          table: tuple[Path, ...], show: int, extend_gold: bool, oracle_drafts: bool, report: bool,
-          fit_confidence: Path | None, check_dirs: tuple[Path, ...], config: Path | None, kb: str | None,
+          table: tuple[Path, ...], show: int, extend_gold: bool, oracle_drafts: bool, allow_pool_overlap: bool,
+          report: bool, fit_confidence: Path | None, check_dirs: tuple[Path, ...], config: Path | None, kb: str | None,
           model: str | None, examples: str | None) -> None:
     """Answer DATASET (or read a run) and print precision, recall, F1, linking accuracy, failure classes and costs;
     or, with --fit-confidence, fit the silver confidence on the scored folders SCORED..."""
@@ -100,7 +105,7 @@ def eval_(scored: tuple[Path, ...], dataset: str, limit: int | None, start: int,
             _compare(settings, dataset, compare, out, show, extend_gold)
             return
         evaluation, oracle = _evaluate(settings, dataset, limit, start, concurrency, out, batch, run_dir, extend_gold,
-                                       oracle_drafts)
+                                       oracle_drafts, allow_pool_overlap)
     except KifqaError as err:
         raise fail(err) from err
     target = out or run_dir  # a run at a URI has out (checked above)
@@ -131,10 +136,12 @@ def _fit_confidence(dest: Path, scored: tuple[Path, ...], check: tuple[Path, ...
 
 
 def _evaluate(settings: Settings, dataset: str, limit: int | None, start: int, concurrency: int, out: Path | None,
-              batch: bool, run_dir: Path | str | None, extend_gold: bool, oracle_drafts: bool) -> tuple[Any, Any]:
-    from kifqa.eval.datasets import is_example_pool, load_gold
+              batch: bool, run_dir: Path | str | None, extend_gold: bool, oracle_drafts: bool,
+              allow_pool_overlap: bool) -> tuple[Any, Any]:
+    from kifqa.eval.datasets import load_gold
     from kifqa.eval.evaluation import About
     from kifqa.eval.oracle import gold_drafts, loss_by_step
+    from kifqa.eval.pools import checked_pool, traced_pool
     from kifqa.eval.scoring import Scored
     from kifqa.eval.sources import (
         as_questions,
@@ -144,10 +151,8 @@ def _evaluate(settings: Settings, dataset: str, limit: int | None, start: int, c
         score_predicted,
         scoring_progress,
     )
+    from kifqa.examples import drawn_pool
 
-    if run_dir is None and not oracle_drafts and is_example_pool(dataset) and settings.examples.mode != "fixed":
-        raise click.UsageError(f"{dataset} is the example pool of --examples {settings.examples.mode}: its questions "
-                               "would be answered with examples from their own split; use --examples fixed")
     extender = gold_extender(settings, extend_other=extend_gold)
     about = About(dataset=dataset, model=settings.llm.model, kb=redact(settings.kb.spec),
                   examples=f"{settings.examples.mode} k={settings.examples.k}")
@@ -156,9 +161,16 @@ def _evaluate(settings: Settings, dataset: str, limit: int | None, start: int, c
         from kifqa.runs.results import run_about
 
         ran = run_about(run_dir)
-        evaluation.about = About(dataset=dataset, model=ran["model"], kb=ran["kb"], examples=ran["examples"])
         if not evaluation.scored:
             raise click.ClickException(f"no question of {dataset} is in the run {run_dir} (do the ids match?)")
+        traced = traced_pool((s.trace.pool for s in evaluation.scored), lambda: _run_pool(run_dir, settings),
+                             [s.gold for s in evaluation.scored], dataset=dataset, allow=allow_pool_overlap)
+        evaluation.about = About(dataset=dataset, model=ran["model"], kb=ran["kb"], examples=ran["examples"],
+                                 pool=traced)
+        if traced is not None and traced.overlap is None:
+            click.echo(f"warning: the example pool the run answered with ({traced.label}) cannot be opened again "
+                       "from the run's settings (no manifest, or a pool file gone or changed): whether it holds the "
+                       "scored questions is not checked", err=True)
         assert evaluation.run is not None
         if missing := evaluation.run.run_missing:
             click.echo(f"warning: {missing} questions of the run's corpus have no trace (unfinished shards?); "
@@ -168,6 +180,8 @@ def _evaluate(settings: Settings, dataset: str, limit: int | None, start: int, c
                        "(the corpus file is gone or changed)", err=True)
         return evaluation, None
     questions = load_gold(dataset, settings.data_dir, limit=limit, start=start)
+    pool = drawn_pool(settings.examples, data_dir=settings.data_dir, kb_spec=settings.kb.spec)
+    about = replace(about, pool=checked_pool(pool, questions, dataset=dataset, allow=allow_pool_overlap))
     if batch:
         assert out is not None
         evaluation = evaluate_batch(settings, questions, extender, out)
@@ -195,6 +209,22 @@ def _evaluate(settings: Settings, dataset: str, limit: int | None, start: int, c
         oracle.about = replace(about, concurrency=concurrency, drafts="gold (oracle)")
         evaluation.oracle_drafts = loss_by_step(evaluation, oracle)
     return evaluation, oracle
+
+
+def _run_pool(run_dir: Path | str, settings: Settings) -> Pool:
+    """The example pool the settings of the run at ``run_dir`` name (its manifest's), over this data folder."""
+    from kifqa.config import ExamplesSettings
+    from kifqa.examples import drawn_pool
+    from kifqa.runs.results import run_config
+
+    config = run_config(run_dir)
+    if not config:
+        raise ConfigError(f"the run {run_dir} records no settings (no manifest)")
+    try:
+        examples = ExamplesSettings.model_validate(config.get("examples") or {})
+    except ValueError as err:  # pydantic's ValidationError: settings of another kifqa version
+        raise ConfigError(f"the run's examples settings: {err}") from err
+    return drawn_pool(examples, data_dir=settings.data_dir, kb_spec=(config.get("kb") or {}).get("spec", ""))
 
 
 def gold_extender(settings: Settings, *, extend_other: bool = False) -> GoldExtender:

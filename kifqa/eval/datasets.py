@@ -236,13 +236,6 @@ DATASETS = {"sqwd": "SimpleQuestions-Wikidata", "sdbqa": "SimpleDBpediaQA"}
 _ALIASES = {"simplequestions-wikidata": "sqwd", "simpledbpediaqa": "sdbqa"}
 
 
-def is_example_pool(spec: str) -> bool:
-    """True for the split the few-shot example pool is drawn from (``sqwd:train``): answered with
-    pool examples, its questions would be shown their own split's neighbours and duplicates."""
-    name, _, split = spec.partition(":")
-    return _ALIASES.get(name.lower(), name.lower()) == "sqwd" and split == "train"
-
-
 def load_gold(spec: str, data_dir: Path, *, limit: int | None = None, start: int = 0) -> list[GoldQuestion]:
     """Questions of a dataset spec: ``sqwd:valid``, ``sqwd:train``, ``sdbqa:valid`` (the data
     folder's files), or the path of a gold file (JSONL/CSV/TSV/Parquet, or a SimpleDBpediaQA-format

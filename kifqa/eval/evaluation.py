@@ -22,6 +22,7 @@ from kifqa.eval.datasets import GoldExtender, GoldQuestion
 from kifqa.eval.decisions import decision_counts
 from kifqa.eval.failures import FAILURES, LINKING, detail_kind
 from kifqa.eval.metrics import summarize
+from kifqa.eval.pools import PoolRecord
 from kifqa.eval.scoring import Scored, score_prediction
 from kifqa.eval.silver import PRODUCT
 from kifqa.eval.traces import STEPS, costs_per_question, step_timings
@@ -67,6 +68,8 @@ class About:
     concurrency: int | None = None
     #: Where the drafts came from when not from the model (``gold (oracle)``).
     drafts: str | None = None
+    #: The example pool that answered, and how many scored questions it holds (:mod:`kifqa.eval.pools`).
+    pool: PoolRecord | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

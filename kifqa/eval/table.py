@@ -15,15 +15,18 @@ from typing import Any
 
 from kifqa.errors import KifqaError
 from kifqa.eval.failures import LARGE_ANSWER_SET
+from kifqa.eval.pools import PoolRecord
 
 #: The table's columns: header and how a row's value is written.
 COLUMNS = (
-    ("run", "{}"), ("base", "{}"), ("n", "{}"), ("macro F1", "{:.3f}"), ("micro F1", "{:.3f}"),
+    ("run", "{}"), ("base", "{}"), ("pool", "{}"), ("n", "{}"), ("macro F1", "{:.3f}"), ("micro F1", "{:.3f}"),
     ("macro F1, oracle drafts", "{:.3f}"), ("F1, one (p, d)", "{:.3f}"), ("F1, several", "{:.3f}"),
     ("topic not named", "{}"), ("F1, topic named", "{:.3f}"),
     ("precision when answered", "{:.3f}"), (f"> {LARGE_ANSWER_SET} answers", "{}"),
     ("LLM calls / q", "{:.2f}"), ("s / q", "{:.2f}"),
 )
+#: The leading columns that name what a row is (left-aligned); the figures follow.
+IDENTIFYING = 3
 
 
 def row(folder: Path) -> dict[str, Any]:
@@ -37,7 +40,9 @@ def row(folder: Path) -> dict[str, Any]:
     answered = [r["precision"] for r in rows if r.get("scored") and r.get("predicted")]
     n = len(rows) or 1
     return {
-        "run": folder.name, "base": metrics.get("kb", ""), "n": metrics["questions"],
+        "run": folder.name, "base": metrics.get("kb", ""),
+        "pool": PoolRecord.from_dict(metrics["pool"]).short if metrics.get("pool") else None,
+        "n": metrics["questions"],
         "macro F1": metrics["all"]["macro_f1"], "micro F1": metrics["all"]["micro_f1"],
         "macro F1, oracle drafts": oracle.get("macro_f1_oracle_drafts"),
         "F1, one (p, d)": slices.get("one_relation", {}).get("all", {}).get("macro_f1"),
@@ -56,7 +61,7 @@ def row(folder: Path) -> dict[str, Any]:
 def render(folders: list[Path]) -> str:
     """A Markdown table of ``folders``, one row each in the order given (``–`` where a figure is missing)."""
     lines = ["| " + " | ".join(h for h, _ in COLUMNS) + " |",
-             "| " + " | ".join("---" if i < 2 else "---:" for i in range(len(COLUMNS))) + " |"]
+             "| " + " | ".join("---" if i < IDENTIFYING else "---:" for i in range(len(COLUMNS))) + " |"]
     for folder in folders:
         values = row(folder)
         cells = ("–" if values[h] is None else fmt.format(values[h]) for h, fmt in COLUMNS)

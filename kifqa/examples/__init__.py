@@ -18,13 +18,21 @@ from kifqa.examples.pool import Pool, open_pool, pool_name
 from kifqa.examples.sources import ExampleSource, FixedExamples, RetrievedExamples
 from kifqa.sqlite import private_dir
 
-__all__ = ["ExampleSource", "Pool", "configured_pool", "open_examples"]
+__all__ = ["ExampleSource", "Pool", "configured_pool", "drawn_pool", "open_examples"]
 
 
 def configured_pool(settings: ExamplesSettings, *, data_dir: Path, kb_spec: str) -> Pool:
     """The pool ``settings.pool`` names, or the base's own (:func:`~.pool.pool_name`)."""
     return open_pool(pool_name(settings.pool, kb_spec), data_dir=data_dir, language=settings.language,
                      limit=settings.pool_limit)
+
+
+def drawn_pool(settings: ExamplesSettings, *, data_dir: Path, kb_spec: str) -> Pool:
+    """The pool the examples ``settings`` describe are drawn from: the fixed examples' for ``fixed``, else
+    :func:`configured_pool`."""
+    if settings.mode == "fixed":
+        return FixedExamples().origin
+    return configured_pool(settings, data_dir=data_dir, kb_spec=kb_spec)
 
 
 def open_examples(settings: ExamplesSettings, *, data_dir: Path, cache_dir: Path, kb_spec: str) -> ExampleSource:

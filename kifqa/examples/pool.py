@@ -24,6 +24,7 @@ from kifqa.data import paths
 from kifqa.data.ids import expand, iri_name, is_wikidata_id
 from kifqa.data.ontology import property_labels
 from kifqa.data.pool import Example, gold_draft, property_name, sdbqa_pool, sqwd_pool
+from kifqa.data.text import normalize
 from kifqa.data.wikidata import read_item_names, read_property_entries
 from kifqa.errors import ConfigError, DataError
 from kifqa.kb.shape import shape
@@ -74,6 +75,15 @@ class Pool:
     def label(self) -> str:
         """The pool as a trace records it: its name and content hash (``sdbqa@3f2a…``)."""
         return f"{self.name}@{self.digest}"
+
+    def asks(self, question: str) -> bool:
+        """Whether one of the pool's examples asks ``question`` (after :func:`~kifqa.data.text.normalize`): answered
+        with this pool, it is answered by a pool that holds its own gold pattern."""
+        return normalize(question) in self._asked
+
+    @functools.cached_property
+    def _asked(self) -> frozenset[str]:
+        return frozenset(normalize(e.question) for e in self.examples)
 
 
 def as_pool(examples: Pool | Sequence[Example], *, name: str = "examples") -> Pool:

@@ -84,9 +84,15 @@ def run_seconds(folder: str | Path) -> float:
     return float(summary.get("seconds") or sum(r.get("seconds") or 0.0 for r in runs) or 0.0)
 
 
+def run_config(folder: str | Path) -> dict[str, Any]:
+    """The settings a run's manifest records (secrets masked; empty where it has none)."""
+    config = RunFolder(folder).manifest_or_empty().get("config")
+    return config if isinstance(config, dict) else {}
+
+
 def run_about(folder: str | Path) -> dict[str, str]:
     """Model, KB and examples of a run, from its manifest's settings."""
-    config = RunFolder(folder).manifest_or_empty().get("config") or {}
+    config = run_config(folder)
     examples = config.get("examples") or {}
     return {"model": (config.get("llm") or {}).get("model", ""), "kb": (config.get("kb") or {}).get("spec", ""),
             "examples": f"{examples.get('mode', '')} k={examples.get('k', '')}" if examples else ""}

@@ -1,4 +1,5 @@
-"""The batch job on a two-node ``ray.cluster_utils.Cluster``: LLM actors spread over both nodes."""
+"""The batch job on a two-node ``ray.cluster_utils.Cluster`` (tests/ray_cluster.py): LLM actors spread over both
+nodes."""
 
 from __future__ import annotations
 
@@ -6,9 +7,7 @@ import sys
 from functools import partial
 
 import pyarrow.parquet as pq
-import pytest
 import ray
-from ray.cluster_utils import Cluster
 
 from kifqa.batch import run_job
 from kifqa.config import Settings
@@ -28,16 +27,6 @@ class NodeLLM(FakeLLM):
     async def agenerate(self, requests):
         node = ray.get_runtime_context().get_node_id()
         return [Completion(text=node, usage=Usage(prompt_tokens=1)) for _ in requests]
-
-
-@pytest.fixture(scope="module")
-def two_nodes():
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
-    cluster.add_node(num_cpus=1)
-    ray.init(address=cluster.address, log_to_driver=False)
-    yield cluster
-    ray.shutdown()
-    cluster.shutdown()
 
 
 def test_two_nodes_one_llm_actor_each(two_nodes, tmp_path):

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from click.testing import Result as Invocation
 
 import kifqa.api
 from kifqa.cli import cli
@@ -20,6 +21,7 @@ from kifqa.eval.datasets import GoldExtender, load_sqwd
 from kifqa.eval.evaluation import About, Evaluation
 from kifqa.eval.report import PLOTS
 from kifqa.eval.sources import evaluate, evaluate_run
+from kifqa.examples.pool import open_pool
 from kifqa.llm.base import Usage
 from kifqa.pipeline import Pipeline
 from kifqa.report.sources import write_evaluation
@@ -281,3 +283,49 @@ def test_oracle_drafts_split_the_loss_by_step(data_dir: Path, local_kb, monkeypa
         assert [a["oracle"] for a in trace["attempts"]] == [True]
         assert "draft" not in [c["step"] for c in trace["llm_calls"]] and rows[qid]["failure"] != "draft"
     assert rows["sqwd-valid-0"]["trace"]["draft_output"] == "(sasha vujačić | place of birth | ?x)"
+
+
+def test_eval_records_its_pool_and_refuses_one_that_holds_its_questions(data_dir: Path, local_kb, monkeypatch,
+                                                                        tmp_path: Path) -> None:
+    """A user's pool holding sqwd-valid-0 (written otherwise: case, punctuation): evaluating it with sqwd-valid-1
+    (half of them in the pool) is refused unless allowed, and then metrics.json and the table say so; a question
+    outside the pool is scored plainly."""
+    first = load_sqwd(data_dir, "valid", limit=1)[0]
+    rows = [{"question": first.text.upper() + " ?", "entity": "Q1010", "property": "P19",
+             "entity_label": "Sasha Vujačić", "property_label": "place of birth"},
+            {"question": "who wrote the hobbit", "entity": "Q74287", "property": "P50", "entity_label": "The Hobbit",
+             "property_label": "author"}]
+    pool_file = tmp_path / "mine.jsonl"
+    pool_file.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    pool = open_pool(str(pool_file), data_dir=data_dir)
+    real = kifqa.api.open_pipeline
+    monkeypatch.setattr(kifqa.api, "open_pipeline",
+                        lambda *, settings=None, **_: real(settings=settings, kb=local_kb, llm=scripted(data_dir)))
+    monkeypatch.setenv("KIFQA_DATA_DIR", str(data_dir))
+    monkeypatch.setenv("KIFQA_EXAMPLES__POOL", str(pool_file))
+
+    def run(out: str, *args: str) -> Invocation:
+        return CliRunner().invoke(cli, ["eval", "--dataset", "sqwd:valid", "--examples", "retrieved", "--no-report",
+                                        "--out", str(tmp_path / out), *args])
+
+    refused = run("refused", "--limit", "2")
+    assert refused.exit_code == 2, refused.output
+    assert f"1 of the 2 questions of sqwd:valid to evaluate are in the example pool {pool.label} (sqwd-valid-0), " \
+        "more than the 5%" in refused.output and "--allow-pool-overlap" in refused.output
+    assert not (tmp_path / "refused").exists()
+
+    for out, args in (("overlap", ("--limit", "2", "--allow-pool-overlap")), ("clean", ("--start", "1", "--limit", "1"))):
+        result = run(out, *args)
+        assert result.exit_code == 0, result.output
+    overlap, clean = (json.loads((tmp_path / out / "metrics.json").read_text()) for out in ("overlap", "clean"))
+    assert overlap["pool"] == {"name": str(pool_file), "digest": pool.digest, "examples": 2, "overlap": 1,
+                               "over_limit": True}
+    assert clean["pool"] == {**overlap["pool"], "overlap": 0, "over_limit": False}
+    traces = [json.loads(line)["trace"] for line in (tmp_path / "overlap" / "questions.jsonl").read_text().splitlines()]
+    assert [t["pool"] for t in traces] == [pool.label] * 2
+
+    table = CliRunner().invoke(cli, ["eval", "--table", str(tmp_path / "overlap"), "--table", str(tmp_path / "clean")])
+    header, _, *lines = table.output.strip().splitlines()
+    column = [c.strip() for c in header.split("|")].index("pool")
+    assert [[c.strip() for c in line.split("|")][column] for line in lines] == [
+        f"mine.jsonl@{pool.digest[:8]} (1 in pool, over 5%)", f"mine.jsonl@{pool.digest[:8]}"]

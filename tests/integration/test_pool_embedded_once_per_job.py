@@ -8,9 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 import ray
-from ray.cluster_utils import Cluster
 
 from kifqa.batch import run_job
 from kifqa.batch.task import save_pool_embeddings
@@ -25,16 +23,6 @@ ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 #: What the encoder's progress bar says in a worker's log when a task encodes the pool.
 ENCODING = "embedding the example pool"
-
-
-@pytest.fixture(scope="module")
-def two_nodes():
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
-    cluster.add_node(num_cpus=1)
-    ray.init(address=cluster.address, log_to_driver=False)
-    yield cluster
-    ray.shutdown()
-    cluster.shutdown()
 
 
 def _worker_logs() -> str:

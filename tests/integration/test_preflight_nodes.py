@@ -21,7 +21,7 @@ import ray
 
 from kifqa.kb.build import BuiltKB
 from tests.conftest import REPO, TEST_CACHE
-from tests.s3_server import S3Server, s3_server
+from tests.s3_server import S3Server, aws_environment, s3_server
 
 
 @pytest.fixture(scope="module")
@@ -30,18 +30,8 @@ def cluster() -> Iterator[str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         closed = f"http://127.0.0.1:{s.getsockname()[1]}"
-    wrong = {"AWS_ENDPOINT_URL": closed, "AWS_ACCESS_KEY_ID": "nobody", "AWS_SECRET_ACCESS_KEY": "nothing",
-             "AWS_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}
-    saved = {name: os.environ.get(name) for name in wrong}
-    os.environ.update(wrong)
-    try:
+    with aws_environment(closed, key="nobody", secret="nothing"):
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
     yield ray.get_runtime_context().gcs_address
     ray.shutdown()
 

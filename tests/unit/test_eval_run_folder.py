@@ -13,7 +13,11 @@ from click.testing import CliRunner
 
 from kifqa.cli import cli
 from kifqa.config import Settings
-from kifqa.eval.datasets import load_simpledbpediaqa
+from kifqa.data.pool import SDBQA_HELD_OUT
+from kifqa.errors import ConfigError
+from kifqa.eval.datasets import load_gold, load_simpledbpediaqa
+from kifqa.eval.pools import PoolOverlapError, PoolRecord, checked_pool, traced_pool
+from kifqa.examples.pool import open_pool
 from kifqa.kb.dbpedia import DBpediaBuild
 from kifqa.runs import ANSWER_SCHEMA, TRACE_SCHEMA, read_run
 from kifqa.types import Answer, Candidate, Fact, Pattern, Question, Relation, Result, Trace
@@ -120,11 +124,11 @@ def test_scored_folders_side_by_side(sdbqa_run: Path, tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["eval", "--table", str(out), "--table", str(out)])
     assert result.exit_code == 0, result.output
     header, rule, *rows = result.output.strip().splitlines()
-    assert header.startswith("| run | base | n | macro F1 |") and rule.startswith("| --- | --- | ---: |")
+    assert header.startswith("| run | base | pool | n | macro F1 |") and rule.startswith("| --- | --- | --- | ---: |")
     cells = [c.strip() for c in rows[0].strip("|").split("|")]
-    assert len(rows) == 2 and cells[:4] == ["scored", "dbpedia", str(metrics["questions"]),
-                                            f"{metrics['all']['macro_f1']:.3f}"]
-    assert cells[5] == "–", "no oracle drafts in this folder"
+    assert len(rows) == 2 and cells[:5] == ["scored", "dbpedia", "–", str(metrics["questions"]),
+                                            f"{metrics['all']['macro_f1']:.3f}"], "its traces name no pool"
+    assert cells[6] == "–", "no oracle drafts in this folder"
     result = CliRunner().invoke(cli, ["eval", "--table", str(sdbqa_run)])
     assert result.exit_code != 0 and "not a scored evaluation folder" in result.output
 
@@ -137,7 +141,91 @@ def test_eval_options_conflict(sdbqa_run: Path) -> None:
 
 
 @pytest.mark.parametrize("examples", ["retrieved", "clustered"])
-def test_eval_refuses_the_example_pool_as_its_dataset(examples: str) -> None:
+def test_eval_refuses_the_example_pool_as_its_dataset(examples: str, data_dir: Path, monkeypatch) -> None:
+    monkeypatch.setenv("KIFQA_DATA_DIR", str(data_dir))
     result = CliRunner().invoke(cli, ["eval", "--dataset", "sqwd:train", "--examples", examples, "--limit", "1"])
     assert result.exit_code == 2
-    assert "sqwd:train is the example pool" in result.output and "--examples fixed" in result.output
+    assert "1 of the 1 questions of sqwd:train to evaluate are in the example pool sqwd@" in result.output
+    assert "evaluate sqwd:valid" in result.output and "--allow-pool-overlap" in result.output
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_eval_refuses_sdbqa_questions_its_own_pool_holds(batch: bool, data_dir: Path, monkeypatch,
+                                                         tmp_path: Path) -> None:
+    """The DBpedia bases' pool is SimpleDBpediaQA valid 0-699: evaluating those questions is refused before any is
+    answered (in-process or by the batch job), naming them and what to do."""
+    monkeypatch.setenv("KIFQA_DATA_DIR", str(data_dir))
+    args = ["eval", "--dataset", "sdbqa:valid", "--kb", "local-dbpedia", "--examples", "retrieved", "--limit", "5"]
+    result = CliRunner().invoke(cli, args + (["--batch", "--out", str(tmp_path / "run")] if batch else []))
+    assert not (tmp_path / "run").exists()
+    assert result.exit_code == 2, result.output
+    assert "PoolOverlapError: 5 of the 5 questions of sdbqa:valid to evaluate are in the example pool sdbqa@" \
+        in result.output
+    ids = [q.id for q in load_simpledbpediaqa(data_dir, limit=5)]
+    assert f"({ids[0]}, {ids[1]}, {ids[2]}, … {ids[4]})" in result.output
+    assert "--start 700" in result.output and "--allow-pool-overlap" in result.output
+
+
+def _traced_with(run: Path, pool: str, config: dict[str, object]) -> Path:
+    """``run``'s traces as answered with the pool labelled ``pool``, under the settings ``config``."""
+    traces = pq.read_table(run / "traces").to_pylist()
+    pq.write_table(pa.Table.from_pylist([{**t, "trace": json.dumps({**json.loads(t["trace"]), "pool": pool})}
+                                         for t in traces], schema=TRACE_SCHEMA),
+                   run / "traces" / "shard-00000.parquet")
+    manifest = json.loads((run / "manifest.json").read_text())
+    (run / "manifest.json").write_text(json.dumps({**manifest, "config": {**manifest["config"], **config}}))
+    return run
+
+
+@pytest.mark.usefixtures("dbpedia_links")
+def test_eval_run_checks_the_pool_its_traces_name(sdbqa_run: Path, data_dir: Path, tmp_path: Path) -> None:
+    """A run answered with the DBpedia base's own pool (its settings name no other): its questions are in that
+    pool, so scoring is refused unless allowed, and then the overlap is recorded."""
+    pool = open_pool("sdbqa", data_dir=data_dir)
+    run = _traced_with(sdbqa_run, pool.label, {"examples": {"mode": "retrieved"}})
+    refused = CliRunner().invoke(cli, ["eval", "--run", str(run), "--dataset", "sdbqa:valid", "--no-report"])
+    assert refused.exit_code == 2 and f"4 of the 4 questions of sdbqa:valid to evaluate are in the example pool " \
+        f"{pool.label}" in refused.output and "--start 700" in refused.output
+    assert not (run / "metrics.json").exists()
+    allowed = CliRunner().invoke(cli, ["eval", "--run", str(run), "--dataset", "sdbqa:valid", "--no-report",
+                                       "--allow-pool-overlap"])
+    assert allowed.exit_code == 0, allowed.output
+    assert json.loads((run / "metrics.json").read_text())["pool"] == {
+        "name": "sdbqa", "digest": pool.digest, "examples": len(pool.examples), "overlap": 4, "over_limit": True}
+
+
+@pytest.mark.usefixtures("dbpedia_links")
+def test_eval_run_names_a_pool_it_cannot_open_again(sdbqa_run: Path, tmp_path: Path) -> None:
+    gone = tmp_path / "gone.jsonl"
+    run = _traced_with(sdbqa_run, f"{gone}@0123456789abcdef", {"examples": {"pool": str(gone)}})
+    result = CliRunner().invoke(cli, ["eval", "--run", str(run), "--dataset", "sdbqa:valid", "--no-report"])
+    assert result.exit_code == 0, result.output
+    assert f"the example pool the run answered with ({gone}@0123456789abcdef) cannot be opened again" in result.output
+    assert json.loads((run / "metrics.json").read_text())["pool"] == {
+        "name": str(gone), "digest": "0123456789abcdef", "examples": None, "overlap": None, "over_limit": None}
+    table = CliRunner().invoke(cli, ["eval", "--table", str(run)])
+    assert "| gone.jsonl@01234567 (overlap unchecked) |" in table.output
+
+
+def test_a_run_whose_traces_name_several_pools_is_not_scored_as_one(data_dir: Path) -> None:
+    """A run resumed with another pool: its figures would mix two pools."""
+    with pytest.raises(ConfigError, match=r"name 2 example pools \(a\.jsonl@01, sdbqa@02\)"):
+        traced_pool(["sdbqa@02", "", "a.jsonl@01", "sdbqa@02"], lambda: open_pool("sdbqa", data_dir=data_dir), [],
+                    dataset="sdbqa:valid", allow=True)
+    assert traced_pool(["", ""], lambda: open_pool("sdbqa", data_dir=data_dir), [], dataset="sdbqa:valid",
+                       allow=False) is None, "a run of an older kifqa names none"
+
+
+def test_the_questions_a_datasets_splits_share_are_counted_not_refused(data_dir: Path) -> None:
+    """SimpleQuestions-Wikidata valid shares 66 questions with train word for word, SimpleDBpediaQA valid 700+ 13
+    with 0-699 (each answered without its own example): each base's own pool evaluates its report set, the
+    overlap recorded. The SimpleDBpediaQA pool is drawn from SimpleQuestions' valid split too: it holds a tenth of
+    SimpleQuestions-Wikidata valid, and is refused for it."""
+    sqwd, sdbqa = open_pool("sqwd", data_dir=data_dir), open_pool("sdbqa", data_dir=data_dir)
+    sqwd_valid = load_gold("sqwd:valid", data_dir)
+    held_out = load_gold("sdbqa:valid", data_dir, start=SDBQA_HELD_OUT)
+    assert checked_pool(sqwd, sqwd_valid, dataset="sqwd:valid", allow=False) == PoolRecord(
+        name="sqwd", digest=sqwd.digest, examples=len(sqwd.examples), overlap=66, over_limit=False)
+    assert checked_pool(sdbqa, held_out, dataset="sdbqa:valid", allow=False).overlap == 13
+    with pytest.raises(PoolOverlapError, match=r"294 of the 2821 questions of sqwd:valid .* more than the 5%"):
+        checked_pool(sdbqa, sqwd_valid, dataset="sqwd:valid", allow=False)
