@@ -20,7 +20,7 @@ from ray.exceptions import RayError, RayTaskError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from tqdm import tqdm
 
-from kifqa.batch.kbpool import KBFactory, kb_in_tasks
+from kifqa.batch.kbpool import KBFactory
 from kifqa.batch.llmpool import LLMFactory, cluster_cpus
 from kifqa.batch.pools import Pools, connect, started_pools
 from kifqa.batch.preflight import check_job
@@ -147,9 +147,9 @@ def _run_job(settings: Settings, data: Corpus, output: RunFolder, out: str, *, p
     try:
         with _stoppable() as terminated:
             if todo and pools is None:
-                if progress:
-                    _say_stages(settings)
                 with started_pools(settings, open_kb=open_kb, open_llm=open_llm) as own:
+                    if progress:
+                        _say_stages(own, settings)
                     run = _run_shards(settings, out, todo, own, pipeline, progress, own_pools=True)
             elif todo and pools is not None:
                 pools.check(settings)
@@ -249,16 +249,12 @@ def _summary(output: RunFolder, run: _Run, *, n_shards: int, n_todo: int, starte
         llm_busy_share=run.llm_busy_s / (run.llm_actors * run.seconds) if run.seconds and run.llm_actors else 0.0)
 
 
-def _say_stages(settings: Settings) -> None:
-    """Shows what happens before the first answer: the actors starting, and the example pool embedded on
-    first use (its own bar, in this process: :func:`_shipped_pools`)."""
-    connect(settings)
-    b, cpus = settings.batch, cluster_cpus()
-    kb = ("the knowledge base opened in each task" if kb_in_tasks(settings)
-          else f"{b.kb_actor_count(cpus=cpus)} KB actor(s)")
-    tqdm.write(f"starting {b.llm_actor_count(settings.llm, cpus=cpus)} LLM actor(s) (loading "
-               f"{settings.llm.model}; each few-shot block is then restored from cache_dir/kv, or computed "
-               f"once and saved) and {kb}")
+def _say_stages(pools: Pools, settings: Settings) -> None:
+    """Shows what happens before the first answer: the actors of ``pools`` starting, and the example pool
+    embedded on first use (its own bar, in this process: :func:`_shipped_pools`)."""
+    kb = "the knowledge base opened in each task" if pools.kb is None else f"{len(pools.kb_actors)} KB actor(s)"
+    tqdm.write(f"starting {len(pools.llm_actors)} LLM actor(s) (loading {settings.llm.model}; each few-shot block "
+               f"is then restored from cache_dir/kv, or computed once and saved) and {kb}")
     if settings.examples.mode != "fixed":
         tqdm.write("preparing the few-shot examples (the training pool is embedded on first use only)")
 

@@ -32,10 +32,11 @@ from kifqa.batch.clock import kb_call
 from kifqa.batch.kbcache import KBCache
 from kifqa.batch.limiter import Lane, endpoint_limit
 from kifqa.batch.llmpool import cluster_cpus
-from kifqa.config import Settings
+from kifqa.config import BatchSettings, Settings
 from kifqa.errors import ConfigError, KBError
 from kifqa.kb.base import EntityProperties, FilterResult, KBStats, KnowledgeBase
 from kifqa.kb.guard import retry_after
+from kifqa.kb.spec import KBRoutes
 from kifqa.llm.routing import RESEND_BACKOFF_S, LeastLoaded
 from kifqa.resilience import open_circuits
 from kifqa.types import Candidate, Direction
@@ -259,12 +260,12 @@ class TaskKB(_ForwardingKB):
         await self._server.aclose()
 
 
-def kb_in_tasks(settings: Settings) -> bool:
+def kb_in_tasks(batch: BatchSettings, routes: KBRoutes) -> bool:
     """Whether a job's shard tasks open the knowledge base themselves (``batch.kb_placement``); a
     :class:`ConfigError` for ``tasks`` on an endpoint with a limit, which only an actor pool can share."""
-    placement, limited = settings.batch.kb_placement, endpoint_limit(settings) is not None
+    placement, limited = batch.kb_placement, endpoint_limit(batch, routes) is not None
     if placement == "tasks" and limited:
-        raise ConfigError(f"batch.kb_placement: tasks cannot share the endpoint limit of {settings.kb.spec!r} "
+        raise ConfigError(f"batch.kb_placement: tasks cannot share the endpoint limit of {routes.spec!r} "
                           "between tasks; use actors (or auto)")
     return placement == "tasks" or (placement == "auto" and not limited)
 

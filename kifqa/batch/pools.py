@@ -27,9 +27,10 @@ from kifqa.batch.address import ray_address
 from kifqa.batch.kbpool import ActorKB, KBFactory, TaskKB, kb_in_tasks, start_kb_pool
 from kifqa.batch.limiter import EndpointLimiter, endpoint_limit, search_limit
 from kifqa.batch.llmpool import ActorLLM, LLMFactory, cluster_cpus, engine_workers, llm_placement_groups, start_llm_pool
-from kifqa.config import Settings
+from kifqa.config import BatchSettings, Settings
 from kifqa.errors import ConfigError, KifqaError
 from kifqa.kb.base import KBStats
+from kifqa.kb.spec import KBRoutes, kb_routes
 from kifqa.llm.blockstate import BlockStats
 from kifqa.redact import redact
 
@@ -124,8 +125,9 @@ def started_pools(settings: Settings, *, open_kb: KBFactory | None = None,
     connect(settings)
     start = time.perf_counter()
     open_kb = open_kb or _open_kb()
-    in_tasks = kb_in_tasks(settings)
-    limiter = None if in_tasks else _limiter(settings)
+    routes = kb_routes(settings)
+    in_tasks = kb_in_tasks(settings.batch, routes)
+    limiter = None if in_tasks else _limiter(settings.batch, routes)
     kb_actors = [] if in_tasks else start_kb_pool(settings, open_kb, limiter)
     groups = (llm_placement_groups(settings, settings.batch.llm_actor_count(settings.llm, cpus=cluster_cpus()))
               if engine_workers(settings) > 1 else [])
@@ -165,10 +167,10 @@ def _job_env_vars() -> set[str]:
     return set((job.get("runtime_env") or {}).get("env_vars") or {})
 
 
-def _limiter(settings: Settings) -> ActorHandle | None:
-    """The shared limiter of the KB's endpoint, when the settings limit it."""
-    limit = endpoint_limit(settings)
-    return EndpointLimiter.remote(limit, search_limit(settings)) if limit else None  # type: ignore[attr-defined]  # mypy ignores the @ray.remote decorator
+def _limiter(batch: BatchSettings, routes: KBRoutes) -> ActorHandle | None:
+    """The shared limiter of the KB's endpoint, when ``batch.limits`` limit it."""
+    limit = endpoint_limit(batch, routes)
+    return EndpointLimiter.remote(limit, search_limit(batch, routes)) if limit else None  # type: ignore[attr-defined]  # mypy ignores the @ray.remote decorator
 
 
 @ray.remote(num_cpus=0)

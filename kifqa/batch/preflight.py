@@ -39,10 +39,10 @@ from typing import Literal
 
 import httpx
 
-from kifqa.config import Settings
+from kifqa.config import LLMSettings, Settings
 from kifqa.data import paths
 from kifqa.errors import ConfigError, KBError, KifqaError
-from kifqa.kb.spec import PUBLIC_HOSTS, endpoint_host, endpoint_url, resolve, search_host, user_agent
+from kifqa.kb.spec import KBRoutes, kb_routes, user_agent
 from kifqa.resilience import connection_failure
 
 #: Seconds an endpoint has to answer the check (connecting included).
@@ -86,10 +86,14 @@ def preflight(settings: Settings, *, corpus: str | Path | None = None, out: str 
         problems += data(settings)
     if llm:
         problems += model(settings) + local_model(settings)
+    routes = None
     if kb:
         problems += local_base(settings)
-    unnamed = contact(settings) if kb else []
-    problems += unnamed + endpoints(settings, kb=kb and not unnamed, llm=llm)
+        routes, unresolved = _routes(settings)
+        problems += unresolved
+    unnamed = contact(routes) if routes else []
+    problems += unnamed + endpoints(settings.llm if llm else None, None if unnamed else routes,
+                                    agent=user_agent(settings))
     problems += gpus(settings, wait_s=gpu_wait_s)
     if corpus is not None:
         problems += readable(corpus)
@@ -125,11 +129,14 @@ def on_nodes(settings: Settings, *, out: str | Path | None = None, kb: bool = Tr
     except (ConfigError, ConnectionError) as err:
         return [Problem("cluster", _first_line(err))]
     storage = str(out) if out is not None and "://" in str(out) else None  # a local path is the driver's own disk
+    routes, unresolved = _routes(settings) if kb else (None, [])
+    if unresolved:
+        return unresolved
     task = ray.remote(num_cpus=0)(_node_problems)
     nodes = [n for n in ray.nodes() if n["Alive"]]
     asked = [task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
-             .remote(settings, storage, kb, llm, llm and settings.llm.backend == "vllm"
-                     and n["Resources"].get("GPU", 0) > 0) for n in nodes]
+             .remote(settings.llm if llm else None, routes, user_agent(settings), storage,
+                     llm and settings.llm.backend == "vllm" and n["Resources"].get("GPU", 0) > 0) for n in nodes]
     where: dict[Problem, list[str]] = {}
     for node, found in zip(nodes, ray.get(asked), strict=True):
         for problem in found:
@@ -138,10 +145,12 @@ def on_nodes(settings: Settings, *, out: str | Path | None = None, kb: bool = Tr
                              f"{p.message}") for p, hosts in where.items()]
 
 
-def _node_problems(settings: Settings, out: str | None, kb: bool, llm: bool, gpu: bool) -> list[Problem]:
-    """What :func:`on_nodes` finds on one node (run there, in a Ray task); ``gpu``: a node with GPUs for vLLM
-    engines, whose NVIDIA driver and vLLM version are checked too."""
-    problems = endpoints(settings, kb=kb, llm=llm) + (writable(out) if out is not None else [])
+def _node_problems(llm: LLMSettings | None, routes: KBRoutes | None, agent: str, out: str | None,
+                   gpu: bool) -> list[Problem]:
+    """What :func:`on_nodes` finds on one node (run there, in a Ray task): :func:`endpoints` and
+    :func:`writable`; ``gpu``: a node with GPUs for vLLM engines, whose NVIDIA driver and vLLM version are checked
+    too."""
+    problems = endpoints(llm, routes, agent=agent) + (writable(out) if out is not None else [])
     if gpu:
         problems += nvidia_driver(_driver_text()) + vllm_version(_installed_version("vllm"))
     return problems
@@ -289,21 +298,21 @@ def model(settings: Settings) -> list[Problem]:
     return []
 
 
-def contact(settings: Settings) -> list[Problem]:
+def contact(routes: KBRoutes) -> list[Problem]:
     """A public endpoint (:data:`~kifqa.kb.spec.PUBLIC_HOSTS`) without a real ``kb.contact``: opening the
     knowledge base would fail in every KB actor (:func:`~kifqa.kb.spec.resolve`), after the models loaded."""
-    spec = settings.kb.spec
+    return [Problem("kb", routes.no_contact)] if routes.no_contact else []
+
+
+def _routes(settings: Settings) -> tuple[KBRoutes | None, list[Problem]]:
+    """Where ``kb.spec`` sends its queries (:func:`~kifqa.kb.spec.kb_routes`), or the problem that it names
+    nothing (``endpoint``) or a local build that is not there (``kb``)."""
     try:
-        hosts = {endpoint_host(spec, settings), search_host(spec, settings)}
-    except ConfigError:  # a spec that names nothing: endpoints() says so
-        return []
-    if not hosts & PUBLIC_HOSTS:
-        return []
-    try:
-        resolve(spec, settings)
+        return kb_routes(settings), []
     except ConfigError as err:
-        return [Problem("kb", _first_line(err))]
-    return []
+        return None, [Problem("endpoint", _first_line(err))]
+    except KBError as err:
+        return None, [Problem("kb", _first_line(err))]
 
 
 def local_model(settings: Settings) -> list[Problem]:
@@ -344,27 +353,23 @@ def local_base(settings: Settings) -> list[Problem]:
     return []
 
 
-def endpoints(settings: Settings, *, kb: bool = True, llm: bool = True) -> list[Problem]:
+def endpoints(llm: LLMSettings | None, routes: KBRoutes | None, *, agent: str) -> list[Problem]:
     """The endpoints that cannot be reached: with ``llm``, the model server of the ``openai`` backend
-    (``GET {llm.base_url}/models`` with its API key: 401 and 403 are problems); with ``kb``, the SPARQL
-    endpoint of ``kb.spec`` (an ``ASK {}`` query). Any other answer passes, an error status too, and so
-    does any failure after connecting: the server is there (an outage is not this check's business)."""
+    (``GET {llm.base_url}/models`` with its API key: 401 and 403 are problems); with ``routes``, the SPARQL
+    endpoint of the KB spec (an ``ASK {}`` query). Any other answer passes, an error status too, and so
+    does any failure after connecting: the server is there (an outage is not this check's business). ``agent``:
+    the User-Agent sent (:func:`~kifqa.kb.spec.user_agent`)."""
     checks: list[tuple[str, str, dict[str, str], dict[str, str]]] = []
-    key_env = settings.llm.api_key_env
-    if llm and settings.llm.backend == "openai" and settings.llm.base_url:
-        base = settings.llm.base_url.rstrip("/")
+    key_env = llm.api_key_env if llm else ""
+    if llm and llm.backend == "openai" and llm.base_url:
+        base = llm.base_url.rstrip("/")
         key = os.environ.get(key_env)
         checks.append((f"the model server {base} (llm.base_url)", f"{base}/models", {},
                        {"Authorization": f"Bearer {key}"} if key else {}))
+    if routes and routes.url:
+        checks.append((f"the KB endpoint {routes.url} (kb.spec {routes.spec})", routes.url, {"query": "ASK {}"}, {}))
     problems = []
-    try:
-        url = endpoint_url(settings.kb.spec, settings) if kb else None
-    except ConfigError as err:
-        problems.append(Problem("endpoint", _first_line(err)))
-        url = None
-    if url:
-        checks.append((f"the KB endpoint {url} (kb.spec {settings.kb.spec})", url, {"query": "ASK {}"}, {}))
-    with httpx.Client(timeout=CHECK_TIMEOUT_S, headers={"User-Agent": user_agent(settings)}) as client:
+    with httpx.Client(timeout=CHECK_TIMEOUT_S, headers={"User-Agent": agent}) as client:
         for what, url, params, headers in checks:
             try:  # only the status is read: a body, however large, is left unread
                 # the URL's own query (a ?private_token=) is kept: httpx's params= would replace it
@@ -385,8 +390,10 @@ def endpoints(settings: Settings, *, kb: bool = True, llm: bool = True) -> list[
 
 
 def check_endpoints(settings: Settings, *, kb: bool = True, llm: bool = True) -> None:
-    """Raises :class:`ConfigError` naming the endpoints that cannot be reached (:func:`endpoints`)."""
-    problems = endpoints(settings, kb=kb, llm=llm)
+    """Raises :class:`ConfigError` naming the endpoints that cannot be reached (:func:`endpoints`), or saying
+    that ``kb.spec`` names nothing."""
+    problems = endpoints(settings.llm if llm else None, kb_routes(settings) if kb else None,
+                         agent=user_agent(settings))
     if problems:
         raise ConfigError("\n".join(p.message for p in problems))
 
