@@ -131,7 +131,7 @@ def _run_job(settings: Settings, data: Corpus, output: RunFolder, out: str, *, p
     b = settings.batch
     key = job_key(settings, data)
     previous, set_aside, moved = _prepare(output, key, resume=b.resume)
-    shards = _shards(data, b.shard_size)
+    shards = [Shard(i, rows) for i, rows in enumerate(data.rows(b.shard_size))]
     todo = _todo(shards, output, retry_failed=b.retry_failed)
     manifest = new_manifest(settings, data, key, len(shards), previous)
     if set_aside:
@@ -146,14 +146,9 @@ def _run_job(settings: Settings, data: Corpus, output: RunFolder, out: str, *, p
         connect(settings)  # before the SIGTERM handler: Ray's own, which prints a C++ stack, comes with it
     try:
         with _stoppable() as terminated:
-            if todo and pools is None:
-                with started_pools(settings, open_kb=open_kb, open_llm=open_llm) as own:
-                    if progress:
-                        _say_stages(own, settings)
-                    run = _run_shards(settings, out, todo, own, pipeline, progress, own_pools=True)
-            elif todo and pools is not None:
-                pools.check(settings)
-                run = _run_shards(settings, out, todo, pools, pipeline, progress, own_pools=False)
+            if todo:
+                with _job_pools(settings, pools, open_kb=open_kb, open_llm=open_llm, progress=progress) as running:
+                    run = _run_shards(settings, out, todo, running, pipeline, progress, own_pools=pools is None)
     except KeyboardInterrupt:
         raise _stopped(output, manifest, shards, terminated=bool(terminated)) from None
 
@@ -247,6 +242,21 @@ def _summary(output: RunFolder, run: _Run, *, n_shards: int, n_todo: int, starte
         block_restore_ms=round(1000 * run.blocks.restore_s / run.blocks.restored, 1) if run.blocks.restored else 0.0,
         block_compute_s=round(run.blocks.compute_s, 3),
         llm_busy_share=run.llm_busy_s / (run.llm_actors * run.seconds) if run.seconds and run.llm_actors else 0.0)
+
+
+@contextmanager
+def _job_pools(settings: Settings, pools: Pools | None, *, open_kb: KBFactory | None, open_llm: LLMFactory | None,
+               progress: bool) -> Iterator[Pools]:
+    """The pools the job runs on: ``pools`` where given (:class:`ConfigError` unless made from the same
+    settings), else pools started for it and stopped after it."""
+    if pools is not None:
+        pools.check(settings)
+        yield pools
+        return
+    with started_pools(settings, open_kb=open_kb, open_llm=open_llm) as own:
+        if progress:
+            _say_stages(own, settings)
+        yield own
 
 
 def _say_stages(pools: Pools, settings: Settings) -> None:
@@ -348,7 +358,3 @@ def _reason(err: RayError) -> str:
     cause = err.cause if isinstance(err, RayTaskError) else err
     first_line = str(cause).partition("\n")[0]
     return f"{type(cause).__name__}: {first_line}"
-
-
-def _shards(corpus: Corpus, size: int) -> list[Shard]:
-    return [Shard(i, rows) for i, rows in enumerate(corpus.rows(size))]

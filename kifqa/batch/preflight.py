@@ -398,33 +398,33 @@ def check_endpoints(settings: Settings, *, kb: bool = True, llm: bool = True) ->
         raise ConfigError("\n".join(p.message for p in problems))
 
 
-def gpus_needed(settings: Settings, *, cpus: int | None = None) -> float:
+def gpus_needed(settings: Settings) -> float:
     """GPUs the LLM actors take: ``llm_actors`` × ``llm_actor_gpus``, × tensor × pipeline parallel size
-    for vLLM engines of several GPU workers (each worker holds ``llm_actor_gpus``, at least 1)."""
+    for vLLM engines of several GPU workers (each worker holds ``llm_actor_gpus``, at least 1). The cluster's
+    cores do not count: ``llm_actors`` ``auto`` is one actor wherever the actors take GPUs."""
     from kifqa.batch.llmpool import engine_workers
 
     b = settings.batch
     workers = engine_workers(settings)
     per_actor = (b.llm_actor_gpus or 1.0) * workers if workers > 1 else b.llm_actor_gpus
-    return b.llm_actor_count(settings.llm, cpus=cpus) * per_actor
+    return b.llm_actor_count(settings.llm, cpus=1) * per_actor if per_actor else 0.0
 
 
 def gpus(settings: Settings, *, wait_s: float = 0.0, clock: Callable[[], float] = time.monotonic) -> list[Problem]:
     """Whether the Ray cluster (joined or started: ``batch.ray_address``) has the GPUs the LLM actors need;
     with ``wait_s`` and an autoscaler watching the cluster, asks it for them and waits that long for them."""
-    if gpus_needed(settings, cpus=1) == 0:
+    need = gpus_needed(settings)
+    if need == 0:
         return []
     import ray
     from ray.autoscaler.sdk import request_resources
 
-    from kifqa.batch.llmpool import cluster_cpus
     from kifqa.batch.pools import connect
 
     try:
         connect(settings)
     except (ConfigError, ConnectionError) as err:  # ConnectionError: ray.init's, where the GCS refuses the driver
         return [Problem("cluster", _first_line(err))]
-    need = gpus_needed(settings, cpus=cluster_cpus())
     have = float(ray.cluster_resources().get("GPU", 0))
     if have < need and wait_s > 0 and _autoscaling():
         request_resources(bundles=[{"GPU": 1}] * int(need + 0.999))
