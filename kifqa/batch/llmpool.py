@@ -312,6 +312,14 @@ def engine_workers(settings: Settings) -> int:
     return sizes[0] * sizes[1]
 
 
+def engine_groups(settings: Settings) -> list[PlacementGroup]:
+    """The placement groups of the LLM actors ``settings.batch`` asks for (:func:`llm_placement_groups`), where
+    an engine has several GPU workers; none otherwise."""
+    if engine_workers(settings) == 1:
+        return []
+    return llm_placement_groups(settings, settings.batch.llm_actor_count(settings.llm, cpus=cluster_cpus()))
+
+
 def llm_placement_groups(settings: Settings, count: int) -> list[PlacementGroup]:
     """One placement group per LLM actor whose engine has several GPU workers, as Ray Data LLM places
     vLLM: a bundle per worker (``batch.llm_actor_gpus`` GPUs, at least 1), the first one also holding

@@ -24,13 +24,11 @@ from ray.exceptions import RayTaskError
 from ray.util.placement_group import PlacementGroup, remove_placement_group
 
 from kifqa.batch.address import ray_address
-from kifqa.batch.kbpool import ActorKB, KBFactory, TaskKB, kb_in_tasks, start_kb_pool
-from kifqa.batch.limiter import EndpointLimiter, endpoint_limit, search_limit
-from kifqa.batch.llmpool import ActorLLM, LLMFactory, cluster_cpus, engine_workers, llm_placement_groups, start_llm_pool
-from kifqa.config import BatchSettings, Settings
+from kifqa.batch.kbpool import ActorKB, KBFactory, TaskKB, open_kb_pool
+from kifqa.batch.llmpool import ActorLLM, LLMFactory, engine_groups, start_llm_pool
+from kifqa.config import Settings
 from kifqa.errors import ConfigError, KifqaError
 from kifqa.kb.base import KBStats
-from kifqa.kb.spec import KBRoutes, kb_routes
 from kifqa.llm.blockstate import BlockStats
 from kifqa.redact import redact
 
@@ -125,23 +123,18 @@ def started_pools(settings: Settings, *, open_kb: KBFactory | None = None,
     connect(settings)
     start = time.perf_counter()
     open_kb = open_kb or _open_kb()
-    routes = kb_routes(settings)
-    in_tasks = kb_in_tasks(settings.batch, routes)
-    limiter = None if in_tasks else _limiter(settings.batch, routes)
-    kb_actors = [] if in_tasks else start_kb_pool(settings, open_kb, limiter)
-    groups = (llm_placement_groups(settings, settings.batch.llm_actor_count(settings.llm, cpus=cluster_cpus()))
-              if engine_workers(settings) > 1 else [])
+    kb = open_kb_pool(settings, open_kb)
+    groups = engine_groups(settings)
     llm_actors = start_llm_pool(settings, open_llm or _open_llm(), groups=groups)
     try:
         # Where the tasks open the knowledge base, a task opens it once first: an error then says why at once.
-        opened = [_open_in_task.remote(settings, open_kb)] if in_tasks else [a.start.remote() for a in kb_actors]
+        opened = [a.start.remote() for a in kb.actors] if kb.proxy else [_open_in_task.remote(settings, open_kb)]
         loaded: list[ObjectRef[str]] = [a.warm.remote() for a in llm_actors]
         llm = ActorLLM(llm_actors, loaded[0], per_call=settings.llm.requests_per_call)
-        yield Pools(settings=settings, llm=llm,
-                    kb=None if in_tasks else ActorKB(kb_actors, settings.kb.spec), open_kb=open_kb,
-                    llm_actors=llm_actors, kb_actors=kb_actors, ready=(*loaded, *opened), started_at=start)
+        yield Pools(settings=settings, llm=llm, kb=kb.proxy, open_kb=open_kb, llm_actors=llm_actors,
+                    kb_actors=kb.actors, ready=(*loaded, *opened), started_at=start)
     finally:
-        _stop(llm_actors + kb_actors, [limiter] if limiter else [], groups)
+        _stop(llm_actors + kb.actors, [kb.limiter] if kb.limiter else [], groups)
 
 
 def connect(settings: Settings) -> None:
@@ -165,12 +158,6 @@ def _job_env_vars() -> set[str]:
     """The variables the runtime env of the submitted Ray job this driver runs in sets, if any."""
     job = json.loads(os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR") or "{}")
     return set((job.get("runtime_env") or {}).get("env_vars") or {})
-
-
-def _limiter(batch: BatchSettings, routes: KBRoutes) -> ActorHandle | None:
-    """The shared limiter of the KB's endpoint, when ``batch.limits`` limit it."""
-    limit = endpoint_limit(batch, routes)
-    return EndpointLimiter.remote(limit, search_limit(batch, routes)) if limit else None  # type: ignore[attr-defined]  # mypy ignores the @ray.remote decorator
 
 
 @ray.remote(num_cpus=0)
