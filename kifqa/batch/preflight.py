@@ -42,7 +42,7 @@ import httpx
 from kifqa.config import LLMSettings, Settings
 from kifqa.data import paths
 from kifqa.errors import ConfigError, KBError, KifqaError
-from kifqa.kb.spec import KBRoutes, kb_routes, user_agent
+from kifqa.kb.spec import KBRoutes, kb_routes
 from kifqa.resilience import connection_failure
 
 #: Seconds an endpoint has to answer the check (connecting included).
@@ -92,8 +92,7 @@ def preflight(settings: Settings, *, corpus: str | Path | None = None, out: str 
         routes, unresolved = _routes(settings)
         problems += unresolved
     unnamed = contact(routes) if routes else []
-    problems += unnamed + endpoints(settings.llm if llm else None, None if unnamed else routes,
-                                    agent=user_agent(settings))
+    problems += unnamed + endpoints(settings.llm if llm else None, None if unnamed else routes)
     problems += gpus(settings, wait_s=gpu_wait_s)
     if corpus is not None:
         problems += readable(corpus)
@@ -129,14 +128,11 @@ def on_nodes(settings: Settings, *, out: str | Path | None = None, kb: bool = Tr
     except (ConfigError, ConnectionError) as err:
         return [Problem("cluster", _first_line(err))]
     storage = str(out) if out is not None and "://" in str(out) else None  # a local path is the driver's own disk
-    routes, unresolved = _routes(settings) if kb else (None, [])
-    if unresolved:
-        return unresolved
     task = ray.remote(num_cpus=0)(_node_problems)
     nodes = [n for n in ray.nodes() if n["Alive"]]
     asked = [task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
-             .remote(settings.llm if llm else None, routes, user_agent(settings), storage,
-                     llm and settings.llm.backend == "vllm" and n["Resources"].get("GPU", 0) > 0) for n in nodes]
+             .remote(settings, storage, kb, llm, llm and settings.llm.backend == "vllm"
+                     and n["Resources"].get("GPU", 0) > 0) for n in nodes]
     where: dict[Problem, list[str]] = {}
     for node, found in zip(nodes, ray.get(asked), strict=True):
         for problem in found:
@@ -145,12 +141,11 @@ def on_nodes(settings: Settings, *, out: str | Path | None = None, kb: bool = Tr
                              f"{p.message}") for p, hosts in where.items()]
 
 
-def _node_problems(llm: LLMSettings | None, routes: KBRoutes | None, agent: str, out: str | None,
-                   gpu: bool) -> list[Problem]:
-    """What :func:`on_nodes` finds on one node (run there, in a Ray task): :func:`endpoints` and
-    :func:`writable`; ``gpu``: a node with GPUs for vLLM engines, whose NVIDIA driver and vLLM version are checked
-    too."""
-    problems = endpoints(llm, routes, agent=agent) + (writable(out) if out is not None else [])
+def _node_problems(settings: Settings, out: str | None, kb: bool, llm: bool, gpu: bool) -> list[Problem]:
+    """What :func:`on_nodes` finds on one node (run there, in a Ray task: the KB spec resolved there too);
+    ``gpu``: a node with GPUs for vLLM engines, whose NVIDIA driver and vLLM version are checked too."""
+    routes, problems = _routes(settings) if kb else (None, [])
+    problems += endpoints(settings.llm if llm else None, routes) + (writable(out) if out is not None else [])
     if gpu:
         problems += nvidia_driver(_driver_text()) + vllm_version(_installed_version("vllm"))
     return problems
@@ -353,12 +348,12 @@ def local_base(settings: Settings) -> list[Problem]:
     return []
 
 
-def endpoints(llm: LLMSettings | None, routes: KBRoutes | None, *, agent: str) -> list[Problem]:
+def endpoints(llm: LLMSettings | None, routes: KBRoutes | None) -> list[Problem]:
     """The endpoints that cannot be reached: with ``llm``, the model server of the ``openai`` backend
     (``GET {llm.base_url}/models`` with its API key: 401 and 403 are problems); with ``routes``, the SPARQL
-    endpoint of the KB spec (an ``ASK {}`` query). Any other answer passes, an error status too, and so
-    does any failure after connecting: the server is there (an outage is not this check's business). ``agent``:
-    the User-Agent sent (:func:`~kifqa.kb.spec.user_agent`)."""
+    endpoint of the KB spec (an ``ASK {}`` query, with the KB's User-Agent). Any other answer passes, an error
+    status too, and so does any failure after connecting: the server is there (an outage is not this check's
+    business)."""
     checks: list[tuple[str, str, dict[str, str], dict[str, str]]] = []
     key_env = llm.api_key_env if llm else ""
     if llm and llm.backend == "openai" and llm.base_url:
@@ -367,9 +362,10 @@ def endpoints(llm: LLMSettings | None, routes: KBRoutes | None, *, agent: str) -
         checks.append((f"the model server {base} (llm.base_url)", f"{base}/models", {},
                        {"Authorization": f"Bearer {key}"} if key else {}))
     if routes and routes.url:
-        checks.append((f"the KB endpoint {routes.url} (kb.spec {routes.spec})", routes.url, {"query": "ASK {}"}, {}))
+        checks.append((f"the KB endpoint {routes.url} (kb.spec {routes.spec})", routes.url, {"query": "ASK {}"},
+                       {"User-Agent": routes.user_agent}))
     problems = []
-    with httpx.Client(timeout=CHECK_TIMEOUT_S, headers={"User-Agent": agent}) as client:
+    with httpx.Client(timeout=CHECK_TIMEOUT_S) as client:
         for what, url, params, headers in checks:
             try:  # only the status is read: a body, however large, is left unread
                 # the URL's own query (a ?private_token=) is kept: httpx's params= would replace it
@@ -380,7 +376,7 @@ def endpoints(llm: LLMSettings | None, routes: KBRoutes | None, *, agent: str) -
                 continue
             except httpx.HTTPError:
                 continue
-            if headers and status in (401, 403):
+            if "Authorization" in headers and status in (401, 403):
                 problems.append(Problem("endpoint", f"{what} refused the API key in {key_env} "
                                                     f"(HTTP {status}): set the right key"))
             elif status == 401:
@@ -392,8 +388,7 @@ def endpoints(llm: LLMSettings | None, routes: KBRoutes | None, *, agent: str) -
 def check_endpoints(settings: Settings, *, kb: bool = True, llm: bool = True) -> None:
     """Raises :class:`ConfigError` naming the endpoints that cannot be reached (:func:`endpoints`), or saying
     that ``kb.spec`` names nothing."""
-    problems = endpoints(settings.llm if llm else None, kb_routes(settings) if kb else None,
-                         agent=user_agent(settings))
+    problems = endpoints(settings.llm if llm else None, kb_routes(settings) if kb else None)
     if problems:
         raise ConfigError("\n".join(p.message for p in problems))
 

@@ -114,20 +114,22 @@ class KBRoutes:
     search_host: str | None = None
     #: The http(s) URL the store sends its queries to; ``None`` for stores without one.
     url: str | None = None
+    #: The User-Agent of its remote calls (:func:`user_agent`).
+    user_agent: str
     #: Why opening it would fail for want of a real ``kb.contact`` (:func:`resolve`); ``None``: it would not.
     no_contact: str | None = None
 
 
 def kb_routes(settings: Settings) -> KBRoutes:
     """The :class:`KBRoutes` of ``kb.spec``; :class:`ConfigError` if it names nothing (no contact is needed)."""
-    spec = settings.kb.spec.strip()
+    spec, agent = settings.kb.spec.strip(), user_agent(settings)
     if spec in _LOCAL:
-        return KBRoutes(spec=spec)
+        return KBRoutes(spec=spec, user_agent=agent)
     resolved = _resolved(spec, settings)
     url = str(resolved.info.get("endpoint", ""))
     unnamed = _unnamed(resolved, settings)
     return KBRoutes(spec=spec, host=resolved.host, search_host=resolved.search_host,
-                    url=url if urlsplit(url).scheme in ("http", "https") else None,
+                    url=url if urlsplit(url).scheme in ("http", "https") else None, user_agent=agent,
                     no_contact=_no_contact(spec, unnamed) if unnamed else None)
 
 

@@ -224,7 +224,7 @@ def test_the_endpoint_check_reads_no_body(monkeypatch: pytest.MonkeyPatch) -> No
     with FloodingModelServer() as server:
         settings = Settings().override(kb={"spec": "local"}, llm={"backend": "openai", "base_url": server.url,
                                                                   "model": "m"})
-        problems = endpoints(settings.llm, None, agent="kifqa-test")
+        problems = endpoints(settings.llm, None)
     assert problems == []
     assert server.sent < 16 * 2**20, f"the check read {server.sent:,} bytes of the body"
 
@@ -319,6 +319,6 @@ def test_the_endpoint_probe_keeps_the_urls_own_query(settings: Settings) -> None
 
     with LoopbackServer(Handler, name="token-endpoint") as server:
         spec = f"sparql+wikidata:{server.origin}/sparql?private_token=t0k"
-        problems = endpoints(None, kb_routes(settings.override(kb={"spec": spec})), agent="kifqa-test")
+        problems = endpoints(None, kb_routes(settings.override(kb={"spec": spec})))
     assert problems == [] and len(seen) == 1
     assert "private_token=t0k" in seen[0] and "query=ASK" in seen[0]

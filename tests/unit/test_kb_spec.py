@@ -225,12 +225,13 @@ def test_the_routes_of_a_spec_are_found_once_without_opening_it(remote_settings:
     def routed(spec: str, settings: Settings = remote_settings) -> KBRoutes:
         return kb_routes(settings.override(kb={"spec": spec}))
 
+    agent = user_agent(remote_settings)
     assert routed("wikidata") == KBRoutes(spec="wikidata", host="query.wikidata.org", search_host="www.wikidata.org",
-                                          url="https://query.wikidata.org/sparql")
+                                          url="https://query.wikidata.org/sparql", user_agent=agent)
     assert routed(" kif:wdqs ").host == "query.wikidata.org"
     assert routed("sparql+dbpedia:https://dbpedia.example/sparql").url == "https://dbpedia.example/sparql"
     for local in ("local", "local-hard", "local-dbpedia"):  # not built: nothing is opened for the routes
-        assert routed(local) == KBRoutes(spec=local)
+        assert routed(local) == KBRoutes(spec=local, user_agent=agent)
     unnamed = routed("dbpedia", remote_settings.override(kb={"contact": ""}))
     assert unnamed.no_contact is not None and "set kb.contact" in unnamed.no_contact
     assert routed("dbpedia").no_contact is None
