@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from kifqa.batch.kbpool import KBFactory
 from kifqa.batch.llmpool import LLMFactory, cluster_cpus
-from kifqa.batch.pools import Pools, connect, started_pools
+from kifqa.batch.pools import Pools, connect, job_pools
 from kifqa.batch.preflight import check_job
 from kifqa.batch.summary import COLUMNS, Summary, trace_counts
 from kifqa.batch.task import REPORT_S, PipelineFactory, Shard, TaskContext, default_pipeline, run_shard
@@ -147,7 +147,9 @@ def _run_job(settings: Settings, data: Corpus, output: RunFolder, out: str, *, p
     try:
         with _stoppable() as terminated:
             if todo:
-                with _job_pools(settings, pools, open_kb=open_kb, open_llm=open_llm, progress=progress) as running:
+                with job_pools(settings, pools, open_kb=open_kb, open_llm=open_llm) as running:
+                    if progress and pools is None:
+                        _say_stages(running, settings)
                     run = _run_shards(settings, out, todo, running, pipeline, progress, own_pools=pools is None)
     except KeyboardInterrupt:
         raise _stopped(output, manifest, shards, terminated=bool(terminated)) from None
@@ -242,21 +244,6 @@ def _summary(output: RunFolder, run: _Run, *, n_shards: int, n_todo: int, starte
         block_restore_ms=round(1000 * run.blocks.restore_s / run.blocks.restored, 1) if run.blocks.restored else 0.0,
         block_compute_s=round(run.blocks.compute_s, 3),
         llm_busy_share=run.llm_busy_s / (run.llm_actors * run.seconds) if run.seconds and run.llm_actors else 0.0)
-
-
-@contextmanager
-def _job_pools(settings: Settings, pools: Pools | None, *, open_kb: KBFactory | None, open_llm: LLMFactory | None,
-               progress: bool) -> Iterator[Pools]:
-    """The pools the job runs on: ``pools`` where given (:class:`ConfigError` unless made from the same
-    settings), else pools started for it and stopped after it."""
-    if pools is not None:
-        pools.check(settings)
-        yield pools
-        return
-    with started_pools(settings, open_kb=open_kb, open_llm=open_llm) as own:
-        if progress:
-            _say_stages(own, settings)
-        yield own
 
 
 def _say_stages(pools: Pools, settings: Settings) -> None:

@@ -117,6 +117,19 @@ def actor_pools(settings: Settings, *, open_kb: KBFactory | None = None,
 
 
 @contextmanager
+def job_pools(settings: Settings, pools: Pools | None, *, open_kb: KBFactory | None = None,
+              open_llm: LLMFactory | None = None) -> Iterator[Pools]:
+    """The pools a job on ``settings`` runs on: ``pools`` where given (:meth:`Pools.check`), else pools
+    started for it (:func:`started_pools`) and stopped after it."""
+    if pools is not None:
+        pools.check(settings)
+        yield pools
+        return
+    with started_pools(settings, open_kb=open_kb, open_llm=open_llm) as own:
+        yield own
+
+
+@contextmanager
 def started_pools(settings: Settings, *, open_kb: KBFactory | None = None,
                   open_llm: LLMFactory | None = None) -> Iterator[Pools]:
     """:func:`actor_pools` without the wait: the pools are :attr:`~Pools.ready` later."""
