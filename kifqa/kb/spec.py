@@ -210,18 +210,18 @@ def _local_dbpedia(settings: Settings) -> tuple[Store, Search]:
 
 #: Opens the KIF store and search of a spec, by the spec's form (its head, before any ``:``): from what follows
 #: the ``:`` (``rest``), the whole spec (for errors) and the settings.
-Opener = Callable[[str, str, Settings], tuple[Store, Search]]
+_Opener = Callable[[str, str, Settings], tuple[Store, Search]]
 #: The forms of :data:`FORMS`, by head.
-_OPENERS: dict[str, Opener] = {
+_OPENERS: dict[str, _Opener] = {
     "local": lambda rest, spec, settings: _local(settings, hard=False),
     "local-hard": lambda rest, spec, settings: _local(settings, hard=True),
     "local-server": lambda rest, spec, settings: _wikidata_endpoint(
-        f"http://127.0.0.1:{_port(rest, spec) if rest else settings.kb.server_port}/query", settings),
+        _loopback(rest, spec, settings.kb.server_port, "query"), settings),
     "local-hard-server": lambda rest, spec, settings: _wikidata_endpoint(
-        f"http://127.0.0.1:{_port(rest, spec) if rest else settings.kb.server_port}/query", settings, hard=True),
+        _loopback(rest, spec, settings.kb.server_port, "query"), settings, hard=True),
     "local-dbpedia": lambda rest, spec, settings: _local_dbpedia(settings),
     "local-dbpedia-server": lambda rest, spec, settings: _dbpedia_endpoint(
-        f"http://127.0.0.1:{_port(rest, spec) if rest else DEFAULT_PORT}/sparql", settings),
+        _loopback(rest, spec, DEFAULT_PORT, "sparql"), settings),
     "wikidata": lambda rest, spec, settings: _wikidata(settings),
     "dbpedia": lambda rest, spec, settings: _dbpedia(settings),
     "sparql+wikidata": lambda rest, spec, settings: _wikidata_endpoint(_url(rest, spec), settings),
@@ -431,6 +431,11 @@ def _url(rest: str, spec: str) -> str:
     if urlsplit(rest).scheme not in ("http", "https") or not urlsplit(rest).hostname:
         raise ConfigError(f"KB spec {spec!r} needs an http(s) URL after the prefix; valid forms:\n{FORMS}")
     return rest
+
+
+def _loopback(rest: str, spec: str, default_port: int, path: str) -> str:
+    """The URL of a server on this machine at the port after the spec's ``:`` (else ``default_port``)."""
+    return f"http://127.0.0.1:{_port(rest, spec) if rest else default_port}/{path}"
 
 
 def _port(text: str, spec: str) -> int:
