@@ -35,7 +35,7 @@ from ray.exceptions import ActorDiedError, RayError, RayTaskError
 from ray.util.placement_group import PlacementGroup, placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from kifqa.config import Settings
+from kifqa.config import LLMSettings, Settings
 from kifqa.errors import ConfigError
 from kifqa.llm.aio import PerLoop
 from kifqa.llm.base import LLM, ChatRequest, Completion
@@ -289,7 +289,7 @@ def start_llm_pool(settings: Settings, open_llm: LLMFactory, *,
     options = dict(num_cpus=b.llm_actor_cpus, num_gpus=b.llm_actor_gpus, max_concurrency=b.llm_actor_concurrency,
                    max_restarts=b.llm_actor_max_restarts, max_task_retries=0)
     secrets = forwarded_secrets(settings)
-    if engine_workers(settings) == 1:
+    if engine_workers(settings.llm) == 1:
         actor = ray.remote(LLMActor).options(**options)
         return [cast(ActorHandle, actor.remote(settings, open_llm, secrets)) for _ in range(count)]
     groups = list(groups) if groups is not None else llm_placement_groups(settings, count)
@@ -300,12 +300,12 @@ def start_llm_pool(settings: Settings, open_llm: LLMFactory, *,
     ).remote(settings, open_llm, secrets)) for group in groups]
 
 
-def engine_workers(settings: Settings) -> int:
+def engine_workers(llm: LLMSettings) -> int:
     """GPU workers per engine: ``tensor_parallel_size`` × ``pipeline_parallel_size`` of the vLLM
     engine options (``llm.extra``); 1 for the other backends."""
-    if settings.llm.backend != "vllm":
+    if llm.backend != "vllm":
         return 1
-    sizes = [settings.llm.extra.get(name, 1) for name in ("tensor_parallel_size", "pipeline_parallel_size")]
+    sizes = [llm.extra.get(name, 1) for name in ("tensor_parallel_size", "pipeline_parallel_size")]
     if not all(isinstance(n, int) and n >= 1 for n in sizes):
         raise ConfigError(f"llm.extra.tensor_parallel_size and pipeline_parallel_size must be whole numbers >= 1, "
                           f"not {sizes[0]!r} and {sizes[1]!r}")
@@ -315,7 +315,7 @@ def engine_workers(settings: Settings) -> int:
 def engine_groups(settings: Settings) -> list[PlacementGroup]:
     """The placement groups of the LLM actors ``settings.batch`` asks for (:func:`llm_placement_groups`), where
     an engine has several GPU workers; none otherwise."""
-    if engine_workers(settings) == 1:
+    if engine_workers(settings.llm) == 1:
         return []
     return llm_placement_groups(settings, settings.batch.llm_actor_count(settings.llm, cpus=cluster_cpus()))
 
@@ -327,7 +327,7 @@ def llm_placement_groups(settings: Settings, count: int) -> list[PlacementGroup]
     parallelism off the bundles must share a node (``STRICT_PACK``); pipeline stages may span nodes
     (``PACK``)."""
     b = settings.batch
-    workers = engine_workers(settings)
+    workers = engine_workers(settings.llm)
     gpus = b.llm_actor_gpus or 1.0
     first = {"GPU": gpus, **({"CPU": b.llm_actor_cpus} if b.llm_actor_cpus else {})}
     strategy = "STRICT_PACK" if settings.llm.extra.get("pipeline_parallel_size", 1) == 1 else "PACK"

@@ -85,7 +85,7 @@ def preflight(settings: Settings, *, corpus: str | Path | None = None, out: str 
     if pipeline:
         problems += data(settings)
     if llm:
-        problems += model(settings) + local_model(settings)
+        problems += model(settings.llm) + local_model(settings.llm, cache_dir=settings.cache_dir)
     routes = None
     if kb:
         problems += local_base(settings)
@@ -254,10 +254,9 @@ def hf_token() -> str | None:
         return None
 
 
-def model(settings: Settings) -> list[Problem]:
+def model(cfg: LLMSettings) -> list[Problem]:
     """The ``vllm`` backend's model: a local folder that exists, or a Hub repository readable with the token
     (``HF_HUB_OFFLINE=1``: already in the Hub cache)."""
-    cfg = settings.llm
     if cfg.backend != "vllm":
         return []
     from kifqa.llm import weights
@@ -310,10 +309,9 @@ def _routes(settings: Settings) -> tuple[KBRoutes | None, list[Problem]]:
         return None, [Problem("kb", _first_line(err))]
 
 
-def local_model(settings: Settings) -> list[Problem]:
+def local_model(cfg: LLMSettings, *, cache_dir: Path) -> list[Problem]:
     """The ``local`` backend's model: a known model fetched (its file assembled, or the parts it is assembled
     from installed: :func:`~kifqa.llm.weights.status`), or a GGUF file that exists."""
-    cfg = settings.llm
     if cfg.backend != "local":
         return []
     from kifqa.llm import weights
@@ -323,7 +321,7 @@ def local_model(settings: Settings) -> list[Problem]:
         path = Path(cfg.model).expanduser()
         return [] if path.is_file() else [Problem("model", f"model file {path} (llm.model) does not exist: name a "
                                                            f"GGUF file or one of {', '.join(weights.KNOWN_MODELS)}")]
-    status = weights.status(known, cache_dir=settings.cache_dir)
+    status = weights.status(known, cache_dir=cache_dir)
     if status.verified or status.parts_ready == len(known.parts):
         return []
     return [Problem("model", f"{known.name} is not fetched ({status.parts_ready} of {len(known.parts)} parts "
@@ -400,7 +398,7 @@ def gpus_needed(settings: Settings) -> float:
     from kifqa.batch.llmpool import engine_workers
 
     b = settings.batch
-    workers = engine_workers(settings)
+    workers = engine_workers(settings.llm)
     per_actor = (b.llm_actor_gpus or 1.0) * workers if workers > 1 else b.llm_actor_gpus
     return b.llm_actor_count(settings.llm, cpus=1) * per_actor if per_actor else 0.0
 

@@ -281,12 +281,12 @@ def test_the_local_cpu_config_says_whether_the_model_is_fetched_and_the_base_bui
         str(kb).endswith("run `kifqa kb build`")
     known = weights.KNOWN_MODELS[settings.llm.model]
     if weights.status(known, cache_dir=settings.cache_dir).parts_ready == len(known.parts):
-        assert local_model(settings) == [], "the parts are installed: the job assembles the file"
+        assert local_model(settings.llm, cache_dir=settings.cache_dir) == [], "the parts are installed"
     else:
-        [model] = local_model(settings)
+        [model] = local_model(settings.llm, cache_dir=settings.cache_dir)
         assert str(model).startswith(f"model: {known.name} is not fetched") and "`kifqa model fetch`" in str(model)
     missing = settings.override(llm={"model": str(tmp_path / "none.gguf")})
-    assert [p.check for p in local_model(missing)] == ["model"]
+    assert [p.check for p in local_model(missing.llm, cache_dir=missing.cache_dir)] == ["model"]
     assert local_base(settings.override(cache_dir=built_kb.root.parents[1])) == [], "built: no problem"
 
 
