@@ -304,13 +304,15 @@ def test_the_endpoint_probe_keeps_the_urls_own_query(settings: Settings) -> None
     """A KB URL that authenticates by its query (``?private_token=``) is probed with that query and ``ASK {}``."""
     from kifqa.batch.preflight import endpoints
     from kifqa.bench.loopback import LoopbackServer
-    from kifqa.kb.spec import kb_routes
+    from kifqa.kb.spec import kb_routes, user_agent
 
     seen: list[str] = []
+    agents: list[str | None] = []
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
             seen.append(self.path)
+            agents.append(self.headers.get("User-Agent"))
             self.send_response(200 if "private_token=t0k" in self.path else 401)
             self.end_headers()
 
@@ -322,3 +324,4 @@ def test_the_endpoint_probe_keeps_the_urls_own_query(settings: Settings) -> None
         problems = endpoints(None, kb_routes(settings.override(kb={"spec": spec})))
     assert problems == [] and len(seen) == 1
     assert "private_token=t0k" in seen[0] and "query=ASK" in seen[0]
+    assert agents == [user_agent(settings)], "the KB's User-Agent (its operators' policy)"
