@@ -25,7 +25,7 @@ from ray.util.placement_group import PlacementGroup, remove_placement_group
 
 from kifqa.batch.address import ray_address
 from kifqa.batch.kbpool import ActorKB, KBFactory, TaskKB, open_kb_pool
-from kifqa.batch.llmpool import ActorLLM, LLMFactory, engine_groups, start_llm_pool
+from kifqa.batch.llmpool import ActorLLM, LLMFactory, start_llm_pool
 from kifqa.config import Settings
 from kifqa.errors import ConfigError, KifqaError
 from kifqa.kb.base import KBStats
@@ -137,8 +137,8 @@ def started_pools(settings: Settings, *, open_kb: KBFactory | None = None,
     start = time.perf_counter()
     open_kb = open_kb or _open_kb()
     kb = open_kb_pool(settings, open_kb)
-    groups = engine_groups(settings)
-    llm_actors = start_llm_pool(settings, open_llm or _open_llm(), groups=groups)
+    engines = start_llm_pool(settings, open_llm or _open_llm())
+    llm_actors = engines.actors
     try:
         # Where the tasks open the knowledge base, a task opens it once first: an error then says why at once.
         opened = [a.start.remote() for a in kb.actors] if kb.proxy else [_open_in_task.remote(settings, open_kb)]
@@ -147,7 +147,7 @@ def started_pools(settings: Settings, *, open_kb: KBFactory | None = None,
         yield Pools(settings=settings, llm=llm, kb=kb.proxy, open_kb=open_kb, llm_actors=llm_actors,
                     kb_actors=kb.actors, ready=(*loaded, *opened), started_at=start)
     finally:
-        _stop(llm_actors + kb.actors, [kb.limiter] if kb.limiter else [], groups)
+        _stop(llm_actors + kb.actors, [kb.limiter] if kb.limiter else [], engines.groups)
 
 
 def connect(settings: Settings) -> None:
