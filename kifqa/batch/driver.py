@@ -20,9 +20,9 @@ from ray.exceptions import RayError, RayTaskError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from tqdm import tqdm
 
-from kifqa.batch.kbpool import KBFactory, kb_in_tasks
+from kifqa.batch.kbpool import KBFactory
 from kifqa.batch.llmpool import LLMFactory, cluster_cpus
-from kifqa.batch.pools import Pools, connect, started_pools
+from kifqa.batch.pools import Pools, connect, job_pools
 from kifqa.batch.preflight import check_job
 from kifqa.batch.summary import COLUMNS, Summary, trace_counts
 from kifqa.batch.task import REPORT_S, PipelineFactory, Shard, TaskContext, default_pipeline, run_shard
@@ -131,7 +131,7 @@ def _run_job(settings: Settings, data: Corpus, output: RunFolder, out: str, *, p
     b = settings.batch
     key = job_key(settings, data)
     previous, set_aside, moved = _prepare(output, key, resume=b.resume)
-    shards = _shards(data, b.shard_size)
+    shards = [Shard(i, rows) for i, rows in enumerate(data.rows(b.shard_size))]
     todo = _todo(shards, output, retry_failed=b.retry_failed)
     manifest = new_manifest(settings, data, key, len(shards), previous)
     if set_aside:
@@ -146,14 +146,11 @@ def _run_job(settings: Settings, data: Corpus, output: RunFolder, out: str, *, p
         connect(settings)  # before the SIGTERM handler: Ray's own, which prints a C++ stack, comes with it
     try:
         with _stoppable() as terminated:
-            if todo and pools is None:
-                if progress:
-                    _say_stages(settings)
-                with started_pools(settings, open_kb=open_kb, open_llm=open_llm) as own:
-                    run = _run_shards(settings, out, todo, own, pipeline, progress, own_pools=True)
-            elif todo and pools is not None:
-                pools.check(settings)
-                run = _run_shards(settings, out, todo, pools, pipeline, progress, own_pools=False)
+            if todo:
+                with job_pools(settings, pools, open_kb=open_kb, open_llm=open_llm) as running:
+                    if progress and pools is None:
+                        _say_stages(running, settings)
+                    run = _run_shards(settings, out, todo, running, pipeline, progress, own_pools=pools is None)
     except KeyboardInterrupt:
         raise _stopped(output, manifest, shards, terminated=bool(terminated)) from None
 
@@ -249,16 +246,12 @@ def _summary(output: RunFolder, run: _Run, *, n_shards: int, n_todo: int, starte
         llm_busy_share=run.llm_busy_s / (run.llm_actors * run.seconds) if run.seconds and run.llm_actors else 0.0)
 
 
-def _say_stages(settings: Settings) -> None:
-    """Shows what happens before the first answer: the actors starting, and the example pool embedded on
-    first use (its own bar, in this process: :func:`_shipped_pools`)."""
-    connect(settings)
-    b, cpus = settings.batch, cluster_cpus()
-    kb = ("the knowledge base opened in each task" if kb_in_tasks(settings)
-          else f"{b.kb_actor_count(cpus=cpus)} KB actor(s)")
-    tqdm.write(f"starting {b.llm_actor_count(settings.llm, cpus=cpus)} LLM actor(s) (loading "
-               f"{settings.llm.model}; each few-shot block is then restored from cache_dir/kv, or computed "
-               f"once and saved) and {kb}")
+def _say_stages(pools: Pools, settings: Settings) -> None:
+    """Shows what happens before the first answer: the actors of ``pools`` starting, and the example pool
+    embedded on first use (its own bar, in this process: :func:`_shipped_pools`)."""
+    kb = "the knowledge base opened in each task" if pools.kb is None else f"{len(pools.kb_actors)} KB actor(s)"
+    tqdm.write(f"starting {len(pools.llm_actors)} LLM actor(s) (loading {settings.llm.model}; each few-shot block "
+               f"is then restored from cache_dir/kv, or computed once and saved) and {kb}")
     if settings.examples.mode != "fixed":
         tqdm.write("preparing the few-shot examples (the training pool is embedded on first use only)")
 
@@ -352,7 +345,3 @@ def _reason(err: RayError) -> str:
     cause = err.cause if isinstance(err, RayTaskError) else err
     first_line = str(cause).partition("\n")[0]
     return f"{type(cause).__name__}: {first_line}"
-
-
-def _shards(corpus: Corpus, size: int) -> list[Shard]:
-    return [Shard(i, rows) for i, rows in enumerate(corpus.rows(size))]

@@ -19,6 +19,7 @@ import logging
 import sqlite3
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any, cast
@@ -30,12 +31,13 @@ from ray.exceptions import ActorDiedError, ActorUnavailableError, RayError, RayT
 import kifqa.kb as kb_package
 from kifqa.batch.clock import kb_call
 from kifqa.batch.kbcache import KBCache
-from kifqa.batch.limiter import Lane, endpoint_limit
+from kifqa.batch.limiter import EndpointLimiter, Lane, endpoint_limit, search_limit
 from kifqa.batch.llmpool import cluster_cpus
-from kifqa.config import Settings
+from kifqa.config import BatchSettings, Settings
 from kifqa.errors import ConfigError, KBError
 from kifqa.kb.base import EntityProperties, FilterResult, KBStats, KnowledgeBase
 from kifqa.kb.guard import retry_after
+from kifqa.kb.spec import KBRoutes, kb_routes
 from kifqa.llm.routing import RESEND_BACKOFF_S, LeastLoaded
 from kifqa.resilience import open_circuits
 from kifqa.types import Candidate, Direction
@@ -259,14 +261,38 @@ class TaskKB(_ForwardingKB):
         await self._server.aclose()
 
 
-def kb_in_tasks(settings: Settings) -> bool:
+def kb_in_tasks(batch: BatchSettings, routes: KBRoutes) -> bool:
     """Whether a job's shard tasks open the knowledge base themselves (``batch.kb_placement``); a
     :class:`ConfigError` for ``tasks`` on an endpoint with a limit, which only an actor pool can share."""
-    placement, limited = settings.batch.kb_placement, endpoint_limit(settings) is not None
+    placement, limited = batch.kb_placement, endpoint_limit(batch, routes) is not None
     if placement == "tasks" and limited:
-        raise ConfigError(f"batch.kb_placement: tasks cannot share the endpoint limit of {settings.kb.spec!r} "
+        raise ConfigError(f"batch.kb_placement: tasks cannot share the endpoint limit of {routes.spec!r} "
                           "between tasks; use actors (or auto)")
     return placement == "tasks" or (placement == "auto" and not limited)
+
+
+@dataclass(frozen=True)
+class KBPool:
+    """Where a job's knowledge base lives, started (:func:`open_kb_pool`): the KB actors, the limiter of the
+    endpoint that they share, and the proxy that forwards to them; no actors and no proxy where the shard tasks
+    open the knowledge base themselves."""
+
+    actors: list[ActorHandle]
+    limiter: ActorHandle | None
+    proxy: ActorKB | None
+
+
+def open_kb_pool(settings: Settings, open_kb: KBFactory) -> KBPool:
+    """Places the job's knowledge base (:func:`kb_in_tasks`, by the KB spec's routes): KB actors opening it with
+    ``open_kb`` (not waiting for them), under the limiter of its endpoint where ``batch.limits`` names its host;
+    or nothing to start, where the shard tasks open it."""
+    routes = kb_routes(settings)
+    if kb_in_tasks(settings.batch, routes):
+        return KBPool([], None, None)
+    limit = endpoint_limit(settings.batch, routes)
+    limiter = EndpointLimiter.remote(limit, search_limit(settings.batch, routes)) if limit else None  # type: ignore[attr-defined]  # mypy ignores the @ray.remote decorator
+    actors = start_kb_pool(settings, open_kb, limiter)
+    return KBPool(actors, limiter, ActorKB(actors, settings.kb.spec))
 
 
 def start_kb_pool(settings: Settings, open_kb: KBFactory, limiter: ActorHandle | None) -> list[ActorHandle]:

@@ -7,9 +7,9 @@ from typing import Literal
 
 import ray
 
-from kifqa.config import EndpointLimit, Settings
+from kifqa.config import BatchSettings, EndpointLimit
 from kifqa.kb.limit import RequestLimit
-from kifqa.kb.spec import endpoint_host, search_host
+from kifqa.kb.spec import KBRoutes
 
 #: Waiting acquirers hold a slot of the actor's concurrency each.
 _MAX_WAITERS = 100_000
@@ -18,18 +18,16 @@ _MAX_WAITERS = 100_000
 Lane = Literal["store", "search"]
 
 
-def endpoint_limit(settings: Settings) -> EndpointLimit | None:
+def endpoint_limit(batch: BatchSettings, routes: KBRoutes) -> EndpointLimit | None:
     """The limit ``batch.limits`` sets on the endpoint the KB spec's store queries: its host as the spec
-    resolves (:func:`kifqa.kb.spec.endpoint_host`), so ``kif:wdqs`` is limited like ``wikidata``."""
-    host = endpoint_host(settings.kb.spec, settings)
-    return settings.batch.limits.get(host) if host else None
+    resolves (:attr:`kifqa.kb.spec.KBRoutes.host`), so ``kif:wdqs`` is limited like ``wikidata``."""
+    return batch.limits.get(routes.host) if routes.host else None
 
 
-def search_limit(settings: Settings) -> EndpointLimit | None:
+def search_limit(batch: BatchSettings, routes: KBRoutes) -> EndpointLimit | None:
     """The limit ``batch.limits`` sets on the service the KB spec's search queries (the Wikidata API, DBpedia
     Lookup), if it is not this machine's label index."""
-    host = search_host(settings.kb.spec, settings)
-    return settings.batch.limits.get(host) if host else None
+    return batch.limits.get(routes.search_host) if routes.search_host else None
 
 
 @ray.remote(num_cpus=0, max_concurrency=_MAX_WAITERS, max_restarts=-1)  # type: ignore[call-overload]  # Ray's overloads omit max_concurrency

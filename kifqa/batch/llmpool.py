@@ -35,7 +35,7 @@ from ray.exceptions import ActorDiedError, RayError, RayTaskError
 from ray.util.placement_group import PlacementGroup, placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from kifqa.config import Settings
+from kifqa.config import LLMSettings, Settings
 from kifqa.errors import ConfigError
 from kifqa.llm.aio import PerLoop
 from kifqa.llm.base import LLM, ChatRequest, Completion
@@ -277,35 +277,44 @@ def _actor_llm(actors: list[ActorHandle], identity: str | ObjectRef[str], per_ca
     return ActorLLM(actors, identity, per_call=per_call)
 
 
-def start_llm_pool(settings: Settings, open_llm: LLMFactory, *,
-                   groups: Sequence[PlacementGroup] | None = None) -> list[ActorHandle]:
+@dataclass(frozen=True)
+class LLMPool:
+    """The LLM actors :func:`start_llm_pool` started, and the placement groups of their engines (none where an
+    engine is one worker): removed once the actors end, they free the GPUs."""
+
+    actors: list[ActorHandle]
+    groups: list[PlacementGroup]
+
+
+def start_llm_pool(settings: Settings, open_llm: LLMFactory) -> LLMPool:
     """Starts ``settings.batch.llm_actors`` LLM actors (``auto``: by the cluster's cores; not waiting for
     them to be ready). An engine of several GPU workers (:func:`engine_workers`) runs in a placement group
-    of its own: ``groups`` (one per actor, from :func:`llm_placement_groups`), else new ones."""
+    of its own (:func:`llm_placement_groups`)."""
     b = settings.batch
+    secrets = forwarded_secrets(settings)
+    workers = engine_workers(settings.llm)
     count = b.llm_actor_count(settings.llm, cpus=cluster_cpus())
     # A dead engine exits its actor's process: Ray restarts the actor, and ActorLLM (not Ray) sends the
     # requests it held to another actor, so that they do not wait for the new engine to load.
     options = dict(num_cpus=b.llm_actor_cpus, num_gpus=b.llm_actor_gpus, max_concurrency=b.llm_actor_concurrency,
                    max_restarts=b.llm_actor_max_restarts, max_task_retries=0)
-    secrets = forwarded_secrets(settings)
-    if engine_workers(settings) == 1:
+    if workers == 1:
         actor = ray.remote(LLMActor).options(**options)
-        return [cast(ActorHandle, actor.remote(settings, open_llm, secrets)) for _ in range(count)]
-    groups = list(groups) if groups is not None else llm_placement_groups(settings, count)
-    return [cast(ActorHandle, ray.remote(LLMActor).options(
+        return LLMPool([cast(ActorHandle, actor.remote(settings, open_llm, secrets)) for _ in range(count)], [])
+    groups = llm_placement_groups(settings, count)
+    return LLMPool([cast(ActorHandle, ray.remote(LLMActor).options(
         **{**options, "num_gpus": 0},  # the GPUs are the bundles', for vLLM's workers
         scheduling_strategy=PlacementGroupSchedulingStrategy(
             group, placement_group_bundle_index=0, placement_group_capture_child_tasks=True),
-    ).remote(settings, open_llm, secrets)) for group in groups]
+    ).remote(settings, open_llm, secrets)) for group in groups], groups)
 
 
-def engine_workers(settings: Settings) -> int:
+def engine_workers(llm: LLMSettings) -> int:
     """GPU workers per engine: ``tensor_parallel_size`` × ``pipeline_parallel_size`` of the vLLM
     engine options (``llm.extra``); 1 for the other backends."""
-    if settings.llm.backend != "vllm":
+    if llm.backend != "vllm":
         return 1
-    sizes = [settings.llm.extra.get(name, 1) for name in ("tensor_parallel_size", "pipeline_parallel_size")]
+    sizes = [llm.extra.get(name, 1) for name in ("tensor_parallel_size", "pipeline_parallel_size")]
     if not all(isinstance(n, int) and n >= 1 for n in sizes):
         raise ConfigError(f"llm.extra.tensor_parallel_size and pipeline_parallel_size must be whole numbers >= 1, "
                           f"not {sizes[0]!r} and {sizes[1]!r}")
@@ -319,7 +328,7 @@ def llm_placement_groups(settings: Settings, count: int) -> list[PlacementGroup]
     parallelism off the bundles must share a node (``STRICT_PACK``); pipeline stages may span nodes
     (``PACK``)."""
     b = settings.batch
-    workers = engine_workers(settings)
+    workers = engine_workers(settings.llm)
     gpus = b.llm_actor_gpus or 1.0
     first = {"GPU": gpus, **({"CPU": b.llm_actor_cpus} if b.llm_actor_cpus else {})}
     strategy = "STRICT_PACK" if settings.llm.extra.get("pipeline_parallel_size", 1) == 1 else "PACK"

@@ -24,9 +24,8 @@ from ray.exceptions import RayTaskError
 from ray.util.placement_group import PlacementGroup, remove_placement_group
 
 from kifqa.batch.address import ray_address
-from kifqa.batch.kbpool import ActorKB, KBFactory, TaskKB, kb_in_tasks, start_kb_pool
-from kifqa.batch.limiter import EndpointLimiter, endpoint_limit, search_limit
-from kifqa.batch.llmpool import ActorLLM, LLMFactory, cluster_cpus, engine_workers, llm_placement_groups, start_llm_pool
+from kifqa.batch.kbpool import ActorKB, KBFactory, TaskKB, open_kb_pool
+from kifqa.batch.llmpool import ActorLLM, LLMFactory, start_llm_pool
 from kifqa.config import Settings
 from kifqa.errors import ConfigError, KifqaError
 from kifqa.kb.base import KBStats
@@ -118,28 +117,37 @@ def actor_pools(settings: Settings, *, open_kb: KBFactory | None = None,
 
 
 @contextmanager
+def job_pools(settings: Settings, pools: Pools | None, *, open_kb: KBFactory | None = None,
+              open_llm: LLMFactory | None = None) -> Iterator[Pools]:
+    """The pools a job on ``settings`` runs on: ``pools`` where given (:meth:`Pools.check`), else pools
+    started for it (:func:`started_pools`) and stopped after it."""
+    if pools is not None:
+        pools.check(settings)
+        yield pools
+        return
+    with started_pools(settings, open_kb=open_kb, open_llm=open_llm) as own:
+        yield own
+
+
+@contextmanager
 def started_pools(settings: Settings, *, open_kb: KBFactory | None = None,
                   open_llm: LLMFactory | None = None) -> Iterator[Pools]:
     """:func:`actor_pools` without the wait: the pools are :attr:`~Pools.ready` later."""
     connect(settings)
     start = time.perf_counter()
     open_kb = open_kb or _open_kb()
-    in_tasks = kb_in_tasks(settings)
-    limiter = None if in_tasks else _limiter(settings)
-    kb_actors = [] if in_tasks else start_kb_pool(settings, open_kb, limiter)
-    groups = (llm_placement_groups(settings, settings.batch.llm_actor_count(settings.llm, cpus=cluster_cpus()))
-              if engine_workers(settings) > 1 else [])
-    llm_actors = start_llm_pool(settings, open_llm or _open_llm(), groups=groups)
+    kb = open_kb_pool(settings, open_kb)
+    engines = start_llm_pool(settings, open_llm or _open_llm())
+    llm_actors = engines.actors
     try:
         # Where the tasks open the knowledge base, a task opens it once first: an error then says why at once.
-        opened = [_open_in_task.remote(settings, open_kb)] if in_tasks else [a.start.remote() for a in kb_actors]
+        opened = [a.start.remote() for a in kb.actors] if kb.proxy else [_open_in_task.remote(settings, open_kb)]
         loaded: list[ObjectRef[str]] = [a.warm.remote() for a in llm_actors]
         llm = ActorLLM(llm_actors, loaded[0], per_call=settings.llm.requests_per_call)
-        yield Pools(settings=settings, llm=llm,
-                    kb=None if in_tasks else ActorKB(kb_actors, settings.kb.spec), open_kb=open_kb,
-                    llm_actors=llm_actors, kb_actors=kb_actors, ready=(*loaded, *opened), started_at=start)
+        yield Pools(settings=settings, llm=llm, kb=kb.proxy, open_kb=open_kb, llm_actors=llm_actors,
+                    kb_actors=kb.actors, ready=(*loaded, *opened), started_at=start)
     finally:
-        _stop(llm_actors + kb_actors, [limiter] if limiter else [], groups)
+        _stop(llm_actors + kb.actors, [kb.limiter] if kb.limiter else [], engines.groups)
 
 
 def connect(settings: Settings) -> None:
@@ -163,12 +171,6 @@ def _job_env_vars() -> set[str]:
     """The variables the runtime env of the submitted Ray job this driver runs in sets, if any."""
     job = json.loads(os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR") or "{}")
     return set((job.get("runtime_env") or {}).get("env_vars") or {})
-
-
-def _limiter(settings: Settings) -> ActorHandle | None:
-    """The shared limiter of the KB's endpoint, when the settings limit it."""
-    limit = endpoint_limit(settings)
-    return EndpointLimiter.remote(limit, search_limit(settings)) if limit else None  # type: ignore[attr-defined]  # mypy ignores the @ray.remote decorator
 
 
 @ray.remote(num_cpus=0)

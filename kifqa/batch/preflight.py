@@ -39,10 +39,10 @@ from typing import Literal
 
 import httpx
 
-from kifqa.config import Settings
+from kifqa.config import LLMSettings, Settings
 from kifqa.data import paths
 from kifqa.errors import ConfigError, KBError, KifqaError
-from kifqa.kb.spec import PUBLIC_HOSTS, endpoint_host, endpoint_url, resolve, search_host, user_agent
+from kifqa.kb.spec import KBRoutes, kb_routes
 from kifqa.resilience import connection_failure
 
 #: Seconds an endpoint has to answer the check (connecting included).
@@ -85,11 +85,14 @@ def preflight(settings: Settings, *, corpus: str | Path | None = None, out: str 
     if pipeline:
         problems += data(settings)
     if llm:
-        problems += model(settings) + local_model(settings)
+        problems += model(settings.llm) + local_model(settings.llm, cache_dir=settings.cache_dir)
+    routes = None
     if kb:
         problems += local_base(settings)
-    unnamed = contact(settings) if kb else []
-    problems += unnamed + endpoints(settings, kb=kb and not unnamed, llm=llm)
+        routes, unresolved = _routes(settings)
+        problems += unresolved
+    unnamed = contact(routes) if routes else []
+    problems += unnamed + endpoints(settings.llm if llm else None, None if unnamed else routes)
     problems += gpus(settings, wait_s=gpu_wait_s)
     if corpus is not None:
         problems += readable(corpus)
@@ -139,9 +142,10 @@ def on_nodes(settings: Settings, *, out: str | Path | None = None, kb: bool = Tr
 
 
 def _node_problems(settings: Settings, out: str | None, kb: bool, llm: bool, gpu: bool) -> list[Problem]:
-    """What :func:`on_nodes` finds on one node (run there, in a Ray task); ``gpu``: a node with GPUs for vLLM
-    engines, whose NVIDIA driver and vLLM version are checked too."""
-    problems = endpoints(settings, kb=kb, llm=llm) + (writable(out) if out is not None else [])
+    """What :func:`on_nodes` finds on one node (run there, in a Ray task: the KB spec resolved there too);
+    ``gpu``: a node with GPUs for vLLM engines, whose NVIDIA driver and vLLM version are checked too."""
+    routes, problems = _routes(settings) if kb else (None, [])
+    problems += endpoints(settings.llm if llm else None, routes) + (writable(out) if out is not None else [])
     if gpu:
         problems += nvidia_driver(_driver_text()) + vllm_version(_installed_version("vllm"))
     return problems
@@ -250,10 +254,9 @@ def hf_token() -> str | None:
         return None
 
 
-def model(settings: Settings) -> list[Problem]:
+def model(cfg: LLMSettings) -> list[Problem]:
     """The ``vllm`` backend's model: a local folder that exists, or a Hub repository readable with the token
     (``HF_HUB_OFFLINE=1``: already in the Hub cache)."""
-    cfg = settings.llm
     if cfg.backend != "vllm":
         return []
     from kifqa.llm import weights
@@ -289,27 +292,26 @@ def model(settings: Settings) -> list[Problem]:
     return []
 
 
-def contact(settings: Settings) -> list[Problem]:
+def contact(routes: KBRoutes) -> list[Problem]:
     """A public endpoint (:data:`~kifqa.kb.spec.PUBLIC_HOSTS`) without a real ``kb.contact``: opening the
     knowledge base would fail in every KB actor (:func:`~kifqa.kb.spec.resolve`), after the models loaded."""
-    spec = settings.kb.spec
+    return [Problem("kb", routes.no_contact)] if routes.no_contact else []
+
+
+def _routes(settings: Settings) -> tuple[KBRoutes | None, list[Problem]]:
+    """Where ``kb.spec`` sends its queries (:func:`~kifqa.kb.spec.kb_routes`), or the problem that it names
+    nothing (``endpoint``) or a local build that is not there (``kb``)."""
     try:
-        hosts = {endpoint_host(spec, settings), search_host(spec, settings)}
-    except ConfigError:  # a spec that names nothing: endpoints() says so
-        return []
-    if not hosts & PUBLIC_HOSTS:
-        return []
-    try:
-        resolve(spec, settings)
+        return kb_routes(settings), []
     except ConfigError as err:
-        return [Problem("kb", _first_line(err))]
-    return []
+        return None, [Problem("endpoint", _first_line(err))]
+    except KBError as err:
+        return None, [Problem("kb", _first_line(err))]
 
 
-def local_model(settings: Settings) -> list[Problem]:
+def local_model(cfg: LLMSettings, *, cache_dir: Path) -> list[Problem]:
     """The ``local`` backend's model: a known model fetched (its file assembled, or the parts it is assembled
     from installed: :func:`~kifqa.llm.weights.status`), or a GGUF file that exists."""
-    cfg = settings.llm
     if cfg.backend != "local":
         return []
     from kifqa.llm import weights
@@ -319,7 +321,7 @@ def local_model(settings: Settings) -> list[Problem]:
         path = Path(cfg.model).expanduser()
         return [] if path.is_file() else [Problem("model", f"model file {path} (llm.model) does not exist: name a "
                                                            f"GGUF file or one of {', '.join(weights.KNOWN_MODELS)}")]
-    status = weights.status(known, cache_dir=settings.cache_dir)
+    status = weights.status(known, cache_dir=cache_dir)
     if status.verified or status.parts_ready == len(known.parts):
         return []
     return [Problem("model", f"{known.name} is not fetched ({status.parts_ready} of {len(known.parts)} parts "
@@ -344,27 +346,24 @@ def local_base(settings: Settings) -> list[Problem]:
     return []
 
 
-def endpoints(settings: Settings, *, kb: bool = True, llm: bool = True) -> list[Problem]:
+def endpoints(llm: LLMSettings | None, routes: KBRoutes | None) -> list[Problem]:
     """The endpoints that cannot be reached: with ``llm``, the model server of the ``openai`` backend
-    (``GET {llm.base_url}/models`` with its API key: 401 and 403 are problems); with ``kb``, the SPARQL
-    endpoint of ``kb.spec`` (an ``ASK {}`` query). Any other answer passes, an error status too, and so
-    does any failure after connecting: the server is there (an outage is not this check's business)."""
+    (``GET {llm.base_url}/models`` with its API key: 401 and 403 are problems); with ``routes``, the SPARQL
+    endpoint of the KB spec (an ``ASK {}`` query, with the KB's User-Agent). Any other answer passes, an error
+    status too, and so does any failure after connecting: the server is there (an outage is not this check's
+    business)."""
     checks: list[tuple[str, str, dict[str, str], dict[str, str]]] = []
-    key_env = settings.llm.api_key_env
-    if llm and settings.llm.backend == "openai" and settings.llm.base_url:
-        base = settings.llm.base_url.rstrip("/")
+    key_env = llm.api_key_env if llm else ""
+    if llm and llm.backend == "openai" and llm.base_url:
+        base = llm.base_url.rstrip("/")
         key = os.environ.get(key_env)
         checks.append((f"the model server {base} (llm.base_url)", f"{base}/models", {},
                        {"Authorization": f"Bearer {key}"} if key else {}))
+    if routes and routes.url:
+        checks.append((f"the KB endpoint {routes.url} (kb.spec {routes.spec})", routes.url, {"query": "ASK {}"},
+                       {"User-Agent": routes.user_agent}))
     problems = []
-    try:
-        url = endpoint_url(settings.kb.spec, settings) if kb else None
-    except ConfigError as err:
-        problems.append(Problem("endpoint", _first_line(err)))
-        url = None
-    if url:
-        checks.append((f"the KB endpoint {url} (kb.spec {settings.kb.spec})", url, {"query": "ASK {}"}, {}))
-    with httpx.Client(timeout=CHECK_TIMEOUT_S, headers={"User-Agent": user_agent(settings)}) as client:
+    with httpx.Client(timeout=CHECK_TIMEOUT_S) as client:
         for what, url, params, headers in checks:
             try:  # only the status is read: a body, however large, is left unread
                 # the URL's own query (a ?private_token=) is kept: httpx's params= would replace it
@@ -375,7 +374,7 @@ def endpoints(settings: Settings, *, kb: bool = True, llm: bool = True) -> list[
                 continue
             except httpx.HTTPError:
                 continue
-            if headers and status in (401, 403):
+            if "Authorization" in headers and status in (401, 403):
                 problems.append(Problem("endpoint", f"{what} refused the API key in {key_env} "
                                                     f"(HTTP {status}): set the right key"))
             elif status == 401:
@@ -385,39 +384,40 @@ def endpoints(settings: Settings, *, kb: bool = True, llm: bool = True) -> list[
 
 
 def check_endpoints(settings: Settings, *, kb: bool = True, llm: bool = True) -> None:
-    """Raises :class:`ConfigError` naming the endpoints that cannot be reached (:func:`endpoints`)."""
-    problems = endpoints(settings, kb=kb, llm=llm)
+    """Raises :class:`ConfigError` naming the endpoints that cannot be reached (:func:`endpoints`), or saying
+    that ``kb.spec`` names nothing."""
+    problems = endpoints(settings.llm if llm else None, kb_routes(settings) if kb else None)
     if problems:
         raise ConfigError("\n".join(p.message for p in problems))
 
 
-def gpus_needed(settings: Settings, *, cpus: int | None = None) -> float:
+def gpus_needed(settings: Settings) -> float:
     """GPUs the LLM actors take: ``llm_actors`` × ``llm_actor_gpus``, × tensor × pipeline parallel size
-    for vLLM engines of several GPU workers (each worker holds ``llm_actor_gpus``, at least 1)."""
+    for vLLM engines of several GPU workers (each worker holds ``llm_actor_gpus``, at least 1). The cluster's
+    cores do not count: ``llm_actors`` ``auto`` is one actor wherever the actors take GPUs."""
     from kifqa.batch.llmpool import engine_workers
 
     b = settings.batch
-    workers = engine_workers(settings)
+    workers = engine_workers(settings.llm)
     per_actor = (b.llm_actor_gpus or 1.0) * workers if workers > 1 else b.llm_actor_gpus
-    return b.llm_actor_count(settings.llm, cpus=cpus) * per_actor
+    return b.llm_actor_count(settings.llm, cpus=1) * per_actor if per_actor else 0.0
 
 
 def gpus(settings: Settings, *, wait_s: float = 0.0, clock: Callable[[], float] = time.monotonic) -> list[Problem]:
     """Whether the Ray cluster (joined or started: ``batch.ray_address``) has the GPUs the LLM actors need;
     with ``wait_s`` and an autoscaler watching the cluster, asks it for them and waits that long for them."""
-    if gpus_needed(settings, cpus=1) == 0:
+    need = gpus_needed(settings)
+    if need == 0:
         return []
     import ray
     from ray.autoscaler.sdk import request_resources
 
-    from kifqa.batch.llmpool import cluster_cpus
     from kifqa.batch.pools import connect
 
     try:
         connect(settings)
     except (ConfigError, ConnectionError) as err:  # ConnectionError: ray.init's, where the GCS refuses the driver
         return [Problem("cluster", _first_line(err))]
-    need = gpus_needed(settings, cpus=cluster_cpus())
     have = float(ray.cluster_resources().get("GPU", 0))
     if have < need and wait_s > 0 and _autoscaling():
         request_resources(bundles=[{"GPU": 1}] * int(need + 0.999))

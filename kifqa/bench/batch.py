@@ -46,6 +46,7 @@ from kifqa.data.pool import sqwd_pool
 from kifqa.eval.datasets import load_sqwd
 from kifqa.kb.build import locate
 from kifqa.kb.server import OxigraphServer
+from kifqa.kb.spec import kb_routes
 from kifqa.runs.storage import shown
 
 #: Targets on a 2-core machine (docs/batch.md).
@@ -230,7 +231,8 @@ def measure(settings: Settings, corpus: Path, out: Path) -> dict[str, object]:
     sizes = {kind: sum(p.stat().st_size for p in (out / kind).glob("*.parquet")) for kind in ("answers", "traces")}
     return {
         "questions": summary.questions, "errors": summary.errors, "answered": summary.answered,
-        "kb": "opened in each task" if kb_in_tasks(settings) else f"{settings.batch.kb_actors} KB actor(s)",
+        "kb": ("opened in each task" if kb_in_tasks(settings.batch, kb_routes(settings))
+               else f"{settings.batch.kb_actors} KB actor(s)"),
         "llm_actors": settings.batch.llm_actors,
         "shard_size": settings.batch.shard_size, "max_tasks": settings.batch.max_task_count(cpus=cluster_cpus()),
         "task_concurrency": settings.batch.task_concurrency, "cpus": os.cpu_count(),

@@ -139,14 +139,14 @@ async def _silver(settings: Settings, predictions: list[Prediction], min_confide
 def _release(settings: Settings, rows: list[dict[str, Any]], summary: SilverSummary, dest: str, *,
              source: str, build: str | None) -> None:
     from kifqa.eval.release import Provenance, write_release
-    from kifqa.kb.spec import endpoint_url
+    from kifqa.kb.spec import kb_routes
     from kifqa.redact import redact
     from kifqa.runs.storage import shown
 
     spec = settings.kb.spec
     models = sorted({r["model"] for r in rows if r.get("model")})
     counts = {k: v for k, v in summary.as_dict().items() if isinstance(v, int)}
-    endpoint = endpoint_url(spec, settings) or f"kifqa's local build {build or ''} ({spec})"
+    endpoint = kb_routes(settings).url or f"kifqa's local build {build or ''} ({spec})"
     provenance = Provenance(corpus=shown(source), kb=redact(spec), endpoint=redact(endpoint),
                             model=", ".join(models) or settings.llm.model, kifqa_version=version("kifqa"),
                             date=datetime.now(UTC).date().isoformat(), calibration=summary.calibration,

@@ -117,24 +117,18 @@ def _complete(kind: type[B], final: Path, digest: str) -> bool:
     return kind.read(swap.current(final), digest) is not None
 
 
-def local_digest(data_dir: Path) -> str:
-    """The hash of the local base's inputs: the Wikidata inputs, the builder's and the label index's versions."""
+def inputs_digest(data_dir: Path, *, hard: bool = False) -> str:
+    """The hash of the local base's inputs: the Wikidata inputs, the builder's and the label index's versions;
+    for the ``hard`` base also the ontology, the generator's version and the seed."""
+    if hard:
+        return paths.inputs_digest(data_dir, f"{_VERSIONS}/hard-{hard_base.VERSION}/seed-{hard_base.SEED}",
+                                   (*paths.WIKIDATA_INPUTS, paths.ONTOLOGY))
     return paths.inputs_digest(data_dir, _VERSIONS)
 
 
-def hard_digest(data_dir: Path) -> str:
-    """The hash of the hard base's inputs: the Wikidata inputs, the ontology, the builder's, the index's and the
-    generator's versions and the seed."""
-    return paths.inputs_digest(data_dir, f"{_VERSIONS}/hard-{hard_base.VERSION}/seed-{hard_base.SEED}",
-                               (*paths.WIKIDATA_INPUTS, paths.ONTOLOGY))
-
-
 def _digest_and_final(settings: Settings, hard: bool) -> tuple[str, Path]:
-    if hard:
-        digest = hard_digest(settings.data_dir)
-        return digest, kb_dir(settings) / f"hard-{digest}"
-    digest = local_digest(settings.data_dir)
-    return digest, kb_dir(settings) / digest
+    digest = inputs_digest(settings.data_dir, hard=hard)
+    return digest, kb_dir(settings) / (f"hard-{digest}" if hard else digest)
 
 
 def locate(settings: Settings, *, hard: bool = False) -> BuiltKB:

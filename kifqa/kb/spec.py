@@ -96,33 +96,48 @@ def resolve(spec: str, settings: Settings) -> ResolvedKB:
     """What a spec names (see :data:`FORMS`); :class:`ConfigError` if it names nothing, or if it reaches a
     public endpoint (:data:`PUBLIC_HOSTS`) without a real ``kb.contact``."""
     resolved = _resolved(spec.strip(), settings)
-    public = sorted({host for key in ("endpoint", "search_endpoint")
-                     if (host := urlsplit(str(resolved.info.get(key, ""))).hostname) in PUBLIC_HOSTS})
-    if public and _PLACEHOLDER.search(settings.kb.contact):
-        raise ConfigError(f"KB spec {spec.strip()!r} queries {' and '.join(public)}, whose operators ask for a "
-                          "contact: set kb.contact (environment KIFQA_KB__CONTACT) to your URL or e-mail address")
+    if unnamed := _unnamed(resolved, settings):
+        raise ConfigError(_no_contact(spec, unnamed))
     return resolved
 
 
-def endpoint_host(spec: str, settings: Settings) -> str | None:
-    """The host a spec's store sends its queries to (:attr:`ResolvedKB.host`); ``None`` for the in-process
-    and local builds, which are not opened for it. Nothing is sent, so no contact is needed."""
-    spec = spec.strip()
-    return None if spec in ("local", "local-hard", "local-dbpedia") else _resolved(spec, settings).host
+@dataclass(frozen=True, kw_only=True)
+class KBRoutes:
+    """Where the queries of a KB spec go, found once without opening the knowledge base (nothing is sent): what
+    a job's checks, its endpoint limits and the KB's placement need. Hosts and URL are ``None`` for the
+    in-process and local builds, which are not opened for it."""
+
+    spec: str
+    #: The host that keys the store's ``batch.limits`` (:attr:`ResolvedKB.host`).
+    host: str | None = None
+    #: The host that keys the search's ``batch.limits`` (:attr:`ResolvedKB.search_host`).
+    search_host: str | None = None
+    #: The http(s) URL the store sends its queries to; ``None`` for stores without one.
+    url: str | None = None
+    #: The User-Agent of its remote calls (:func:`user_agent`).
+    user_agent: str
+    #: Why opening it would fail for want of a real ``kb.contact`` (:func:`resolve`); ``None``: it would not.
+    no_contact: str | None = None
 
 
-def search_host(spec: str, settings: Settings) -> str | None:
-    """The host a spec's search sends its requests to (:attr:`ResolvedKB.search_host`); ``None`` for the
-    in-process and local builds and for searches of a label index. Nothing is sent."""
-    spec = spec.strip()
-    return None if spec in ("local", "local-hard", "local-dbpedia") else _resolved(spec, settings).search_host
+def kb_routes(settings: Settings) -> KBRoutes:
+    """The :class:`KBRoutes` of ``kb.spec``; :class:`ConfigError` if it names nothing (no contact is needed)."""
+    spec, agent = settings.kb.spec.strip(), user_agent(settings)
+    if spec in _LOCAL:
+        return KBRoutes(spec=spec, user_agent=agent)
+    resolved = _resolved(spec, settings)
+    url = str(resolved.info.get("endpoint", ""))
+    unnamed = _unnamed(resolved, settings)
+    return KBRoutes(spec=spec, host=resolved.host, search_host=resolved.search_host,
+                    url=url if urlsplit(url).scheme in ("http", "https") else None, user_agent=agent,
+                    no_contact=_no_contact(spec, unnamed) if unnamed else None)
 
 
 def routes(spec: str, settings: Settings) -> list[tuple[str, str]]:
     """Where each kind of query of a spec goes, (what, URL), as ``kifqa check`` prints it; none for the in-process
     and local builds. Nothing is sent."""
     spec = spec.strip()
-    if spec in ("local", "local-hard", "local-dbpedia"):
+    if spec in _LOCAL:
         return []
     resolved = _resolved(spec, settings)
     found = [("SPARQL: statements, properties, labels, exact names", str(resolved.info.get("endpoint", ""))),
@@ -136,14 +151,21 @@ def routes(spec: str, settings: Settings) -> list[tuple[str, str]]:
     return [(what, url) for what, url in found if url]
 
 
-def endpoint_url(spec: str, settings: Settings) -> str | None:
-    """The http(s) URL a spec's store sends its queries to; ``None`` for the in-process and local builds
-    (``local``, ``local-dbpedia``: this process opens or starts them) and for stores without one."""
-    spec = spec.strip()
-    if spec in ("local", "local-dbpedia"):
-        return None
-    url = str(_resolved(spec, settings).info.get("endpoint", ""))
-    return url if urlsplit(url).scheme in ("http", "https") else None
+#: The specs of the in-process and local builds, which this process opens or starts.
+_LOCAL = ("local", "local-hard", "local-dbpedia")
+
+
+def _unnamed(resolved: ResolvedKB, settings: Settings) -> list[str]:
+    """The public hosts (:data:`PUBLIC_HOSTS`) the pair's URLs reach while ``kb.contact`` names nobody."""
+    if not _PLACEHOLDER.search(settings.kb.contact):
+        return []
+    return sorted({host for key in ("endpoint", "search_endpoint")
+                   if (host := urlsplit(str(resolved.info.get(key, ""))).hostname) in PUBLIC_HOSTS})
+
+
+def _no_contact(spec: str, public: list[str]) -> str:
+    return (f"KB spec {spec.strip()!r} queries {' and '.join(public)}, whose operators ask for a contact: set "
+            "kb.contact (environment KIFQA_KB__CONTACT) to your URL or e-mail address")
 
 
 def _resolved(spec: str, settings: Settings) -> ResolvedKB:
@@ -168,31 +190,46 @@ _PUBLIC_URLS = {"query.wikidata.org": "https://query.wikidata.org/sparql",
 
 
 def _resolve(spec: str, settings: Settings) -> tuple[Store, Search]:
-    head, _, rest = spec.partition(":")
-    if spec in ("local", "local-hard"):
-        built = locate(settings, hard=spec == "local-hard")
-        return _local_store(built, settings), _local_search(built)
-    if head in ("local-server", "local-hard-server"):
-        port = _port(rest, spec) if rest else settings.kb.server_port
-        return _wikidata_endpoint(f"http://127.0.0.1:{port}/query", settings, hard=head == "local-hard-server")
-    if spec == "local-dbpedia":
-        built_dbpedia = dbpedia.locate(settings)
-        return _dbpedia_endpoint(process_server(built_dbpedia.rdf_path, graph=dbpedia.GRAPH).url, settings,
-                                 built_dbpedia)
-    if head == "local-dbpedia-server":
-        port = _port(rest, spec) if rest else DEFAULT_PORT
-        return _dbpedia_endpoint(f"http://127.0.0.1:{port}/sparql", settings)
-    if spec == "wikidata":
-        return _wikidata(settings)
-    if spec == "dbpedia":
-        return _dbpedia(settings)
-    if head == "sparql+wikidata":
-        return _wikidata_endpoint(_url(rest, spec), settings)
-    if head == "sparql+dbpedia":
-        return _dbpedia_endpoint(_url(rest, spec), settings)
-    if head == "kif" and rest:
-        return _kif(rest, settings)
-    raise ConfigError(f"unknown KB spec {spec!r}; valid forms:\n{FORMS}")
+    """The KIF store and search of a spec: the opener :data:`_OPENERS` has for its form."""
+    head, colon, rest = spec.partition(":")
+    opener = _OPENERS.get(head)
+    if opener is None or (colon and head in _WHOLE) or (head == "kif" and not rest):
+        raise ConfigError(f"unknown KB spec {spec!r}; valid forms:\n{FORMS}")
+    return opener(rest, spec, settings)
+
+
+def _local(settings: Settings, *, hard: bool) -> tuple[Store, Search]:
+    built = locate(settings, hard=hard)
+    return _local_store(built, settings), _local_search(built)
+
+
+def _local_dbpedia(settings: Settings) -> tuple[Store, Search]:
+    built = dbpedia.locate(settings)
+    return _dbpedia_endpoint(process_server(built.rdf_path, graph=dbpedia.GRAPH).url, settings, built)
+
+
+#: Opens the KIF store and search of a spec, by the spec's form (its head, before any ``:``): from what follows
+#: the ``:`` (``rest``), the whole spec (for errors) and the settings.
+_Opener = Callable[[str, str, Settings], tuple[Store, Search]]
+#: The forms of :data:`FORMS`, by head.
+_OPENERS: dict[str, _Opener] = {
+    "local": lambda rest, spec, settings: _local(settings, hard=False),
+    "local-hard": lambda rest, spec, settings: _local(settings, hard=True),
+    "local-server": lambda rest, spec, settings: _wikidata_endpoint(
+        _loopback(rest, spec, settings.kb.server_port, "query"), settings),
+    "local-hard-server": lambda rest, spec, settings: _wikidata_endpoint(
+        _loopback(rest, spec, settings.kb.server_port, "query"), settings, hard=True),
+    "local-dbpedia": lambda rest, spec, settings: _local_dbpedia(settings),
+    "local-dbpedia-server": lambda rest, spec, settings: _dbpedia_endpoint(
+        _loopback(rest, spec, DEFAULT_PORT, "sparql"), settings),
+    "wikidata": lambda rest, spec, settings: _wikidata(settings),
+    "dbpedia": lambda rest, spec, settings: _dbpedia(settings),
+    "sparql+wikidata": lambda rest, spec, settings: _wikidata_endpoint(_url(rest, spec), settings),
+    "sparql+dbpedia": lambda rest, spec, settings: _dbpedia_endpoint(_url(rest, spec), settings),
+    "kif": lambda rest, spec, settings: _kif(rest, settings),
+}
+#: The forms that take nothing after their name.
+_WHOLE = frozenset({"local", "local-hard", "local-dbpedia", "wikidata", "dbpedia"})
 
 
 def open_kb(spec: str | None, settings: Settings) -> KifKnowledgeBase | ScholarlySplit:
@@ -394,6 +431,11 @@ def _url(rest: str, spec: str) -> str:
     if urlsplit(rest).scheme not in ("http", "https") or not urlsplit(rest).hostname:
         raise ConfigError(f"KB spec {spec!r} needs an http(s) URL after the prefix; valid forms:\n{FORMS}")
     return rest
+
+
+def _loopback(rest: str, spec: str, default_port: int, path: str) -> str:
+    """The URL of a server on this machine at the port after the spec's ``:`` (else ``default_port``)."""
+    return f"http://127.0.0.1:{_port(rest, spec) if rest else default_port}/{path}"
 
 
 def _port(text: str, spec: str) -> int:

@@ -150,11 +150,11 @@ def read_rows(path: str | Path) -> Iterator[tuple[int, dict[str, Any] | str]]:
     (1-based; in JSONL the line number, blank lines are no rows): ``(number, fields)``, or
     ``(number, why)`` for a row that cannot be read. Other files with questions (gold files) read
     their rows here, so that their ids are the corpus's."""
-    path, fmt = _located(path)
+    path, fmt, found = _located(path)
     if fmt == "parquet":
         rows = _parquet_rows(path, 0, None)
     else:
-        rows = _read(CorpusFile(path, fmt, Reading(), _csv_header(path, fmt), _stamp(path)))
+        rows = _read(CorpusFile(path, fmt, Reading(), _csv_header(path, fmt), found))
     for number, _, fields in rows:
         yield number, fields
 
@@ -178,25 +178,25 @@ def row_id(value: Any, *, has_ids: bool, number: int) -> tuple[str | None, str |
     return None, f"id must be a string or an integer, not {type(value).__name__}"
 
 
-def _located(where: str | Path) -> tuple[Path | str, str]:
-    """The absolute path (or the URI) of a corpus file and its format; raises :class:`ConfigError` if it
-    is neither."""
+def _located(where: str | Path) -> tuple[Path | str, str, tuple[int, int]]:
+    """The absolute path (or the URI) of a corpus file, its format and its stamp (size, modification time);
+    raises :class:`ConfigError` if it is no corpus file."""
     path = str(where) if is_uri(where) else local_path(where)
     fmt = _FORMATS.get(PurePosixPath(urlsplit(path).path if isinstance(path, str) else path).suffix.lower())
     if fmt is None:
         raise ConfigError(f"{shown(path)}: unknown corpus format (use .jsonl, .csv, .tsv or .parquet)")
-    if stamp(path) is None:
+    found = stamp(path)
+    if found is None:
         raise ConfigError(f"{shown(path)}: no such corpus file")
-    return path, fmt
+    return path, fmt, found
 
 
 def read_corpus(path: str | Path, *, id_column: str = "id", question_column: str = "question",
                 max_chars: int = 1000) -> Corpus:
     """Scans ``path`` (see the module doc); ids are ``q000001``... (the row number) when no row has an
     id (:func:`has_ids`, :func:`row_id`)."""
-    path, fmt = _located(path)
-    file = CorpusFile(path, fmt, Reading(id_column, question_column, max_chars), _csv_header(path, fmt),
-                      _stamp(path))
+    path, fmt, found = _located(path)
+    file = CorpusFile(path, fmt, Reading(id_column, question_column, max_chars), _csv_header(path, fmt), found)
     digest = hashlib.sha256()
     offsets, numbers = array("q"), array("q")
     flags = bytearray()  # per row: 1 unusable or a bad question, 2 a bad id

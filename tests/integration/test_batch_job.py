@@ -415,7 +415,7 @@ def test_a_question_timeout_cancels_the_model_call_in_the_actor(cluster, tmp_pat
 
     settings = _settings(tmp_path, llm_actor_cpus=0, llm_actors=1)
     settings.cache_dir.mkdir(parents=True)
-    [actor] = start_llm_pool(settings, HangingLLM)
+    [actor] = start_llm_pool(settings, HangingLLM).actors
     ray.get(actor.busy_seconds.remote())  # started: the call below reaches the model
     llm = ActorLLM([actor], "hanging-llm")
     request = ChatRequest(messages=(Message("user", "hi"),))
@@ -453,7 +453,7 @@ def test_requests_made_together_reach_the_actor_in_one_call(cluster, tmp_path):
 
     settings = _settings(tmp_path, llm_actor_cpus=0, llm_actors=1)
     settings.cache_dir.mkdir(parents=True)
-    [actor] = start_llm_pool(settings, EchoLLM)
+    [actor] = start_llm_pool(settings, EchoLLM).actors
     ray.get(actor.busy_seconds.remote())
     llm = ActorLLM([actor], "echo-llm", per_call=16)
     calls = settings.cache_dir / "calls"

@@ -15,6 +15,7 @@ from kifqa.bench.batch import _comparable, held_out
 from kifqa.config import Settings
 from kifqa.errors import ConfigError, KifqaError
 from kifqa.kb.build import BuiltKB
+from kifqa.kb.spec import kb_routes
 from tests.integration.test_batch_job import cluster  # noqa: F401 - the Ray cluster of this module's tests
 
 pytestmark = pytest.mark.usefixtures("cluster")
@@ -69,10 +70,13 @@ def test_a_base_that_cannot_be_opened_stops_the_job_with_its_error(settings: Set
 
 
 def test_placement_follows_the_endpoint_limit(settings: Settings) -> None:
-    assert kb_in_tasks(settings.override(kb={"spec": "local"}))
-    assert not kb_in_tasks(settings.override(kb={"spec": "wikidata"})), "WDQS's limit needs the actor pool"
-    assert not kb_in_tasks(settings.override(kb={"spec": "local"}, batch={"kb_placement": "actors"}))
-    assert kb_in_tasks(settings.override(kb={"spec": "sparql+wikidata:http://127.0.0.1:1/sparql"},
-                                         batch={"kb_placement": "tasks"}))
+    def in_tasks(job: Settings) -> bool:
+        return kb_in_tasks(job.batch, kb_routes(job))
+
+    assert in_tasks(settings.override(kb={"spec": "local"}))
+    assert not in_tasks(settings.override(kb={"spec": "wikidata"})), "WDQS's limit needs the actor pool"
+    assert not in_tasks(settings.override(kb={"spec": "local"}, batch={"kb_placement": "actors"}))
+    assert in_tasks(settings.override(kb={"spec": "sparql+wikidata:http://127.0.0.1:1/sparql"},
+                                      batch={"kb_placement": "tasks"}))
     with pytest.raises(ConfigError, match="use actors"):
-        kb_in_tasks(settings.override(kb={"spec": "wikidata"}, batch={"kb_placement": "tasks"}))
+        in_tasks(settings.override(kb={"spec": "wikidata"}, batch={"kb_placement": "tasks"}))

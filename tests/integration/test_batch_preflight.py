@@ -90,3 +90,15 @@ def test_the_job_checks_before_it_reads_its_corpus(settings: Settings, tmp_path:
     job = settings.override(llm={"backend": "openai", "base_url": url})
     with pytest.raises(ConfigError, match=f"^the model server {url} \\(llm.base_url\\) cannot be reached"):
         run_job(job, tmp_path / "no-corpus.jsonl", tmp_path / "out", progress=False)
+
+
+@pytest.mark.parametrize(("spec", "build"), [("local-hard", "kifqa kb build --hard"),
+                                             (f"local-server:{free_port()}", "kifqa kb build")])
+def test_a_local_build_that_is_missing_is_one_problem(settings: Settings, tmp_path: Path, spec: str,
+                                                      build: str) -> None:
+    """The check says what to build, once, for the in-process base and for a server's label index alike."""
+    from kifqa.batch.preflight import preflight
+
+    job = settings.override(kb={"spec": spec}, cache_dir=tmp_path / "empty-cache")
+    problems = preflight(job, llm=False, pipeline=False)
+    assert [p.check for p in problems] == ["kb"] and problems[0].message.endswith(f"run `{build}`")

@@ -224,7 +224,7 @@ def test_the_endpoint_check_reads_no_body(monkeypatch: pytest.MonkeyPatch) -> No
     with FloodingModelServer() as server:
         settings = Settings().override(kb={"spec": "local"}, llm={"backend": "openai", "base_url": server.url,
                                                                   "model": "m"})
-        problems = endpoints(settings, kb=False)
+        problems = endpoints(settings.llm, None)
     assert problems == []
     assert server.sent < 16 * 2**20, f"the check read {server.sent:,} bytes of the body"
 
@@ -254,6 +254,7 @@ def test_a_public_endpoint_without_a_contact_is_a_problem(ready: Path, monkeypat
 def test_the_rayjobs_contact_is_a_placeholder_the_check_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
     """cluster/rayjob.yaml ships a contact to replace: as shipped, its job stops in the preflight."""
     from kifqa.batch.preflight import contact
+    from kifqa.kb.spec import kb_routes
 
     repo = Path(__file__).resolve().parents[2]
     job = yaml.safe_load((repo / "cluster" / "rayjob.yaml").read_text())
@@ -261,9 +262,9 @@ def test_the_rayjobs_contact_is_a_placeholder_the_check_refuses(monkeypatch: pyt
     assert env["KIFQA_KB__CONTACT"], "a placeholder that says what goes there"
     monkeypatch.setenv("KIFQA_KB__CONTACT", env["KIFQA_KB__CONTACT"])
     settings = Settings.load(repo / "jobs" / "configs" / "wikidata-vllm-llama.yaml")
-    assert [p.check for p in contact(settings)] == ["kb"]
+    assert [p.check for p in contact(kb_routes(settings))] == ["kb"]
     monkeypatch.setenv("KIFQA_KB__CONTACT", "https://github.com/someone/kifqa-run")
-    assert contact(Settings.load(repo / "jobs" / "configs" / "wikidata-vllm-llama.yaml")) == []
+    assert contact(kb_routes(Settings.load(repo / "jobs" / "configs" / "wikidata-vllm-llama.yaml"))) == []
 
 
 def test_the_local_cpu_config_says_whether_the_model_is_fetched_and_the_base_built(
@@ -280,12 +281,12 @@ def test_the_local_cpu_config_says_whether_the_model_is_fetched_and_the_base_bui
         str(kb).endswith("run `kifqa kb build`")
     known = weights.KNOWN_MODELS[settings.llm.model]
     if weights.status(known, cache_dir=settings.cache_dir).parts_ready == len(known.parts):
-        assert local_model(settings) == [], "the parts are installed: the job assembles the file"
+        assert local_model(settings.llm, cache_dir=settings.cache_dir) == [], "the parts are installed"
     else:
-        [model] = local_model(settings)
+        [model] = local_model(settings.llm, cache_dir=settings.cache_dir)
         assert str(model).startswith(f"model: {known.name} is not fetched") and "`kifqa model fetch`" in str(model)
     missing = settings.override(llm={"model": str(tmp_path / "none.gguf")})
-    assert [p.check for p in local_model(missing)] == ["model"]
+    assert [p.check for p in local_model(missing.llm, cache_dir=missing.cache_dir)] == ["model"]
     assert local_base(settings.override(cache_dir=built_kb.root.parents[1])) == [], "built: no problem"
 
 
@@ -303,12 +304,15 @@ def test_the_endpoint_probe_keeps_the_urls_own_query(settings: Settings) -> None
     """A KB URL that authenticates by its query (``?private_token=``) is probed with that query and ``ASK {}``."""
     from kifqa.batch.preflight import endpoints
     from kifqa.bench.loopback import LoopbackServer
+    from kifqa.kb.spec import kb_routes, user_agent
 
     seen: list[str] = []
+    agents: list[str | None] = []
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
             seen.append(self.path)
+            agents.append(self.headers.get("User-Agent"))
             self.send_response(200 if "private_token=t0k" in self.path else 401)
             self.end_headers()
 
@@ -317,6 +321,7 @@ def test_the_endpoint_probe_keeps_the_urls_own_query(settings: Settings) -> None
 
     with LoopbackServer(Handler, name="token-endpoint") as server:
         spec = f"sparql+wikidata:{server.origin}/sparql?private_token=t0k"
-        problems = endpoints(settings.override(kb={"spec": spec}), llm=False)
+        problems = endpoints(None, kb_routes(settings.override(kb={"spec": spec})))
     assert problems == [] and len(seen) == 1
     assert "private_token=t0k" in seen[0] and "query=ASK" in seen[0]
+    assert agents == [user_agent(settings)], "the KB's User-Agent (its operators' policy)"

@@ -12,7 +12,7 @@ import pytest
 from kifqa.config import Settings
 from kifqa.data import paths
 from kifqa.errors import KBError
-from kifqa.kb.build import VERSION, build, kb_dir, local_digest, locate
+from kifqa.kb.build import VERSION, build, inputs_digest, kb_dir, locate
 from kifqa.kb.kifkb import KifKnowledgeBase
 from kifqa.kb.spec import open_kb
 
@@ -53,7 +53,7 @@ def test_force_rebuilds_beside_the_build_in_use(tiny_settings: Maker) -> None:
 
 def test_half_written_build_does_not_count(tiny_settings: Maker) -> None:
     settings = tiny_settings()
-    digest = local_digest(settings.data_dir)
+    digest = inputs_digest(settings.data_dir)
     (kb_dir(settings) / digest / "oxigraph").mkdir(parents=True)  # as if a build died before its manifest
     with pytest.raises(KBError, match="run `kifqa kb build`"):
         locate(settings)

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from kifqa.config import Settings
-from kifqa.kb.build import kb_dir, local_digest
+from kifqa.kb.build import inputs_digest, kb_dir
 
 Maker = Callable[..., Settings]
 REPO = Path(__file__).resolve().parents[2]
@@ -67,7 +67,7 @@ def _triples(url: str) -> int:
 
 
 def _current(settings: Settings) -> Path:
-    return (kb_dir(settings) / local_digest(settings.data_dir)).resolve()
+    return (kb_dir(settings) / inputs_digest(settings.data_dir)).resolve()
 
 
 def _builds(settings: Settings) -> set[Path]:
@@ -93,7 +93,7 @@ def test_concurrent_forced_builds_under_a_running_server_keep_its_build_then_swe
 def test_a_build_of_the_older_layout_in_use_is_never_moved(tiny_settings: Maker) -> None:
     settings = tiny_settings()
     _done(_kb(settings, "build"))
-    final = kb_dir(settings) / local_digest(settings.data_dir)
+    final = kb_dir(settings) / inputs_digest(settings.data_dir)
     folder = final.resolve()
     final.unlink()
     folder.rename(final)  # <hash>/ as a folder, as builds used to be written

@@ -18,7 +18,7 @@ import ray
 from ray.cluster_utils import Cluster
 from ray.util.placement_group import placement_group_table
 
-from kifqa.batch.llmpool import ActorLLM, forwarded_secrets, llm_placement_groups, start_llm_pool
+from kifqa.batch.llmpool import ActorLLM, forwarded_secrets, start_llm_pool
 from kifqa.config import Settings
 from kifqa.llm import open_llm
 from kifqa.llm.base import LLM, ChatRequest, Completion, Message, Usage
@@ -78,7 +78,7 @@ def vllm_settings(**batch: object) -> Settings:
 
 
 def test_a_dead_engine_restarts_its_actor_and_its_questions_are_answered(cluster: Cluster, die_file: Path) -> None:
-    actors = start_llm_pool(vllm_settings(llm_actors=2, llm_actor_cpus=0.5), open_llm)
+    actors = start_llm_pool(vllm_settings(llm_actors=2, llm_actor_cpus=0.5), open_llm).actors
     try:
         ray.get([a.warm.remote() for a in actors], timeout=120)
         before = [_pid(a) for a in actors]
@@ -120,7 +120,7 @@ def test_routing_stops_choosing_an_actor_that_fails_fast(cluster: Cluster, tmp_p
     broken = tmp_path / "broken"
     broken.touch()
     actors = start_llm_pool(vllm_settings(llm_actors=2, llm_actor_cpus=0.5).model_copy(
-        update={"llm": Settings().llm}), partial(HalfBroken, broken=broken))
+        update={"llm": Settings().llm}), partial(HalfBroken, broken=broken)).actors
     try:
         ray.get([a.warm.remote() for a in actors], timeout=120)
         llm = ActorLLM(actors, "half-broken")
@@ -142,8 +142,8 @@ def test_routing_stops_choosing_an_actor_that_fails_fast(cluster: Cluster, tmp_p
 def test_a_tensor_parallel_engine_gets_one_placement_group_with_its_gpus_on_one_node(cluster: Cluster) -> None:
     settings = vllm_settings(llm_actors=1, llm_actor_cpus=0.5, llm_actor_gpus=1)
     settings = settings.model_copy(update={"llm": settings.llm.model_copy(update={"extra": {"tensor_parallel_size": 2}})})
-    [group] = llm_placement_groups(settings, 1)
-    [actor] = start_llm_pool(settings, open_llm, groups=[group])
+    pool = start_llm_pool(settings, open_llm)
+    [group], [actor] = pool.groups, pool.actors
     try:
         assert ray.get(group.ready(), timeout=60)
         table = placement_group_table(group)
@@ -170,7 +170,7 @@ def test_the_api_key_reaches_the_actors_without_the_runtime_env(cluster: Cluster
             "llm_actors": 2, "llm_actor_cpus": 0, "llm_actor_gpus": 1})})  # on the GPU nodes, not the driver's
         assert list(forwarded_secrets(settings)) == ["OPENAI_API_KEY"]
         assert "sk-only" not in repr(forwarded_secrets(settings))
-        actors = start_llm_pool(settings, open_llm)
+        actors = start_llm_pool(settings, open_llm).actors
         try:
             done = [ray.get(a.agenerate.remote([ask(f"from actor {i}")]), timeout=120)[0] for i, a in enumerate(actors)]
             runtime_envs = ray.get([a.__ray_call__.remote(lambda self: ray.get_runtime_context().runtime_env)
@@ -184,7 +184,8 @@ def test_the_api_key_reaches_the_actors_without_the_runtime_env(cluster: Cluster
 
 
 def test_an_actor_past_its_restarts_leaves_the_routing(cluster: Cluster, die_file: Path) -> None:
-    actors = start_llm_pool(vllm_settings(llm_actors=2, llm_actor_cpus=0.5, llm_actor_max_restarts=0), open_llm)
+    actors = start_llm_pool(vllm_settings(llm_actors=2, llm_actor_cpus=0.5, llm_actor_max_restarts=0),
+                            open_llm).actors
     try:
         ray.get([a.warm.remote() for a in actors], timeout=120)
         llm = ActorLLM(actors, "vllm:some/model")

@@ -18,7 +18,7 @@ from ray.autoscaler._private.util import prepare_config, validate_config
 
 from kifqa.batch.limiter import endpoint_limit
 from kifqa.config import Settings
-from kifqa.kb.spec import endpoint_host
+from kifqa.kb.spec import kb_routes
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = sorted((REPO / "jobs" / "configs").glob("*.yaml"))
@@ -56,7 +56,7 @@ def test_a_config_loads_and_names_only_real_settings(path: Path):
     settings = Settings.load(path)
     b = settings.batch
     assert b.corpus and b.out, "a Ray Job is given only --config: the config names corpus and output"
-    host = endpoint_host(settings.kb.spec, settings)
+    host = kb_routes(settings).host
     assert host is None or host in b.limits, "a remote endpoint has a shared limit"
     if settings.llm.backend == "vllm":
         assert b.llm_actor_gpus == 1, "one vLLM engine per GPU"
@@ -119,12 +119,13 @@ def test_no_config_caches_in_a_shared_temporary_folder(path: Path):
 @pytest.mark.parametrize("spec", ["wikidata", "kif:wdqs", "sparql+wikidata:https://query.wikidata.org/sparql"])
 def test_every_spec_of_wdqs_gets_its_limit(spec: str) -> None:
     settings = Settings(kb={"spec": spec})  # finding the host sends nothing: no contact needed
-    assert endpoint_limit(settings) == settings.batch.limits["query.wikidata.org"]
-    assert endpoint_limit(settings).per_second == 5.0
+    limit = endpoint_limit(settings.batch, kb_routes(settings))
+    assert limit == settings.batch.limits["query.wikidata.org"] and limit.per_second == 5.0
 
 
 def test_the_local_base_has_no_endpoint_limit() -> None:
-    assert endpoint_limit(Settings(kb={"spec": "local"})) is None
+    settings = Settings(kb={"spec": "local"})
+    assert endpoint_limit(settings.batch, kb_routes(settings)) is None
 
 
 GPU_CONFIGS = [c for c in CONFIGS if "-vllm-" in c.name]

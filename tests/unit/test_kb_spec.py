@@ -215,3 +215,27 @@ def test_the_kb_cache_keeps_a_mirrors_answers_apart(remote_settings: Settings) -
     assert _namespace(public, kb) != _namespace(mirrored, kb)
     assert _namespace(mirrored, kb) == _namespace(_mirrored(public, {"query.wikidata.org": "http://mirror:7001/sparql"}),
                                                   kb)
+
+
+def test_the_routes_of_a_spec_are_found_once_without_opening_it(remote_settings: Settings) -> None:
+    """What a job's checks, limits and KB placement read: hosts and URL, each spec resolved once; the local
+    builds (none built here) are not opened for it."""
+    from kifqa.kb.spec import KBRoutes, kb_routes
+
+    def routed(spec: str, settings: Settings = remote_settings) -> KBRoutes:
+        return kb_routes(settings.override(kb={"spec": spec}))
+
+    agent = user_agent(remote_settings)
+    assert routed("wikidata") == KBRoutes(spec="wikidata", host="query.wikidata.org", search_host="www.wikidata.org",
+                                          url="https://query.wikidata.org/sparql", user_agent=agent)
+    assert routed(" kif:wdqs ").host == "query.wikidata.org"
+    assert routed("sparql+dbpedia:https://dbpedia.example/sparql").url == "https://dbpedia.example/sparql"
+    for local in ("local", "local-hard", "local-dbpedia"):  # not built: nothing is opened for the routes
+        assert routed(local) == KBRoutes(spec=local, user_agent=agent)
+    unnamed = routed("dbpedia", remote_settings.override(kb={"contact": ""}))
+    assert unnamed.no_contact is not None and "set kb.contact" in unnamed.no_contact
+    assert routed("dbpedia").no_contact is None
+    with pytest.raises(ConfigError, match="unknown KB spec 'wikidata:x'"):
+        routed("wikidata:x")
+    with pytest.raises(ConfigError, match="unknown KB spec 'kif:'"):
+        routed("kif:")

@@ -16,15 +16,15 @@ def vllm(extra: dict[str, object], **batch: object) -> Settings:
 
 
 def test_gpu_workers_are_tensor_times_pipeline_parallel_for_vllm_only() -> None:
-    assert engine_workers(vllm({})) == 1
-    assert engine_workers(vllm({"tensor_parallel_size": 4, "pipeline_parallel_size": 2})) == 8
-    assert engine_workers(Settings(llm={"backend": "openai", "extra": {"tensor_parallel_size": 4}})) == 1
+    assert engine_workers(vllm({}).llm) == 1
+    assert engine_workers(vllm({"tensor_parallel_size": 4, "pipeline_parallel_size": 2}).llm) == 8
+    assert engine_workers(Settings(llm={"backend": "openai", "extra": {"tensor_parallel_size": 4}}).llm) == 1
 
 
 @pytest.mark.parametrize("bad", [0, "2", 1.5])
 def test_a_parallel_size_that_is_no_whole_number_is_a_config_error(bad: object) -> None:
     with pytest.raises(ConfigError, match="tensor_parallel_size and pipeline_parallel_size must be whole numbers"):
-        engine_workers(vllm({"tensor_parallel_size": bad}))
+        engine_workers(vllm({"tensor_parallel_size": bad}).llm)
 
 
 def test_gpus_needed_counts_actors_gpus_and_parallel_workers() -> None:
