@@ -171,8 +171,8 @@ def fit(folders: Sequence[Path]) -> ConfidenceModel:
             raise DataError(f"{folder} holds questions held out for measuring the confidence ({bad[0]} and "
                             f"{len(bad) - 1} more): fit on sqwd:train and sqwd:valid below {HELD_OUT_FROM}")
         samples += found
-        ids = sorted(s.id for s in found)
-        sources.append({"folder": str(Path(folder).absolute()), "questions": len(found),
+        ids = sorted((s.id for s in found), key=lambda i: (len(i), i))  # sqwd-valid-99 before -100
+        sources.append({"folder": str(folder), "questions": len(found),
                         "first": ids[0] if ids else None, "last": ids[-1] if ids else None, **scored.about})
     y = [s.precision >= 1.0 for s in samples]
     if len(set(y)) < 2:
@@ -230,7 +230,7 @@ def held_out_check(model: ConfidenceModel, fit_on: Sequence[Path], check: Sequen
     fitted, checked = [read_scored(f) for f in fit_on], [read_scored(f) for f in check]
     out: dict[str, Any] = {"fit_questions": sum(s.questions for s in fitted),
                            "check_questions": sum(s.questions for s in checked),
-                           "check": [str(Path(f).absolute()) for f in check], "bases": {}}
+                           "check": [str(f) for f in check], "bases": {}}
     for base in dict.fromkeys(_base(s) for s in checked):
         out["bases"][base] = _compare(model, [s for s in fitted if _base(s) == base] or fitted,
                                       [s for s in checked if _base(s) == base])

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 import kifqa.api
 from kifqa.cli import cli
+from kifqa.eval.confidence_fit import default_rater
 from kifqa.eval.datasets import load_sqwd
 from kifqa.eval.silver import SILVER_SCHEMA, build_silver
 from kifqa.pipeline import Pipeline
@@ -91,7 +92,8 @@ def test_silver_keeps_answers_above_the_calibrated_threshold(results: list[Resul
     monkeypatch.setenv("KIFQA_CACHE_DIR", str(TEST_CACHE))  # the built base the rows' queries are executed on
     run = write_run(tmp_path / "run", results)
     predictions = [Prediction.from_result(r) for r in results]
-    confidences = {r["id"]: r["confidence"] for r in asyncio.run(build_silver(predictions, None))[0]}
+    rows, _ = asyncio.run(build_silver(predictions, None, rater=default_rater()))  # the CLI's rater
+    confidences = {r["id"]: r["confidence"] for r in rows}
     top = max(confidences.values())
     calibration = tmp_path / "gold-eval"
     calibration.mkdir()

@@ -184,6 +184,7 @@ def test_silver_rows_take_the_fitted_confidence(tmp_path: Path) -> None:
 def test_an_evaluation_draws_the_fitted_curve_beside_the_product_s(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     model = fit([scored_folder(tmp_path / "fit")])
+    monkeypatch.setattr(confidence_fit, "default_model", lambda: None)  # as where kifqa ships no model
     before = json.loads((scored_folder(tmp_path / "a", n=10) / "metrics.json").read_text())["calibration"]
     assert before["method"] == PRODUCT.method and "product_curve" not in before
     monkeypatch.setattr(confidence_fit, "default_model", lambda: model)
