@@ -166,14 +166,16 @@ class LimiterGate:
 
 
 def _namespace(settings: Settings, kb: KnowledgeBase) -> str:
-    """What a knowledge base's answers depend on: its spec and settings (the mirrors of ``kb.endpoints`` too), the
-    build it reads (its hash, so rebuilt data is never served stale, wherever the data folder is) and the code
-    that computes them (kifqa's KB layer and KIF), so that a code change never serves stale results either."""
+    """What a knowledge base's answers depend on: its spec and settings (the mirrors of ``kb.endpoints`` and
+    ``kb.wikidata_lookups``, whose two paths ask other services through other code, too), the build it reads (its
+    hash, so rebuilt data is never served stale, wherever the data folder is) and the code that computes them
+    (kifqa's KB layer and KIF), so that a code change never serves stale results either."""
     code = hashlib.sha256(version("kif-lib").encode())
     for path in sorted(Path(kb_package.__file__).parent.glob("*.py")):
         code.update(path.name.encode() + path.read_bytes())
     endpoints = {host: mirror.model_dump() for host, mirror in sorted(settings.kb.endpoints.items())}
-    return json.dumps([settings.kb.spec, settings.kb.max_results, kb.build, code.hexdigest(), endpoints])
+    return json.dumps([settings.kb.spec, settings.kb.max_results, settings.kb.wikidata_lookups, kb.build,
+                       code.hexdigest(), endpoints])
 
 
 class _ForwardingKB(KnowledgeBase):

@@ -215,3 +215,16 @@ def test_the_kb_cache_keeps_a_mirrors_answers_apart(remote_settings: Settings) -
     assert _namespace(public, kb) != _namespace(mirrored, kb)
     assert _namespace(mirrored, kb) == _namespace(_mirrored(public, {"query.wikidata.org": "http://mirror:7001/sparql"}),
                                                   kb)
+
+
+def test_the_kb_cache_keeps_the_api_and_sparql_lookups_apart(remote_settings: Settings) -> None:
+    """``kb.wikidata_lookups`` answers through other services and code (``wbgetentities``' best-ranked claims and
+    terms, or KIF's ``wdqs`` queries): a result one path cached is never served to the other."""
+    from types import SimpleNamespace
+
+    from kifqa.batch.kbpool import _namespace
+    kb: Any = SimpleNamespace(build=None)
+    api, sparql = (remote_settings.override(kb={"spec": "wikidata", "wikidata_lookups": mode})
+                   for mode in ("api", "sparql"))
+    assert _namespace(api, kb) != _namespace(sparql, kb)
+    assert _namespace(api, kb) == _namespace(remote_settings.override(kb={"spec": "wikidata"}), kb)  # the default
