@@ -59,12 +59,14 @@ class KBActor:
         self._cache: KBCache | None = None
         self._cache_opened = not settings.batch.kb_cache
         self._gate: LimiterGate | None = None
-        self._search_gate: LimiterGate | None = None
+        #: The gates of the other lanes the limiter keeps, by the knowledge base's attribute that takes them.
+        self._lane_gates: dict[str, LimiterGate] = {}
         if limiter is not None:
             holder = ray.get_runtime_context().get_actor_id() or ""
             self._gate = LimiterGate(limiter, holder)
-            if "search" in ray.get(limiter.lanes.remote()):
-                self._search_gate = LimiterGate(limiter, holder, lane="search")
+            lanes: list[str] = ray.get(limiter.lanes.remote())
+            self._lane_gates = {f"{lane}_gate": LimiterGate(limiter, holder, lane=lane)
+                                for lane in ("search", "scholarly") if lane in lanes}
             limiter.forget.remote(holder)  # slots a previous incarnation of this actor held
         self._stats = KBStats()
         self._per_call = False
@@ -77,8 +79,9 @@ class KBActor:
                 self._per_call = not hasattr(self._kb, "request_gate")
                 if not self._per_call:
                     self._kb.request_gate = self._gate  # type: ignore[attr-defined]
-                    if self._search_gate is not None:
-                        self._kb.search_gate = self._search_gate  # type: ignore[attr-defined]
+                    for attribute, gate in self._lane_gates.items():
+                        if hasattr(self._kb, attribute):
+                            setattr(self._kb, attribute, gate)
         return self._kb
 
     def _results_cache(self) -> KBCache | None:

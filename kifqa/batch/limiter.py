@@ -1,5 +1,6 @@
 """One limit per public host, shared by every KB actor of a job and held per HTTP request
-(:class:`~kifqa.kb.limit.RequestLimit`): the store's endpoint and, where it is another service, the search's."""
+(:class:`~kifqa.kb.limit.RequestLimit`): the store's endpoint, where it is another service the search's, and for
+``wikidata`` over WDQS's graph split the scholarly graph's host."""
 
 from __future__ import annotations
 
@@ -9,13 +10,13 @@ import ray
 
 from kifqa.config import EndpointLimit, Settings
 from kifqa.kb.limit import RequestLimit
-from kifqa.kb.spec import endpoint_host, search_host
+from kifqa.kb.spec import SCHOLARLY, endpoint_host, scholarly_mirror, search_host
 
 #: Waiting acquirers hold a slot of the actor's concurrency each.
 _MAX_WAITERS = 100_000
 
-#: The two services of a knowledge base: its store's SPARQL endpoint and its search.
-Lane = Literal["store", "search"]
+#: The services of a knowledge base: its store's SPARQL endpoint, its search, and WDQS's scholarly graph.
+Lane = Literal["store", "search", "scholarly"]
 
 
 def endpoint_limit(settings: Settings) -> EndpointLimit | None:
@@ -32,15 +33,27 @@ def search_limit(settings: Settings) -> EndpointLimit | None:
     return settings.batch.limits.get(host) if host else None
 
 
+def scholarly_limit(settings: Settings) -> EndpointLimit | None:
+    """The limit ``batch.limits`` sets on WDQS's scholarly-article host, where ``wikidata`` queries it
+    (:func:`kifqa.kb.spec.scholarly_mirror`)."""
+    if settings.kb.spec.strip() != "wikidata" or scholarly_mirror(settings) is None:
+        return None
+    return settings.batch.limits.get(SCHOLARLY)
+
+
 @ray.remote(num_cpus=0, max_concurrency=_MAX_WAITERS, max_restarts=-1)  # type: ignore[call-overload]  # Ray's overloads omit max_concurrency
 class EndpointLimiter:
-    """Admits the requests of every KB actor to the store's endpoint and, when given ``search``, to the
-    search's service (each its own :class:`~kifqa.kb.limit.RequestLimit`, a ``lane``)."""
+    """Admits the requests of every KB actor to the store's endpoint and, when given ``search`` or
+    ``scholarly``, to the search's service and the scholarly graph's host (each its own
+    :class:`~kifqa.kb.limit.RequestLimit`, a ``lane``)."""
 
-    def __init__(self, limit: EndpointLimit, search: EndpointLimit | None = None) -> None:
+    def __init__(self, limit: EndpointLimit, search: EndpointLimit | None = None, *,
+                 scholarly: EndpointLimit | None = None) -> None:
         self._lanes: dict[str, RequestLimit] = {"store": RequestLimit(limit)}
         if search is not None:
             self._lanes["search"] = RequestLimit(search)
+        if scholarly is not None:
+            self._lanes["scholarly"] = RequestLimit(scholarly)
 
     async def lanes(self) -> list[str]:
         """The services it limits."""

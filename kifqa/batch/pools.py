@@ -25,7 +25,7 @@ from ray.util.placement_group import PlacementGroup, remove_placement_group
 
 from kifqa.batch.address import ray_address
 from kifqa.batch.kbpool import ActorKB, KBFactory, TaskKB, kb_in_tasks, start_kb_pool
-from kifqa.batch.limiter import EndpointLimiter, endpoint_limit, search_limit
+from kifqa.batch.limiter import EndpointLimiter, endpoint_limit, scholarly_limit, search_limit
 from kifqa.batch.llmpool import ActorLLM, LLMFactory, cluster_cpus, engine_workers, llm_placement_groups, start_llm_pool
 from kifqa.config import Settings
 from kifqa.errors import ConfigError, KifqaError
@@ -166,9 +166,12 @@ def _job_env_vars() -> set[str]:
 
 
 def _limiter(settings: Settings) -> ActorHandle | None:
-    """The shared limiter of the KB's endpoint, when the settings limit it."""
+    """The shared limiter of the KB's endpoints, when the settings limit its store's."""
     limit = endpoint_limit(settings)
-    return EndpointLimiter.remote(limit, search_limit(settings)) if limit else None  # type: ignore[attr-defined]  # mypy ignores the @ray.remote decorator
+    if not limit:
+        return None
+    return EndpointLimiter.remote(  # type: ignore[attr-defined]  # mypy ignores the @ray.remote decorator
+        limit, search_limit(settings), scholarly=scholarly_limit(settings))
 
 
 @ray.remote(num_cpus=0)
