@@ -131,8 +131,8 @@ def routes(spec: str, settings: Settings) -> list[tuple[str, str]]:
         found.append(("full-text search (where the search names nothing)",
                       str(endpoint_info(resolved.store, resolved.fulltext).get("search_endpoint", ""))))
     if spec == "wikidata" and (scholarly := scholarly_mirror(settings)) is not None:
-        found.append(("SPARQL: statements and properties of entities the main graph has none on (scholarly "
-                      "articles)", scholarly.url))
+        found.append(("SPARQL: statements of entities the main graph has none on, and statements pointing at any "
+                      "entity (scholarly articles)", scholarly.url))
     return [(what, url) for what, url in found if url]
 
 

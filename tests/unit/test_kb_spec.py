@@ -96,7 +96,8 @@ def test_each_kind_of_query_names_its_host(remote_settings: Settings) -> None:
 def test_the_scholarly_graph_has_its_route(remote_settings: Settings) -> None:
     """``wikidata`` asks the scholarly articles' host (its mirror, else the public one while the main graph is the
     public one too) for entities the main graph has no statements on; a mirror of the main graph alone has none."""
-    scholarly = "SPARQL: statements and properties of entities the main graph has none on (scholarly articles)"
+    scholarly = ("SPARQL: statements of entities the main graph has none on, and statements pointing at any entity "
+                 "(scholarly articles)")
     assert (scholarly, "https://query-scholarly.wikidata.org/sparql") in routes("wikidata", remote_settings)
     settings = _mirrored(remote_settings, {"query-scholarly.wikidata.org": "http://qlever:7002/api/scholarly"})
     assert (scholarly, "http://qlever:7002/api/scholarly") in routes("wikidata", settings)
