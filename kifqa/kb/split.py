@@ -17,9 +17,9 @@ from kifqa.types import Candidate, Direction
 
 
 class ScholarlySplit(KnowledgeBase):
-    """``main`` for everything but statements; an entity's statements forward from ``scholarly`` where ``main``
-    has none of them (so a main entity's forward lookups never cost the scholarly host a query), and backward
-    from both (articles point at entities of either graph)."""
+    """``main`` for search, labels and names. An entity's statements forward from ``main``, or from ``scholarly``
+    where ``main`` has none of them (so a main entity's forward lookups never cost the scholarly host a query);
+    backward from both (articles point at entities of either graph)."""
 
     def __init__(self, main: KifKnowledgeBase, scholarly: KifKnowledgeBase) -> None:
         self.main = main
@@ -46,7 +46,8 @@ class ScholarlySplit(KnowledgeBase):
         if direction == "backward":
             main, articles = await asyncio.gather(self.main.facts(entity, property, direction),
                                                   self.scholarly.facts(entity, property, direction))
-            more = tuple(f for f in articles.facts if f not in set(main.facts))
+            known = set(main.facts)
+            more = tuple(f for f in articles.facts if f not in known)
             return dataclasses.replace(main, facts=main.facts + more, truncated=main.truncated or articles.truncated)
         found = await self.main.facts(entity, property, direction)
         if found.facts or _has_forward(await self.main.properties_of(entity)):
