@@ -1,7 +1,8 @@
-"""``--kb wikidata`` as a user runs it: KIF's own ``wdqs`` store and ``wikidata-wapi`` search, pointed by
-``kb.endpoints`` at the stand-ins (a WDQS-like front over the built base's Oxigraph, a Wikidata-API-like server
-over its label index), with kifqa's limits, retries and User-Agent; ``--kb dbpedia`` the same way against a Virtuoso
-and a DBpedia-Lookup-like server."""
+"""``--kb wikidata`` as a user runs it: KIF's ``wikidata-wapi`` search and, by default, forward lookups from
+``wbgetentities`` (inverse ones on WDQS), or every lookup through KIF's ``wdqs`` store (``kb.wikidata_lookups:
+sparql``), pointed by ``kb.endpoints`` at the stand-ins (a WDQS-like front over the built base's Oxigraph, the
+bench's Wikidata-API-like server over its label index and statements), with kifqa's limits, retries and User-Agent;
+``--kb dbpedia`` the same way against a Virtuoso and a DBpedia-Lookup-like server."""
 
 from __future__ import annotations
 
