@@ -31,7 +31,7 @@ from ray.exceptions import ActorDiedError, ActorUnavailableError, RayError, RayT
 import kifqa.kb as kb_package
 from kifqa.batch.clock import kb_call
 from kifqa.batch.kbcache import KBCache
-from kifqa.batch.limiter import EndpointLimiter, Lane, endpoint_limit, search_limit
+from kifqa.batch.limiter import EndpointLimiter, Lane, endpoint_limit, scholarly_limit, search_limit
 from kifqa.batch.llmpool import cluster_cpus
 from kifqa.config import BatchSettings, Settings
 from kifqa.errors import ConfigError, KBError
@@ -61,12 +61,14 @@ class KBActor:
         self._cache: KBCache | None = None
         self._cache_opened = not settings.batch.kb_cache
         self._gate: LimiterGate | None = None
-        self._search_gate: LimiterGate | None = None
+        #: The gates of the other lanes the limiter keeps, by the knowledge base's attribute that takes them.
+        self._lane_gates: dict[str, LimiterGate] = {}
         if limiter is not None:
             holder = ray.get_runtime_context().get_actor_id() or ""
             self._gate = LimiterGate(limiter, holder)
-            if "search" in ray.get(limiter.lanes.remote()):
-                self._search_gate = LimiterGate(limiter, holder, lane="search")
+            lanes: list[str] = ray.get(limiter.lanes.remote())
+            self._lane_gates = {f"{lane}_gate": LimiterGate(limiter, holder, lane=lane)
+                                for lane in ("search", "scholarly") if lane in lanes}
             limiter.forget.remote(holder)  # slots a previous incarnation of this actor held
         self._stats = KBStats()
         self._per_call = False
@@ -79,8 +81,9 @@ class KBActor:
                 self._per_call = not hasattr(self._kb, "request_gate")
                 if not self._per_call:
                     self._kb.request_gate = self._gate  # type: ignore[attr-defined]
-                    if self._search_gate is not None:
-                        self._kb.search_gate = self._search_gate  # type: ignore[attr-defined]
+                    for attribute, gate in self._lane_gates.items():
+                        if hasattr(self._kb, attribute):
+                            setattr(self._kb, attribute, gate)
         return self._kb
 
     def _results_cache(self) -> KBCache | None:
@@ -168,14 +171,16 @@ class LimiterGate:
 
 
 def _namespace(settings: Settings, kb: KnowledgeBase) -> str:
-    """What a knowledge base's answers depend on: its spec and settings (the mirrors of ``kb.endpoints`` too), the
-    build it reads (its hash, so rebuilt data is never served stale, wherever the data folder is) and the code
-    that computes them (kifqa's KB layer and KIF), so that a code change never serves stale results either."""
+    """What a knowledge base's answers depend on: its spec and settings (the mirrors of ``kb.endpoints`` and
+    ``kb.wikidata_lookups``, whose two paths ask other services through other code, too), the build it reads (its
+    hash, so rebuilt data is never served stale, wherever the data folder is) and the code that computes them
+    (kifqa's KB layer and KIF), so that a code change never serves stale results either."""
     code = hashlib.sha256(version("kif-lib").encode())
     for path in sorted(Path(kb_package.__file__).parent.glob("*.py")):
         code.update(path.name.encode() + path.read_bytes())
     endpoints = {host: mirror.model_dump() for host, mirror in sorted(settings.kb.endpoints.items())}
-    return json.dumps([settings.kb.spec, settings.kb.max_results, kb.build, code.hexdigest(), endpoints])
+    return json.dumps([settings.kb.spec, settings.kb.max_results, settings.kb.wikidata_lookups, kb.build,
+                       code.hexdigest(), endpoints])
 
 
 class _ForwardingKB(KnowledgeBase):
@@ -289,8 +294,10 @@ def open_kb_pool(settings: Settings, open_kb: KBFactory) -> KBPool:
     routes = kb_routes(settings)
     if kb_in_tasks(settings.batch, routes):
         return KBPool([], None, None)
-    limit = endpoint_limit(settings.batch, routes)
-    limiter = EndpointLimiter.remote(limit, search_limit(settings.batch, routes)) if limit else None  # type: ignore[attr-defined]  # mypy ignores the @ray.remote decorator
+    limiter = None
+    if limit := endpoint_limit(settings.batch, routes):
+        limiter = EndpointLimiter.remote(  # type: ignore[attr-defined]  # mypy ignores the @ray.remote decorator
+            limit, search_limit(settings.batch, routes), scholarly=scholarly_limit(settings.batch, routes))
     actors = start_kb_pool(settings, open_kb, limiter)
     return KBPool(actors, limiter, ActorKB(actors, settings.kb.spec))
 

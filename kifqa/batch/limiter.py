@@ -1,5 +1,6 @@
 """One limit per public host, shared by every KB actor of a job and held per HTTP request
-(:class:`~kifqa.kb.limit.RequestLimit`): the store's endpoint and, where it is another service, the search's."""
+(:class:`~kifqa.kb.limit.RequestLimit`): the store's endpoint, where it is another service the search's, and for
+``wikidata`` over WDQS's graph split the scholarly graph's host."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from kifqa.kb.spec import KBRoutes
 #: Waiting acquirers hold a slot of the actor's concurrency each.
 _MAX_WAITERS = 100_000
 
-#: The two services of a knowledge base: its store's SPARQL endpoint and its search.
-Lane = Literal["store", "search"]
+#: The services of a knowledge base: its store's SPARQL endpoint, its search, and WDQS's scholarly graph.
+Lane = Literal["store", "search", "scholarly"]
 
 
 def endpoint_limit(batch: BatchSettings, routes: KBRoutes) -> EndpointLimit | None:
@@ -30,15 +31,25 @@ def search_limit(batch: BatchSettings, routes: KBRoutes) -> EndpointLimit | None
     return batch.limits.get(routes.search_host) if routes.search_host else None
 
 
+def scholarly_limit(batch: BatchSettings, routes: KBRoutes) -> EndpointLimit | None:
+    """The limit ``batch.limits`` sets on WDQS's scholarly-article host, where the KB spec queries it
+    (:attr:`kifqa.kb.spec.KBRoutes.scholarly_host`)."""
+    return batch.limits.get(routes.scholarly_host) if routes.scholarly_host else None
+
+
 @ray.remote(num_cpus=0, max_concurrency=_MAX_WAITERS, max_restarts=-1)  # type: ignore[call-overload]  # Ray's overloads omit max_concurrency
 class EndpointLimiter:
-    """Admits the requests of every KB actor to the store's endpoint and, when given ``search``, to the
-    search's service (each its own :class:`~kifqa.kb.limit.RequestLimit`, a ``lane``)."""
+    """Admits the requests of every KB actor to the store's endpoint and, when given ``search`` or
+    ``scholarly``, to the search's service and the scholarly graph's host (each its own
+    :class:`~kifqa.kb.limit.RequestLimit`, a ``lane``)."""
 
-    def __init__(self, limit: EndpointLimit, search: EndpointLimit | None = None) -> None:
+    def __init__(self, limit: EndpointLimit, search: EndpointLimit | None = None, *,
+                 scholarly: EndpointLimit | None = None) -> None:
         self._lanes: dict[str, RequestLimit] = {"store": RequestLimit(limit)}
         if search is not None:
             self._lanes["search"] = RequestLimit(search)
+        if scholarly is not None:
+            self._lanes["scholarly"] = RequestLimit(scholarly)
 
     async def lanes(self) -> list[str]:
         """The services it limits."""

@@ -112,6 +112,9 @@ class KBRoutes:
     host: str | None = None
     #: The host that keys the search's ``batch.limits`` (:attr:`ResolvedKB.search_host`).
     search_host: str | None = None
+    #: The host that keys the scholarly graph's ``batch.limits`` (:data:`SCHOLARLY`), where ``wikidata`` asks
+    #: it (:func:`scholarly_mirror`).
+    scholarly_host: str | None = None
     #: The http(s) URL the store sends its queries to; ``None`` for stores without one.
     url: str | None = None
     #: The User-Agent of its remote calls (:func:`user_agent`).
@@ -128,7 +131,8 @@ def kb_routes(settings: Settings) -> KBRoutes:
     resolved = _resolved(spec, settings)
     url = str(resolved.info.get("endpoint", ""))
     unnamed = _unnamed(resolved, settings)
-    return KBRoutes(spec=spec, host=resolved.host, search_host=resolved.search_host,
+    scholarly = SCHOLARLY if spec == "wikidata" and scholarly_mirror(settings) is not None else None
+    return KBRoutes(spec=spec, host=resolved.host, search_host=resolved.search_host, scholarly_host=scholarly,
                     url=url if urlsplit(url).scheme in ("http", "https") else None, user_agent=agent,
                     no_contact=_no_contact(spec, unnamed) if unnamed else None)
 
@@ -146,8 +150,8 @@ def routes(spec: str, settings: Settings) -> list[tuple[str, str]]:
         found.append(("full-text search (where the search names nothing)",
                       str(endpoint_info(resolved.store, resolved.fulltext).get("search_endpoint", ""))))
     if spec == "wikidata" and (scholarly := scholarly_mirror(settings)) is not None:
-        found.append(("SPARQL: statements and properties of entities the main graph has none on (scholarly "
-                      "articles)", scholarly.url))
+        found.append(("SPARQL: statements of entities the main graph has none on, and statements pointing at any "
+                      "entity (scholarly articles)", scholarly.url))
     return [(what, url) for what, url in found if url]
 
 

@@ -1,7 +1,8 @@
-"""``--kb wikidata`` as a user runs it: KIF's own ``wdqs`` store and ``wikidata-wapi`` search, pointed by
-``kb.endpoints`` at the stand-ins (a WDQS-like front over the built base's Oxigraph, a Wikidata-API-like server
-over its label index), with kifqa's limits, retries and User-Agent; ``--kb dbpedia`` the same way against a Virtuoso
-and a DBpedia-Lookup-like server."""
+"""``--kb wikidata`` as a user runs it: KIF's ``wikidata-wapi`` search and, by default, forward lookups from
+``wbgetentities`` (inverse ones on WDQS), or every lookup through KIF's ``wdqs`` store (``kb.wikidata_lookups:
+sparql``), pointed by ``kb.endpoints`` at the stand-ins (a WDQS-like front over the built base's Oxigraph, the
+bench's Wikidata-API-like server over its label index and statements), with kifqa's limits, retries and User-Agent;
+``--kb dbpedia`` the same way against a Virtuoso and a DBpedia-Lookup-like server."""
 
 from __future__ import annotations
 
@@ -40,16 +41,20 @@ def front(oxigraph_server: str) -> Iterator[WDQSLike]:
         yield endpoint
 
 
-def _api(built_kb: BuiltKB, **options: Any) -> WikidataAPILike:
-    return WikidataAPILike(built_kb.index_path, latency_s=0.0, **options)
+#: Both of ``kb.wikidata_lookups``' paths, for the tests whose behaviour each implements on its own.
+LOOKUPS = pytest.mark.parametrize("lookups", ["api", "sparql"])
+
+
+def _api(built_kb: BuiltKB, statements: str, **options: Any) -> WikidataAPILike:
+    """The bench's Wikidata API stand-in over the built base, its ``wbgetentities`` giving the statements the
+    SPARQL endpoint ``statements`` serves as claims (what the default ``kb.wikidata_lookups: api`` reads)."""
+    return WikidataAPILike(built_kb.index_path, latency_s=0.0, statements=statements, **options)
 
 
 def _public(settings: Settings, front: WDQSLike, api: WikidataAPILike, **kb: Any) -> KifKnowledgeBase:
-    """``--kb wikidata`` through the stand-ins; KIF's own ``wdqs`` store for every lookup unless ``kb`` names
-    ``wikidata_lookups`` (:func:`_api` gives no claims: the API lookups have their own tests below)."""
+    """``--kb wikidata`` through the stand-ins, on the default lookups unless ``kb`` names ``wikidata_lookups``."""
     return open_kb("wikidata", settings.override(kb={
-        "contact": CONTACT, "endpoints": {"query.wikidata.org": front.url, "www.wikidata.org": api.url},
-        "wikidata_lookups": "sparql", **kb}))
+        "contact": CONTACT, "endpoints": {"query.wikidata.org": front.url, "www.wikidata.org": api.url}, **kb}))
 
 
 def _run(kb: KifKnowledgeBase, work: Callable[[KifKnowledgeBase], Any]) -> Any:
@@ -61,34 +66,37 @@ def _run(kb: KifKnowledgeBase, work: Callable[[KifKnowledgeBase], Any]) -> Any:
     return asyncio.run(go())
 
 
-def test_the_public_path_answers_as_the_local_base(settings: Settings, built_kb: BuiltKB, front: WDQSLike,
-                                                   local_kb: KifKnowledgeBase) -> None:
-    with _api(built_kb) as api:
+@LOOKUPS
+def test_the_public_path_answers_as_the_local_base(settings: Settings, built_kb: BuiltKB, oxigraph_server: str,
+                                                   front: WDQSLike, local_kb: KifKnowledgeBase, lookups: str) -> None:
+    with _api(built_kb, oxigraph_server) as api:
         async def ask(kb: KifKnowledgeBase) -> tuple[Any, ...]:
             found = await kb.search_entities("James Brown", limit=10)
             props = await kb.search_properties("place of birth", limit=10)
             uses = await kb.properties_of("Q5950")
             facts = await kb.facts("Q5950", "P175", "backward")
             return found, props, uses, facts
-        # KIF's own `wdqs` store for every lookup (the default takes forward ones from wbgetentities: tested below)
-        found, props, uses, facts = _run(_public(settings, front, api), ask)
+        found, props, uses, facts = _run(_public(settings, front, api, wikidata_lookups=lookups), ask)
     local_uses = asyncio.run(local_kb.properties_of("Q5950"))
     local_facts = asyncio.run(local_kb.facts("Q5950", "P175", "backward"))
     assert {"Q5950", "Q6130343"} <= {c.id for c in found} and found[0].label == "James Brown"
     assert props[0].id == "P19"
     assert {(u.property.id, u.direction) for u in uses.uses} == {(u.property.id, u.direction) for u in local_uses.uses}
     assert facts.facts and {f.subject for f in facts.facts} == {f.subject for f in local_facts.facts}
-    # KIF's `wdqs` sends WDQS's dialect; the front took it (and rewrote it for Oxigraph).
-    assert front.counts.blazegraph > 0 and any("isSomeValue" in q for q in front.received or [])
+    if lookups == "sparql":  # KIF's `wdqs` sends WDQS's dialect; the front took it (and rewrote it for Oxigraph)
+        assert front.counts.blazegraph > 0 and any("isSomeValue" in q for q in front.received or [])
+    else:  # forward lookups and labels from wbgetentities' claims and terms; only the inverse ones on WDQS
+        assert api.counts.requests > 2 and 0 < front.counts.requests <= 2
     # Both services saw kifqa's User-Agent with the contact, every API request carried maxlag.
     assert {f"({CONTACT})" in agent for agent in front.user_agents | api.user_agents} == {True}
     assert api.counts.requests >= 2 and api.counts.without_maxlag == 0
 
 
-def test_named_subqueries_reach_the_front_unchanged(settings: Settings, built_kb: BuiltKB, front: WDQSLike) -> None:
+def test_named_subqueries_reach_the_front_unchanged(settings: Settings, built_kb: BuiltKB, oxigraph_server: str,
+                                                    front: WDQSLike) -> None:
     """KIF's ``wdqs`` writes Blazegraph's named subqueries for annotated statements: they arrive as sent and are
     answered."""
-    with _api(built_kb) as api:
+    with _api(built_kb, oxigraph_server) as api:
         kb = _public(settings, front, api)
 
         async def annotated(kb: KifKnowledgeBase) -> list[Any]:
@@ -101,40 +109,47 @@ def test_named_subqueries_reach_the_front_unchanged(settings: Settings, built_kb
     assert [(s.subject, s.snak.value) for s in found] == [(Item(WD + "Q1000094"), Item(WD + "Q183"))]
 
 
+@LOOKUPS
 def test_a_standard_sparql_mirror_is_asked_standard_sparql_only(settings: Settings, built_kb: BuiltKB,
                                                                 oxigraph_server: str,
-                                                                local_kb: KifKnowledgeBase) -> None:
+                                                                local_kb: KifKnowledgeBase, lookups: str) -> None:
     """``kb.endpoints`` to a SPARQL 1.1 mirror (QLever's kind) with ``dialect: standard``: a front that refuses
     Blazegraph's named subqueries and ``wikibase:`` functions with a 400 answers every query, as the local base
-    does; the same front refuses what the default (WDQS's dialect) sends."""
+    does; the same front refuses what KIF's ``wdqs`` (WDQS's dialect, the default) sends. The api path's inverse
+    lookups are standard SPARQL in either dialect."""
     def ask(kb: KifKnowledgeBase) -> Any:
         async def go(kb: KifKnowledgeBase) -> tuple[Any, ...]:
             return await kb.properties_of("Q5950"), await kb.facts("Q5950", "P175", "backward")
         return _run(kb, go)
 
-    with WDQSLike(oxigraph_server, latency_s=0.0, dialect="strict") as mirror, _api(built_kb) as api:
+    with WDQSLike(oxigraph_server, latency_s=0.0, dialect="strict") as mirror, _api(built_kb, oxigraph_server) as api:
         def public(dialect: str) -> KifKnowledgeBase:  # unbatched: a refused lookup leaves none pending
             return open_kb("wikidata", settings.override(kb={"contact": CONTACT, "resilience": {"retries": 0},
-                                                             "wikidata_lookups": "sparql",
+                                                             "wikidata_lookups": lookups,
                                                              "batch_size": 1,
                                                              "endpoints": {"query.wikidata.org": {
                                                                  "url": mirror.url, "dialect": dialect},
                                                                  "www.wikidata.org": api.url}}))
         uses, facts = ask(public("standard"))
         assert mirror.counts.refused_dialect == 0 and mirror.counts.answered == mirror.counts.requests > 0
-        with pytest.raises(KBError, match="400|MalformedQuery"):
-            ask(public("blazegraph"))
-        assert mirror.counts.refused_dialect > 0
+        if lookups == "sparql":
+            with pytest.raises(KBError, match="400|MalformedQuery"):
+                ask(public("blazegraph"))
+            assert mirror.counts.refused_dialect > 0
+        else:  # the api path's inverse lookups are standard SPARQL whatever the dialect: the mirror takes them
+            again, again_facts = ask(public("blazegraph"))
+            assert (again, again_facts.facts) == (uses, facts.facts) and mirror.counts.refused_dialect == 0
     local_uses = asyncio.run(local_kb.properties_of("Q5950"))
     assert {(u.property.id, u.direction) for u in uses.uses} == {(u.property.id, u.direction) for u in local_uses.uses}
     assert facts.facts and {f.subject for f in facts.facts} == \
         {f.subject for f in asyncio.run(local_kb.facts("Q5950", "P175", "backward")).facts}
 
 
-def test_maxlag_is_waited_out(settings: Settings, built_kb: BuiltKB, front: WDQSLike) -> None:
+def test_maxlag_is_waited_out(settings: Settings, built_kb: BuiltKB, oxigraph_server: str, front: WDQSLike) -> None:
     """Lagged above ``maxlag`` for the first second: the API refuses, kifqa waits at least the Retry-After, and
     sends nothing inside it."""
-    with _api(built_kb, lag=Lag(lag_s=12.0, every_s=3600.0, for_s=0.5), maxlag_retry_after_s=1.0) as api:
+    lag = Lag(lag_s=12.0, every_s=3600.0, for_s=0.5)
+    with _api(built_kb, oxigraph_server, lag=lag, maxlag_retry_after_s=1.0) as api:
         started = time.monotonic()
         found = _run(_public(settings, front, api), lambda kb: kb.search_entities("James Brown", limit=10))
         took = time.monotonic() - started
@@ -142,11 +157,12 @@ def test_maxlag_is_waited_out(settings: Settings, built_kb: BuiltKB, front: WDQS
     assert {c.id for c in found} >= {"Q5950"} and took >= 1.0
 
 
-def test_429_is_waited_out_and_searches_stay_serial(settings: Settings, built_kb: BuiltKB, front: WDQSLike) -> None:
+def test_429_is_waited_out_and_searches_stay_serial(settings: Settings, built_kb: BuiltKB, oxigraph_server: str,
+                                                    front: WDQSLike) -> None:
     """The API allows 2 requests a second; 8 questions search at once. Each search waits its turn (one in flight,
     the default limit), the 429s' Retry-After holds every search, and all 8 get their candidates."""
     names = ["James Brown", "Alpha", "Beyonce", "Berlin", "Paris", "London", "Madonna", "Prince"]
-    with _api(built_kb, per_second=2.0, max_concurrent=1) as api:
+    with _api(built_kb, oxigraph_server, per_second=2.0, max_concurrent=1) as api:
         async def search_all(kb: KifKnowledgeBase) -> list[Any]:
             return list(await asyncio.gather(*(kb.search_entities(n, limit=5) for n in names)))
         found = _run(_public(settings, front, api), search_all)
@@ -155,8 +171,10 @@ def test_429_is_waited_out_and_searches_stay_serial(settings: Settings, built_kb
     assert api.counts.inside_waits == 0 and api.counts.max_in_flight == 1
 
 
+@LOOKUPS
 def test_unknown_fields_are_accepted_and_a_changed_shape_is_reported_once(
-        settings: Settings, built_kb: BuiltKB, front: WDQSLike, caplog: pytest.LogCaptureFixture) -> None:
+        settings: Settings, built_kb: BuiltKB, oxigraph_server: str, front: WDQSLike, caplog: pytest.LogCaptureFixture,
+        lookups: str) -> None:
     """Wikidata adds fields from time to time: an answer and hits with fields kifqa does not know are read as
     before. An answer whose shape changed (no ``search`` list, a hit's label not a string) counts as no hit: the
     span goes on to the full-text search, the hits say what failed (for the question's trace), and the log says so
@@ -172,10 +190,11 @@ def test_unknown_fields_are_accepted_and_a_changed_shape_is_reported_once(
         return answer
 
     texts = ("Berlin", "London", "Prince", "Paris", "James Brown")
-    with _api(built_kb, mangle=mangle) as api, caplog.at_level(logging.WARNING, logger="kifqa"):
+    with _api(built_kb, oxigraph_server, mangle=mangle) as api, caplog.at_level(logging.WARNING, logger="kifqa"):
         async def each(kb: KifKnowledgeBase) -> list[Any]:
             return [await kb.search_entities(n, limit=5) for n in texts]
-        berlin, london, prince, paris, brown = _run(_public(settings, front, api, resilience={"retries": 0}), each)
+        berlin, london, prince, paris, brown = _run(_public(settings, front, api, resilience={"retries": 0},
+                                                              wikidata_lookups=lookups), each)
     assert paris and paris[0].label == "Paris" and not paris.failed
     assert brown[0].label == "James Brown" and not brown.failed
     for hits, id in ((berlin, "Q64"), (london, "Q84")):
@@ -188,15 +207,17 @@ def test_unknown_fields_are_accepted_and_a_changed_shape_is_reported_once(
     assert len(changed) == 1 and "has no `search` list" in changed[0].getMessage()
 
 
-def test_a_failing_full_text_search_counts_as_no_hit(settings: Settings, built_kb: BuiltKB, front: WDQSLike) -> None:
+@LOOKUPS
+def test_a_failing_full_text_search_counts_as_no_hit(settings: Settings, built_kb: BuiltKB, oxigraph_server: str,
+                                                     front: WDQSLike, lookups: str) -> None:
     """An API front that refuses ``list=search`` (a proxy, a partial mirror): where the prefix search finds nothing
     the text names, the full-text fallback's error counts as no hit, the span goes on to its shorter runs, and the
     question's trace records the error."""
-    with _api(built_kb, fulltext=False) as api:
+    with _api(built_kb, oxigraph_server, fulltext=False) as api:
         async def search(kb: KifKnowledgeBase) -> tuple[list[Any], Trace]:
             trace = Trace("q", "who was born in slovenj gradec")
             return await CountingKB(kb, trace).search_entities("was born in slovenj gradec", limit=10), trace
-        gradec, trace = _run(_public(settings, front, api), search)
+        gradec, trace = _run(_public(settings, front, api, wikidata_lookups=lookups), search)
     assert [(c.id, c.label) for c in gradec] == [("Q15918", "Slovenj Gradec")]
     [note] = trace.notes
     assert "full-text search" in note and 'Unrecognized value for parameter' in note and "counted as no hit" in note
@@ -276,17 +297,19 @@ def test_dbpedia_names_descriptions_and_shorter_runs_as_the_local_base(
     assert runs[0].id in {c.id for c in local}
 
 
+@LOOKUPS
 def test_the_full_text_search_finds_what_the_prefix_search_misses(settings: Settings, built_kb: BuiltKB,
-                                                                  front: WDQSLike) -> None:
+                                                                  oxigraph_server: str, front: WDQSLike,
+                                                                  lookups: str) -> None:
     """``wbsearchentities`` matches names by prefix, punctuation and spelling included; where it finds nothing
     the text names, the API's full-text search (words, ``word~`` misspelt) is asked, and its items are labelled
     from the store; where neither finds anything, the prefix search without the text's last word."""
-    with _api(built_kb) as api:
+    with _api(built_kb, oxigraph_server) as api:
         async def search(kb: KifKnowledgeBase) -> list[Any]:
             return [await kb.search_entities(t, limit=10) for t in ("blood the last vampire", "shinobu satou",
                                                                    "James Brown", "single-player mode game",
                                                                    "was born in slovenj gradec")]
-        vampire, satou, brown, single, gradec = _run(_public(settings, front, api), search)
+        vampire, satou, brown, single, gradec = _run(_public(settings, front, api, wikidata_lookups=lookups), search)
     assert [(c.id, c.label) for c in vampire] == [("Q885189", "Blood: The Last Vampire")]
     assert ("Q11383520", "Shinobu Satō") in [(c.id, c.label) for c in satou]
     assert brown[0].label == "James Brown"
@@ -296,12 +319,15 @@ def test_the_full_text_search_finds_what_the_prefix_search_misses(settings: Sett
     assert [(c.id, c.label) for c in gradec] == [("Q15918", "Slovenj Gradec")]
     # Prefix searches that found nothing named so were followed by full-text ones (4); James Brown needed none;
     # "single-player mode game" took 2 runs ("single-player mode", "single-player"), "was born in slovenj gradec"
-    # 6 (those of 4 and 3 words, "was born", "slovenj gradec").
-    assert api.counts.requests == 5 + 4 + 2 + 6 and api.counts.without_maxlag == 0
+    # 6 (those of 4 and 3 words, "was born", "slovenj gradec"). The api path labels the full-text hits from
+    # wbgetentities' terms (2 requests), the sparql path from the store.
+    labels = 2 if lookups == "api" else 0
+    assert api.counts.requests == 5 + 4 + 2 + 6 + labels and api.counts.without_maxlag == 0
 
 
+@LOOKUPS
 def test_a_changed_search_answer_lets_that_question_go_on_with_its_trace_saying_why(
-        settings: Settings, built_kb: BuiltKB, front: WDQSLike) -> None:
+        settings: Settings, built_kb: BuiltKB, oxigraph_server: str, front: WDQSLike, lookups: str) -> None:
     """Through the whole pipeline (gold drafts): the question whose search answers lost their ``search`` list goes
     on (no error) and is answered through the full-text search, its trace saying what failed; the other question
     is answered as before."""
@@ -310,9 +336,9 @@ def test_a_changed_search_answer_lets_that_question_go_on_with_its_trace_saying_
 
     questions = [Question(id="sqwd-valid-200", text="what kind of film is water lilies"),
                  Question(id="sqwd-valid-212", text="who was born in aarhus")]
-    with _api(built_kb, mangle=mangle) as api:
+    with _api(built_kb, oxigraph_server, mangle=mangle) as api:
         run = settings.override(llm={"backend": "gold", "cache": None, "cache_mode": "off"}, kb={
-            "spec": "wikidata", "contact": CONTACT, "wikidata_lookups": "sparql",
+            "spec": "wikidata", "contact": CONTACT, "wikidata_lookups": lookups,
             "endpoints": {"query.wikidata.org": front.url, "www.wikidata.org": api.url}})
 
         async def answer_all() -> list[Any]:
@@ -376,7 +402,7 @@ def test_the_api_lookups_answer_as_todays_sparql_path(settings: Settings, built_
     from kifqa.kb.public import PublicKnowledgeBase
 
     topics = [q.topic for q in load_sqwd(settings.data_dir, "valid")[:60]]
-    with _api(built_kb, statements=oxigraph_server) as api:
+    with _api(built_kb, oxigraph_server) as api:
         async def ask(kb: KifKnowledgeBase) -> tuple[Any, ...]:
             uses = await asyncio.gather(*(kb.properties_of(t) for t in topics))
             pairs = sorted({(t, u.property.id, u.direction) for t, found in zip(topics, uses, strict=True)

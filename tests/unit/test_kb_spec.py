@@ -96,7 +96,8 @@ def test_each_kind_of_query_names_its_host(remote_settings: Settings) -> None:
 def test_the_scholarly_graph_has_its_route(remote_settings: Settings) -> None:
     """``wikidata`` asks the scholarly articles' host (its mirror, else the public one while the main graph is the
     public one too) for entities the main graph has no statements on; a mirror of the main graph alone has none."""
-    scholarly = "SPARQL: statements and properties of entities the main graph has none on (scholarly articles)"
+    scholarly = ("SPARQL: statements of entities the main graph has none on, and statements pointing at any entity "
+                 "(scholarly articles)")
     assert (scholarly, "https://query-scholarly.wikidata.org/sparql") in routes("wikidata", remote_settings)
     settings = _mirrored(remote_settings, {"query-scholarly.wikidata.org": "http://qlever:7002/api/scholarly"})
     assert (scholarly, "http://qlever:7002/api/scholarly") in routes("wikidata", settings)
@@ -227,7 +228,11 @@ def test_the_routes_of_a_spec_are_found_once_without_opening_it(remote_settings:
 
     agent = user_agent(remote_settings)
     assert routed("wikidata") == KBRoutes(spec="wikidata", host="query.wikidata.org", search_host="www.wikidata.org",
+                                          scholarly_host="query-scholarly.wikidata.org",
                                           url="https://query.wikidata.org/sparql", user_agent=agent)
+    main_only = remote_settings.override(kb={"endpoints": {"query.wikidata.org": "http://mirror:7001/sparql"}})
+    assert routed("wikidata", main_only).scholarly_host is None  # a full mirror holds the articles itself
+    assert routed("kif:wdqs").scholarly_host is None
     assert routed(" kif:wdqs ").host == "query.wikidata.org"
     assert routed("sparql+dbpedia:https://dbpedia.example/sparql").url == "https://dbpedia.example/sparql"
     for local in ("local", "local-hard", "local-dbpedia"):  # not built: nothing is opened for the routes
@@ -239,3 +244,16 @@ def test_the_routes_of_a_spec_are_found_once_without_opening_it(remote_settings:
         routed("wikidata:x")
     with pytest.raises(ConfigError, match="unknown KB spec 'kif:'"):
         routed("kif:")
+
+
+def test_the_kb_cache_keeps_the_api_and_sparql_lookups_apart(remote_settings: Settings) -> None:
+    """``kb.wikidata_lookups`` answers through other services and code (``wbgetentities``' best-ranked claims and
+    terms, or KIF's ``wdqs`` queries): a result one path cached is never served to the other."""
+    from types import SimpleNamespace
+
+    from kifqa.batch.kbpool import _namespace
+    kb: Any = SimpleNamespace(build=None)
+    api, sparql = (remote_settings.override(kb={"spec": "wikidata", "wikidata_lookups": mode})
+                   for mode in ("api", "sparql"))
+    assert _namespace(api, kb) != _namespace(sparql, kb)
+    assert _namespace(api, kb) == _namespace(remote_settings.override(kb={"spec": "wikidata"}), kb)  # the default
