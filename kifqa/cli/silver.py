@@ -19,6 +19,7 @@ from kifqa.types import Result
 
 if TYPE_CHECKING:
     from kifqa.config import Settings
+    from kifqa.eval.confidence_fit import ConfidenceModel
     from kifqa.eval.silver import Rater, SilverSummary
     from kifqa.runs import Prediction
 
@@ -36,7 +37,8 @@ if TYPE_CHECKING:
 @click.option("--min-confidence", type=click.FloatRange(0.0, 1.0), default=0.0, show_default=True,
               help="Leave out answered questions below this confidence.")
 @click.option("--target-precision", type=click.FloatRange(0.0, 1.0),
-              help="Keep only answers above the confidence threshold that reached this precision in --calibration.")
+              help="Keep only answers above the confidence threshold for this precision: the one chosen in "
+                   "--calibration, else the one the confidence model's held-out check chose over --kb.")
 @click.option("--calibration", "calibration_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="A kifqa eval folder on gold data (its metrics.json calibration curve) for --target-precision.")
 @click.option("--release", "release_dir",
@@ -67,22 +69,20 @@ def silver(corpus: Path | None, out: Path | None, limit: int | None, concurrency
         raise click.UsageError("--out is needed to answer CORPUS or read --run")
     if run_dir is not None and batch:
         raise click.UsageError("--batch answers CORPUS; --run reads a finished run")
-    if (target_precision is None) != (calibration_dir is None):
-        raise click.UsageError("--target-precision and --calibration go together")
+    if calibration_dir is not None and target_precision is None:
+        raise click.UsageError("--calibration is read for --target-precision: give both")
     concurrency = concurrency or settings.llm.in_flight * in_process_instances(settings)
+    from kifqa.eval.confidence_fit import ConfidenceModel, default_model, rater
     from kifqa.eval.silver import write_silver
     from kifqa.report.sources import PAGE, write_silver_report
     try:
+        fitted = default_model() if confidence_model is None else ConfidenceModel.read(confidence_model)
         calibration = None
-        if calibration_dir is not None and target_precision is not None:  # given together (checked above)
-            from kifqa.eval.calibration import run_threshold
-
-            calibration = run_threshold(calibration_dir, target_precision)
+        if target_precision is not None:
+            calibration = _calibration(fitted, settings.kb.spec, target_precision, calibration_dir)
             min_confidence = max(min_confidence, calibration["threshold"])
         predictions = _predictions(settings, corpus, run_dir, out, limit=limit, batch=batch, concurrency=concurrency)
-        from kifqa.eval.confidence_fit import ConfidenceModel, default_rater, rater
-
-        rate = default_rater() if confidence_model is None else rater(ConfidenceModel.read(confidence_model))
+        rate = rater(fitted)
         rows, summary, build = asyncio.run(_silver(settings, predictions, min_confidence, rate))
         summary.calibration = calibration
         parquet, jsonl = write_silver(rows, out, summary)
@@ -93,6 +93,20 @@ def silver(corpus: Path | None, out: Path | None, limit: int | None, concurrency
         raise fail(err) from err
     click.echo(summary.render())
     click.echo(f"wrote {parquet}, {jsonl} and {page}" + (f"; the release in {release_dir}" if release_dir else ""))
+
+
+def _calibration(model: ConfidenceModel | None, kb: str, target: float, folder: Path | None) -> dict[str, Any]:
+    """The threshold for ``target`` precision: from a labelled evaluation folder where one is given, else from the
+    confidence model's own held-out check over ``kb``."""
+    from kifqa.eval.calibration import run_threshold
+    from kifqa.eval.confidence_fit import checked_threshold
+
+    if folder is not None:
+        return {**run_threshold(folder, target), "source": f"the kifqa eval run {folder.name}"}
+    if model is None:
+        raise click.UsageError("--target-precision needs --calibration DIR (kifqa ships no fitted confidence with "
+                               "a held-out check; give --confidence-model FILE or a calibration run)")
+    return checked_threshold(model, kb.strip(), target)
 
 
 def _predictions(settings: Settings, corpus: Path | None, run_dir: Path | None, out: Path, *, limit: int | None,
@@ -149,7 +163,8 @@ def _release(settings: Settings, rows: list[dict[str, Any]], summary: SilverSumm
     endpoint = kb_routes(settings).url or f"kifqa's local build {build or ''} ({spec})"
     provenance = Provenance(corpus=shown(source), kb=redact(spec), endpoint=redact(endpoint),
                             model=", ".join(models) or settings.llm.model, kifqa_version=version("kifqa"),
-                            date=datetime.now(UTC).date().isoformat(), calibration=summary.calibration,
+                            date=datetime.now(UTC).date().isoformat(), confidence=summary.confidence,
+                            calibration=summary.calibration,
                             counts=counts)
     write_release(rows, dest, provenance)
 

@@ -205,6 +205,23 @@ def default_model() -> ConfidenceModel | None:
     return ConfidenceModel.from_dict(json.loads(shipped.read_text()))
 
 
+def checked_threshold(model: ConfidenceModel, kb: str, target: float) -> dict[str, Any]:
+    """The threshold ``model``'s held-out check (:func:`held_out_check`, kept in its description) chose for
+    ``target`` precision over base ``kb`` on its fit data, with the precision and coverage it measured on the
+    held-out questions: what ``kifqa silver --target-precision`` keeps rows by without a calibration run."""
+    base = (model.about.get("held_out_check") or {}).get("bases", {}).get(kb)
+    entry = base["methods"]["fitted"]["targets"].get(str(target)) if base else None
+    if not entry:
+        checked = sorted((model.about.get("held_out_check") or {}).get("bases", {}))
+        raise DataError(f"the confidence model ({model.name}) was not checked at precision {target} over the base "
+                        f"{kb!r} (checked: {', '.join(checked) or 'none'}, at {', '.join(map(str, TARGETS))}): "
+                        "give --calibration DIR, a kifqa eval folder on gold data of this base")
+    return {"target_precision": target, "threshold": entry["threshold"], "precision": entry["check"]["precision"],
+            "coverage": entry["check"]["coverage"], "n": entry["check"]["n"], "questions": base["check_questions"],
+            "source": f"{model.name}: its threshold chosen on the fit data, measured on {base['check_questions']} "
+                      f"held-out questions over {kb}"}
+
+
 def rater(model: ConfidenceModel | None) -> Rater:
     """The :class:`~kifqa.eval.silver.Rater` of ``model``; the hand-set product without one."""
     return PRODUCT if model is None else Rater(model.rate, model.name)

@@ -54,8 +54,10 @@ class Provenance:
     model: str
     kifqa_version: str
     date: str
-    #: The confidence threshold the rows passed and how it was chosen (``kifqa silver --calibration``:
-    #: target precision, measured precision and coverage, the calibration run), or none.
+    #: What rates the rows' confidence (:attr:`kifqa.eval.silver.Rater.method`).
+    confidence: str = ""
+    #: The confidence threshold the rows passed and how it was chosen (``kifqa silver --target-precision``:
+    #: target precision, measured precision and coverage, and where they were measured), or none.
     calibration: Mapping[str, Any] | None = None
     #: The silver summary's counts (questions, rows, below threshold, not reproduced).
     counts: Mapping[str, Any] = field(default_factory=dict)
@@ -160,13 +162,15 @@ def card(provenance: Provenance, release: Release) -> str:
     files = "".join(f"  - split: {name}\n    path: data/{name}.parquet\n" for name in SPLITS)
     calibration = provenance.calibration
     if calibration:
-        confidence = (f"Rows were kept at confidence >= {calibration.get('threshold')}, the threshold that reached "
-                      f"precision {calibration.get('target_precision')} on a labelled calibration run "
-                      f"({calibration.get('source', 'kifqa eval')}): there it measured precision "
+        confidence = (f"Rows were kept at confidence >= {calibration.get('threshold')}, the threshold chosen for "
+                      f"precision {calibration.get('target_precision')} on labelled questions "
+                      f"({calibration.get('source', 'a kifqa eval run')}): measured precision "
                       f"{calibration.get('precision')} at coverage {calibration.get('coverage')}.")
     else:
-        confidence = ("No confidence threshold was calibrated for this release: every answered question whose query "
+        confidence = ("No confidence threshold was applied to this release: every answered question whose query "
                       "reproduced its answers was kept. Its precision is not measured.")
+    if provenance.confidence:
+        confidence += f" The `confidence` column is rated by: {provenance.confidence}."
     counts = ", ".join(f"{k} {v}" for k, v in provenance.counts.items())
     return f"""---
 license: {license_id}

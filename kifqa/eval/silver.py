@@ -277,9 +277,9 @@ class SilverSummary:
                 f"{self.not_reproduced} whose query did not reproduce its answers\n"
                 f"confidence ({self.confidence}) mean {self.mean_confidence:.3f}; by band {bands}")
         if c := self.calibration:
-            text += (f"\nthreshold {c['threshold']} for precision {c['target_precision']}: the calibration run "
-                     f"measured precision {c['precision']} at coverage {c['coverage']} ({c['n']} of "
-                     f"{c['questions']} questions)")
+            text += (f"\nthreshold {c['threshold']} for precision {c['target_precision']} ({c['source']}): measured "
+                     f"precision {c['precision']} at coverage {c['coverage']} ({c['n']} of {c['questions']} "
+                     "questions)")
         return text
 
 

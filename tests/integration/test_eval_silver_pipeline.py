@@ -116,8 +116,12 @@ def test_silver_keeps_answers_above_the_calibrated_threshold(results: list[Resul
                                       "--target-precision", "0.999", "--calibration", str(calibration)])
     assert result.exit_code != 0 and "no confidence threshold reaches precision 0.999" in result.output
     result = CliRunner().invoke(cli, ["silver", "--run", str(run), "--out", str(tmp_path / "x"),
-                                      "--target-precision", "0.9"])
-    assert result.exit_code != 0 and "go together" in result.output
+                                      "--target-precision", "0.9"])  # the shipped model was checked at 0.95, 0.99
+    assert result.exit_code != 0 and "not checked at precision 0.9 over the base" in result.output
+    assert "give --calibration DIR" in result.output
+    result = CliRunner().invoke(cli, ["silver", "--run", str(run), "--out", str(tmp_path / "x"),
+                                      "--calibration", str(calibration)])
+    assert result.exit_code == 2 and "give both" in result.output
 
 
 def test_silver_command_in_process(data_dir: Path, local_kb, tmp_path: Path, monkeypatch) -> None:

@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import datasets
+import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
 from kifqa.cli import cli
 from kifqa.config import Settings
+from kifqa.eval.confidence_fit import checked_threshold, default_model
 from kifqa.eval.datasets import load_sqwd
 from kifqa.eval.recheck import read_release, recheck
 from kifqa.eval.reexecute import reexecute
@@ -132,8 +134,8 @@ def test_no_topic_crosses_splits_even_through_shared_entities() -> None:
     assert len({splits[1], splits[2], splits[3], splits[200], splits[201]}) == 1  # joined through Q2
 
 
-def test_a_release_of_valid_0_699_loads_with_datasets(settings: Settings, data_dir: Path, built_kb: Any,
-                                                      tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _gold_answering(data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Settings that answer with the gold model over the test run's local build; the corpus of valid 0-699."""
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     for name, value in {"KIFQA_DATA_DIR": str(data_dir), "KIFQA_CACHE_DIR": str(TEST_CACHE),
                         "KIFQA_EXAMPLES__MODE": "fixed", "KIFQA_LLM__BACKEND": "gold", "KIFQA_LLM__CACHE": ""}.items():
@@ -141,12 +143,18 @@ def test_a_release_of_valid_0_699_loads_with_datasets(settings: Settings, data_d
     corpus = tmp_path / "valid.jsonl"
     corpus.write_text("".join(json.dumps({"id": q.id, "question": q.text}) + "\n"
                               for q in load_sqwd(data_dir, "valid", limit=700)))
+    return corpus
+
+
+def test_a_release_of_valid_0_699_loads_with_datasets(settings: Settings, data_dir: Path, built_kb: Any,
+                                                      tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    corpus = _gold_answering(data_dir, tmp_path, monkeypatch)
     release = tmp_path / "release"
     result = CliRunner().invoke(cli, ["silver", str(corpus), "--out", str(tmp_path / "silver"),
                                       "--concurrency", "16", "--release", str(release)], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     meta = json.loads((release / "release.json").read_text())
-    loaded = datasets.load_dataset(str(release))
+    loaded = datasets.load_dataset(str(release), cache_dir=str(tmp_path / "hf"))  # never an earlier test's cache
     assert {name: loaded[name].num_rows for name in loaded} == meta["splits"]
     assert sum(meta["splits"].values()) > 600 and meta["folded"] >= 0
     assert set(loaded["train"].column_names) >= {"question", "query", "answers", "kif_sparql", "confidence", "split"}
@@ -160,6 +168,31 @@ def test_a_release_of_valid_0_699_loads_with_datasets(settings: Settings, data_d
     assert checked.exit_code == 0, checked.output
     counts = json.loads((release / "recheck" / "recheck.json").read_text())
     assert counts["same"] == counts["rows"] == sum(meta["splits"].values())  # 100 % re-execute to their answers
+
+
+def test_a_target_precision_keeps_rows_by_the_shipped_confidences_held_out_check(
+        settings: Settings, data_dir: Path, built_kb: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a calibration run, ``--target-precision`` keeps the rows above the threshold the shipped confidence's
+    held-out check chose for the base, and the card says where its precision was measured."""
+    corpus = _gold_answering(data_dir, tmp_path, monkeypatch)
+    shipped = default_model()
+    assert shipped is not None, "kifqa ships its fitted confidence"
+    chosen = checked_threshold(shipped, "local", 0.99)
+    release = tmp_path / "release"
+    result = CliRunner().invoke(cli, ["silver", str(corpus), "--limit", "60", "--out", str(tmp_path / "silver"),
+                                      "--target-precision", "0.99", "--release", str(release)],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    meta = json.loads((release / "release.json").read_text())
+    assert meta["calibration"]["threshold"] == chosen["threshold"] and "held-out questions over local" in meta[
+        "calibration"]["source"]
+    kept = [c for name in meta["splits"] for c in pq.read_table(release / "data" / f"{name}.parquet")["confidence"].to_pylist()]
+    summary = json.loads((tmp_path / "silver" / "silver-summary.json").read_text())
+    assert kept and min(kept) >= chosen["threshold"] and summary["below_threshold"] > 0
+    card = (release / "README.md").read_text()
+    assert f"confidence >= {chosen['threshold']}, the threshold chosen for precision 0.99" in card
+    assert f"measured precision {chosen['precision']} at coverage {chosen['coverage']}" in card
+    assert "rated by: fitted logistic regression" in card
 
 
 def test_a_release_on_object_storage_reads_back(tiny_settings: Maker) -> None:

@@ -17,7 +17,15 @@ from click.testing import CliRunner
 from kifqa.cli.eval import eval_
 from kifqa.errors import DataError
 from kifqa.eval import confidence_fit
-from kifqa.eval.confidence_fit import ConfidenceModel, fit, held_out_check, rater, read_scored, render_check
+from kifqa.eval.confidence_fit import (
+    ConfidenceModel,
+    checked_threshold,
+    fit,
+    held_out_check,
+    rater,
+    read_scored,
+    render_check,
+)
 from kifqa.eval.datasets import GoldQuestion
 from kifqa.eval.evaluation import About, evaluate_predictions
 from kifqa.eval.features import FEATURE_NAMES, features
@@ -132,6 +140,20 @@ def test_the_check_is_per_base_with_thresholds_from_the_same_base(tmp_path: Path
     shown = render_check(measured)
     assert "base local: thresholds from 40 fit questions, measured on 20" in shown
     assert "base local-hard: thresholds from 40 fit questions, measured on 21" in shown
+
+
+def test_the_checked_threshold_is_the_bases_and_refused_where_it_was_not_checked(tmp_path: Path) -> None:
+    fit_local = scored_folder(tmp_path / "fit", kb="local")
+    model = fit([fit_local])
+    model = dataclasses.replace(model, about={**model.about, "held_out_check": held_out_check(
+        model, [fit_local], [scored_folder(tmp_path / "check", start=100, n=20, kb="local")])})
+    chosen = checked_threshold(model, "local", 0.99)
+    assert (chosen["precision"], chosen["coverage"], chosen["n"]) == (1.0, 0.8, 16)
+    assert "measured on 20 held-out questions over local" in chosen["source"]
+    with pytest.raises(DataError, match="not checked at precision 0.99 over the base 'wikidata'.*--calibration"):
+        checked_threshold(model, "wikidata", 0.99)
+    with pytest.raises(DataError, match="checked: none"):
+        checked_threshold(fit([fit_local]), "local", 0.99)
 
 
 def test_a_feature_constant_but_for_rounding_gets_no_weight(tmp_path: Path) -> None:
