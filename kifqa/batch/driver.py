@@ -107,10 +107,7 @@ def run_job(settings: Settings, corpus: str | Path | None = None, out: str | Pat
     stops the job: the manifest records it and :class:`JobStopped` says what is done.
     """
     b = settings.batch
-    corpus = corpus or b.corpus
-    out = out or b.out
-    if not corpus or not out:
-        raise ConfigError("a job needs a corpus and an output folder (arguments or batch.corpus/batch.out)")
+    corpus, out = b.job_paths(corpus, out)
     output = RunFolder(out)
     target = str(out) if output.remote else str(output.root)
     if pools is None:  # before the corpus is read and hashed; the replaced backends are the caller's
