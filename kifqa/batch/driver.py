@@ -121,7 +121,10 @@ def run_job(settings: Settings, corpus: str | Path | None = None, out: str | Pat
                         run = _run_shards(settings, target, todo, running, pipeline, progress,
                                           own_pools=pools is None)
         except KeyboardInterrupt:
-            raise _stopped(output, manifest, shards, terminated=bool(terminated)) from None
+            manifest["runs"][-1].update(finished_at=now(), stopped=True)
+            manifest.update(status="stopped", finished_at=now())
+            output.write_manifest(manifest)
+            raise _stopped(output, shards, terminated=bool(terminated)) from None
 
         output.remove_temporaries()  # the answers of attempts that lost to another attempt of their shard
         summary = job_summary(output, run, n_shards=len(shards), n_todo=len(todo), started=started)
@@ -156,13 +159,10 @@ def _stoppable() -> Iterator[list[int]]:
         signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
-def _stopped(output: RunFolder, manifest: dict[str, Any], shards: list[Shard], *, terminated: bool) -> JobStopped:
-    """Records in the manifest that the job was stopped; the error that says what is done."""
+def _stopped(output: RunFolder, shards: list[Shard], *, terminated: bool) -> JobStopped:
+    """The error that says what a stopped job has done."""
     finished = output.finished()
     answered = sum(len(s.rows) for s in shards if s.index in finished)
-    manifest["runs"][-1].update(finished_at=now(), stopped=True)
-    manifest.update(status="stopped", finished_at=now())
-    output.write_manifest(manifest)
     return JobStopped(f"stopped by {'SIGTERM' if terminated else 'Ctrl-C'}: {len(finished)} of {len(shards)} "
                       f"shards written to {output.uri} ({answered} questions)",
                       signum=signal.SIGTERM if terminated else signal.SIGINT)
