@@ -88,6 +88,7 @@ def run_job(settings: Settings, corpus: str | Path | None = None, out: str | Pat
     """
     b = settings.batch
     corpus, out = b.job_paths(corpus, out)
+    shaping = settings.shaping()  # what the job's output depends on, with the corpus
     output = RunFolder(out)
     # Where the tasks open the run folder: a URI as given, with any credentials it carries, or an absolute path.
     target = str(out) if output.remote else str(output.root)
@@ -96,7 +97,7 @@ def run_job(settings: Settings, corpus: str | Path | None = None, out: str | Pat
     data = read_corpus(corpus, id_column=b.id_column, question_column=b.question_column,
                        max_chars=settings.pipeline.max_question_chars)
     shards = [Shard(i, rows) for i, rows in enumerate(data.rows(b.shard_size))]
-    key = job_key(settings, data)
+    key = job_key(shaping, data)
     output.create()
     with output.lock():
         previous, set_aside, moved = _prepare(output, key, resume=b.resume)
