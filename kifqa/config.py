@@ -399,6 +399,14 @@ class BatchSettings(Section):
             raise ValueError("at least 1, or auto")
         return value
 
+    def job_paths(self, corpus: str | Path | None, out: str | Path | None) -> tuple[str | Path, str | Path]:
+        """A job's corpus and output folder: those given, else ``corpus`` and ``out`` of these settings;
+        :class:`ConfigError` where either is missing."""
+        corpus, out = corpus or self.corpus, out or self.out
+        if not corpus or not out:
+            raise ConfigError("a job needs a corpus and an output folder (arguments or batch.corpus/batch.out)")
+        return corpus, out
+
     def max_task_count(self, *, cpus: int | None = None) -> int:
         """``max_tasks``, with ``auto`` resolved: one shard task per core of the ``cpus`` (default: this
         machine's). A task spends its CPU on its questions' embeddings, knowledge-base lookups and traces;

@@ -10,7 +10,7 @@ import uuid
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +24,11 @@ from kifqa.batch.kbpool import KBFactory
 from kifqa.batch.llmpool import LLMFactory, cluster_cpus
 from kifqa.batch.pools import Pools, connect, job_pools
 from kifqa.batch.preflight import check_job
-from kifqa.batch.summary import COLUMNS, Summary, trace_counts
+from kifqa.batch.summary import RunMeasures, Summary, job_summary
 from kifqa.batch.task import REPORT_S, PipelineFactory, Shard, TaskContext, default_pipeline, run_shard
 from kifqa.config import Settings
 from kifqa.errors import ConfigError, JobStopped
-from kifqa.llm.blockstate import BlockStats
-from kifqa.runs.corpus import Corpus, read_corpus
+from kifqa.runs.corpus import read_corpus
 from kifqa.runs.folder import RunFolder, SetAside
 from kifqa.runs.manifest import job_key, new_manifest, now
 
@@ -70,25 +69,6 @@ class Progress:
         return down
 
 
-@dataclass
-class _Run:
-    """What running the shards of this invocation measured."""
-
-    questions: int = 0
-    failed: list[int] = field(default_factory=list)
-    startup_s: float = 0.0
-    seconds: float = 0.0
-    llm_busy_s: float = 0.0
-    task_cpu_s: float = 0.0
-    kb_calls: int = 0
-    kb_cache_hits: int = 0
-    #: perf_counter() when the first question was answered (0: none yet).
-    first_answer_at: float = 0.0
-    llm_actors: int = 0
-    kb_actors: int = 0
-    blocks: BlockStats = field(default_factory=BlockStats)
-
-
 def run_job(settings: Settings, corpus: str | Path | None = None, out: str | Path | None = None, *,
             pools: Pools | None = None, pipeline: PipelineFactory = default_pipeline,
             open_kb: KBFactory | None = None, open_llm: LLMFactory | None = None,
@@ -107,62 +87,55 @@ def run_job(settings: Settings, corpus: str | Path | None = None, out: str | Pat
     stops the job: the manifest records it and :class:`JobStopped` says what is done.
     """
     b = settings.batch
-    corpus = corpus or b.corpus
-    out = out or b.out
-    if not corpus or not out:
-        raise ConfigError("a job needs a corpus and an output folder (arguments or batch.corpus/batch.out)")
+    corpus, out = b.job_paths(corpus, out)
+    shaping = settings.shaping()  # what the job's output depends on, with the corpus
     output = RunFolder(out)
+    # Where the tasks open the run folder: a URI as given, with any credentials it carries, or an absolute path.
     target = str(out) if output.remote else str(output.root)
     if pools is None:  # before the corpus is read and hashed; the replaced backends are the caller's
         check_job(settings, out=target, kb=open_kb is None, llm=open_llm is None, pipeline=pipeline is default_pipeline)
     data = read_corpus(corpus, id_column=b.id_column, question_column=b.question_column,
                        max_chars=settings.pipeline.max_question_chars)
+    shards = [Shard(i, rows) for i, rows in enumerate(data.rows(b.shard_size))]
+    key = job_key(shaping, data)
     output.create()
     with output.lock():
-        return _run_job(settings, data, output, target, pools=pools, pipeline=pipeline, open_kb=open_kb,
-                        open_llm=open_llm, progress=progress)
+        previous, set_aside, moved = _prepare(output, key, resume=b.resume)
+        todo = _todo(shards, output, retry_failed=b.retry_failed)
+        manifest = new_manifest(settings, data, key, len(shards), previous)
+        if set_aside:
+            manifest["runs"][-1]["set_aside"] = [asdict(s) for s in set_aside]
+        if moved:
+            manifest["runs"][-1]["previous_moved_to"] = moved
+        output.write_manifest(manifest)
 
+        started = time.perf_counter()
+        run = RunMeasures()
+        if todo and pools is None:
+            connect(settings)  # before the SIGTERM handler: Ray's own, which prints a C++ stack, comes with it
+        try:
+            with _stoppable() as terminated:
+                if todo:
+                    with job_pools(settings, pools, open_kb=open_kb, open_llm=open_llm) as running:
+                        if progress and pools is None:
+                            _say_stages(running, settings)
+                        run = _run_shards(settings, target, todo, running, pipeline, progress,
+                                          own_pools=pools is None)
+        except KeyboardInterrupt:
+            manifest["runs"][-1].update(finished_at=now(), stopped=True)
+            manifest.update(status="stopped", finished_at=now())
+            output.write_manifest(manifest)
+            raise _stopped(output, shards, terminated=bool(terminated)) from None
 
-def _run_job(settings: Settings, data: Corpus, output: RunFolder, out: str, *, pools: Pools | None,
-             pipeline: PipelineFactory, open_kb: KBFactory | None, open_llm: LLMFactory | None,
-             progress: bool) -> Summary:
-    """The job of :func:`run_job`, while it holds the run folder ``output`` (``out``: where the tasks open
-    it, a URI as given, with any credentials it carries, or an absolute path)."""
-    b = settings.batch
-    key = job_key(settings, data)
-    previous, set_aside, moved = _prepare(output, key, resume=b.resume)
-    shards = [Shard(i, rows) for i, rows in enumerate(data.rows(b.shard_size))]
-    todo = _todo(shards, output, retry_failed=b.retry_failed)
-    manifest = new_manifest(settings, data, key, len(shards), previous)
-    if set_aside:
-        manifest["runs"][-1]["set_aside"] = [asdict(s) for s in set_aside]
-    if moved:
-        manifest["runs"][-1]["previous_moved_to"] = moved
-    output.write_manifest(manifest)
-
-    started = time.perf_counter()
-    run = _Run()
-    if todo and pools is None:
-        connect(settings)  # before the SIGTERM handler: Ray's own, which prints a C++ stack, comes with it
-    try:
-        with _stoppable() as terminated:
-            if todo:
-                with job_pools(settings, pools, open_kb=open_kb, open_llm=open_llm) as running:
-                    if progress and pools is None:
-                        _say_stages(running, settings)
-                    run = _run_shards(settings, out, todo, running, pipeline, progress, own_pools=pools is None)
-    except KeyboardInterrupt:
-        raise _stopped(output, manifest, shards, terminated=bool(terminated)) from None
-
-    output.remove_temporaries()  # the answers of attempts that lost to another attempt of their shard
-    summary = _summary(output, run, n_shards=len(shards), n_todo=len(todo), started=started)
-    manifest["runs"][-1].update(finished_at=now(), seconds=round(time.perf_counter() - started, 3),
-                                questions=run.questions, shards=len(todo), shards_failed=run.failed)
-    complete = summary.ok and len(output.finished()) == len(shards)
-    manifest.update(status="finished" if complete else "incomplete", finished_at=now(),
-                    summary=summary.model_dump())
-    output.write_manifest(manifest)
-    return summary
+        output.remove_temporaries()  # the answers of attempts that lost to another attempt of their shard
+        summary = job_summary(output, run, n_shards=len(shards), n_todo=len(todo), started=started)
+        manifest["runs"][-1].update(finished_at=now(), seconds=round(time.perf_counter() - started, 3),
+                                    questions=run.questions, shards=len(todo), shards_failed=run.failed)
+        complete = summary.ok and len(output.finished()) == len(shards)
+        manifest.update(status="finished" if complete else "incomplete", finished_at=now(),
+                        summary=summary.model_dump())
+        output.write_manifest(manifest)
+        return summary
 
 
 @contextmanager
@@ -187,13 +160,10 @@ def _stoppable() -> Iterator[list[int]]:
         signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
-def _stopped(output: RunFolder, manifest: dict[str, Any], shards: list[Shard], *, terminated: bool) -> JobStopped:
-    """Records in the manifest that the job was stopped; the error that says what is done."""
+def _stopped(output: RunFolder, shards: list[Shard], *, terminated: bool) -> JobStopped:
+    """The error that says what a stopped job has done."""
     finished = output.finished()
     answered = sum(len(s.rows) for s in shards if s.index in finished)
-    manifest["runs"][-1].update(finished_at=now(), stopped=True)
-    manifest.update(status="stopped", finished_at=now())
-    output.write_manifest(manifest)
     return JobStopped(f"stopped by {'SIGTERM' if terminated else 'Ctrl-C'}: {len(finished)} of {len(shards)} "
                       f"shards written to {output.uri} ({answered} questions)",
                       signum=signal.SIGTERM if terminated else signal.SIGINT)
@@ -230,22 +200,6 @@ def _todo(shards: list[Shard], output: RunFolder, *, retry_failed: bool) -> list
     return todo
 
 
-def _summary(output: RunFolder, run: _Run, *, n_shards: int, n_todo: int, started: float) -> Summary:
-    return Summary(
-        out=output.uri, **trace_counts(output.trace_shards(COLUMNS)),
-        answers=output.count_answers(), ran=run.questions, shards=n_shards,
-        shards_skipped=n_shards - n_todo, shards_failed=run.failed, startup_s=round(run.startup_s, 3),
-        seconds=round(run.seconds, 3), task_cpu_s=round(run.task_cpu_s, 3),
-        questions_per_s=run.questions / run.seconds if run.seconds else 0.0,
-        kb_cache_hit_rate=run.kb_cache_hits / run.kb_calls if run.kb_calls else 0.0,
-        first_answer_s=round(run.first_answer_at - started, 3) if run.first_answer_at else 0.0,
-        llm_actors=run.llm_actors, kb_actors=run.kb_actors, blocks_restored=run.blocks.restored,
-        blocks_computed=run.blocks.computed, blocks_refused=run.blocks.refused,
-        block_restore_ms=round(1000 * run.blocks.restore_s / run.blocks.restored, 1) if run.blocks.restored else 0.0,
-        block_compute_s=round(run.blocks.compute_s, 3),
-        llm_busy_share=run.llm_busy_s / (run.llm_actors * run.seconds) if run.seconds and run.llm_actors else 0.0)
-
-
 def _say_stages(pools: Pools, settings: Settings) -> None:
     """Shows what happens before the first answer: the actors of ``pools`` starting, and the example pool
     embedded on first use (its own bar, in this process: :func:`_shipped_pools`)."""
@@ -269,11 +223,11 @@ def _shipped_pools(settings: Settings) -> tuple[tuple[str, ObjectRef[Any]], ...]
 
 
 def _run_shards(settings: Settings, out: str, todo: list[Shard], pools: Pools,
-                pipeline: PipelineFactory, progress: bool, *, own_pools: bool) -> _Run:
+                pipeline: PipelineFactory, progress: bool, *, own_pools: bool) -> RunMeasures:
     """Runs the shard tasks on ``pools``; the first ones are sent before the pools are ready (``own_pools``:
     this job started them, and its startup is the time they took)."""
     b = settings.batch
-    run = _Run(llm_actors=len(pools.llm_actors), kb_actors=len(pools.kb_actors))
+    run = RunMeasures(llm_actors=len(pools.llm_actors), kb_actors=len(pools.kb_actors))
     # On the driver's node: the job lives as long as that node does, whichever node is lost.
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
     counter = Progress.options(scheduling_strategy=here).remote()  # type: ignore[attr-defined]  # mypy ignores @ray.remote

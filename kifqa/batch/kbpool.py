@@ -31,13 +31,13 @@ from ray.exceptions import ActorDiedError, ActorUnavailableError, RayError, RayT
 import kifqa.kb as kb_package
 from kifqa.batch.clock import kb_call
 from kifqa.batch.kbcache import KBCache
-from kifqa.batch.limiter import EndpointLimiter, Lane, endpoint_limit, scholarly_limit, search_limit
+from kifqa.batch.limiter import EndpointLimiter, Lane, lane_limits
 from kifqa.batch.llmpool import cluster_cpus
-from kifqa.config import BatchSettings, Settings
+from kifqa.config import EndpointLimit, Settings
 from kifqa.errors import ConfigError, KBError
 from kifqa.kb.base import EntityProperties, FilterResult, KBStats, KnowledgeBase
 from kifqa.kb.guard import retry_after
-from kifqa.kb.spec import KBRoutes, kb_routes
+from kifqa.kb.spec import kb_routes
 from kifqa.llm.routing import RESEND_BACKOFF_S, LeastLoaded
 from kifqa.resilience import open_circuits
 from kifqa.types import Candidate, Direction
@@ -266,14 +266,14 @@ class TaskKB(_ForwardingKB):
         await self._server.aclose()
 
 
-def kb_in_tasks(batch: BatchSettings, routes: KBRoutes) -> bool:
-    """Whether a job's shard tasks open the knowledge base themselves (``batch.kb_placement``); a
-    :class:`ConfigError` for ``tasks`` on an endpoint with a limit, which only an actor pool can share."""
-    placement, limited = batch.kb_placement, endpoint_limit(batch, routes) is not None
-    if placement == "tasks" and limited:
-        raise ConfigError(f"batch.kb_placement: tasks cannot share the endpoint limit of {routes.spec!r} "
+def kb_in_tasks(placement: str, limit: EndpointLimit | None, *, spec: str) -> bool:
+    """Whether a job's shard tasks open the knowledge base ``spec`` themselves (``placement``:
+    ``batch.kb_placement``), given the ``limit`` of its endpoint (:func:`~kifqa.batch.limiter.endpoint_limit`);
+    a :class:`ConfigError` for ``tasks`` on an endpoint with a limit, which only an actor pool can share."""
+    if placement == "tasks" and limit is not None:
+        raise ConfigError(f"batch.kb_placement: tasks cannot share the endpoint limit of {spec!r} "
                           "between tasks; use actors (or auto)")
-    return placement == "tasks" or (placement == "auto" and not limited)
+    return placement == "tasks" or (placement == "auto" and limit is None)
 
 
 @dataclass(frozen=True)
@@ -292,12 +292,13 @@ def open_kb_pool(settings: Settings, open_kb: KBFactory) -> KBPool:
     ``open_kb`` (not waiting for them), under the limiter of its endpoint where ``batch.limits`` names its host;
     or nothing to start, where the shard tasks open it."""
     routes = kb_routes(settings)
-    if kb_in_tasks(settings.batch, routes):
+    limit, search, scholarly = lane_limits(settings.batch, routes)
+    if kb_in_tasks(settings.batch.kb_placement, limit, spec=routes.spec):
         return KBPool([], None, None)
     limiter = None
-    if limit := endpoint_limit(settings.batch, routes):
+    if limit:
         limiter = EndpointLimiter.remote(  # type: ignore[attr-defined]  # mypy ignores the @ray.remote decorator
-            limit, search_limit(settings.batch, routes), scholarly=scholarly_limit(settings.batch, routes))
+            limit, search, scholarly=scholarly)
     actors = start_kb_pool(settings, open_kb, limiter)
     return KBPool(actors, limiter, ActorKB(actors, settings.kb.spec))
 

@@ -25,16 +25,12 @@ def endpoint_limit(batch: BatchSettings, routes: KBRoutes) -> EndpointLimit | No
     return batch.limits.get(routes.host) if routes.host else None
 
 
-def search_limit(batch: BatchSettings, routes: KBRoutes) -> EndpointLimit | None:
-    """The limit ``batch.limits`` sets on the service the KB spec's search queries (the Wikidata API, DBpedia
-    Lookup), if it is not this machine's label index."""
-    return batch.limits.get(routes.search_host) if routes.search_host else None
-
-
-def scholarly_limit(batch: BatchSettings, routes: KBRoutes) -> EndpointLimit | None:
-    """The limit ``batch.limits`` sets on WDQS's scholarly-article host, where the KB spec queries it
-    (:attr:`kifqa.kb.spec.KBRoutes.scholarly_host`)."""
-    return batch.limits.get(routes.scholarly_host) if routes.scholarly_host else None
+def lane_limits(batch: BatchSettings, routes: KBRoutes) -> tuple[EndpointLimit | None, ...]:
+    """The limits ``batch.limits`` sets on each lane's host, ``None`` where it sets none: the store's endpoint
+    (:func:`endpoint_limit`), the service the search queries (the Wikidata API, DBpedia Lookup; none for this
+    machine's label index) and WDQS's scholarly-article host, where the spec queries it."""
+    return tuple(batch.limits.get(host) if host else None
+                 for host in (routes.host, routes.search_host, routes.scholarly_host))
 
 
 @ray.remote(num_cpus=0, max_concurrency=_MAX_WAITERS, max_restarts=-1)  # type: ignore[call-overload]  # Ray's overloads omit max_concurrency

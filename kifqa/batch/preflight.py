@@ -88,9 +88,8 @@ def preflight(settings: Settings, *, corpus: str | Path | None = None, out: str 
         problems += model(settings.llm) + local_model(settings.llm, cache_dir=settings.cache_dir)
     routes = None
     if kb:
-        problems += local_base(settings)
-        routes, unresolved = _routes(settings)
-        problems += unresolved
+        routes, found = knowledge_base(settings)
+        problems += found
     unnamed = contact(routes) if routes else []
     problems += unnamed + endpoints(settings.llm if llm else None, None if unnamed else routes)
     problems += gpus(settings, wait_s=gpu_wait_s)
@@ -142,9 +141,10 @@ def on_nodes(settings: Settings, *, out: str | Path | None = None, kb: bool = Tr
 
 
 def _node_problems(settings: Settings, out: str | None, kb: bool, llm: bool, gpu: bool) -> list[Problem]:
-    """What :func:`on_nodes` finds on one node (run there, in a Ray task: the KB spec resolved there too);
+    """What :func:`on_nodes` finds on one node (run there, in a Ray task: the KB spec resolved there too, its
+    local build left to the driver's check);
     ``gpu``: a node with GPUs for vLLM engines, whose NVIDIA driver and vLLM version are checked too."""
-    routes, problems = _routes(settings) if kb else (None, [])
+    routes, problems = knowledge_base(settings, build=False) if kb else (None, [])
     problems += endpoints(settings.llm if llm else None, routes) + (writable(out) if out is not None else [])
     if gpu:
         problems += nvidia_driver(_driver_text()) + vllm_version(_installed_version("vllm"))
@@ -298,17 +298,6 @@ def contact(routes: KBRoutes) -> list[Problem]:
     return [Problem("kb", routes.no_contact)] if routes.no_contact else []
 
 
-def _routes(settings: Settings) -> tuple[KBRoutes | None, list[Problem]]:
-    """Where ``kb.spec`` sends its queries (:func:`~kifqa.kb.spec.kb_routes`), or the problem that it names
-    nothing (``endpoint``) or a local build that is not there (``kb``)."""
-    try:
-        return kb_routes(settings), []
-    except ConfigError as err:
-        return None, [Problem("endpoint", _first_line(err))]
-    except KBError as err:
-        return None, [Problem("kb", _first_line(err))]
-
-
 def local_model(cfg: LLMSettings, *, cache_dir: Path) -> list[Problem]:
     """The ``local`` backend's model: a known model fetched (its file assembled, or the parts it is assembled
     from installed: :func:`~kifqa.llm.weights.status`), or a GGUF file that exists."""
@@ -329,21 +318,28 @@ def local_model(cfg: LLMSettings, *, cache_dir: Path) -> list[Problem]:
                              "`kifqa model fetch`")]
 
 
-def local_base(settings: Settings) -> list[Problem]:
-    """The build ``kb.spec`` ``local`` or ``local-hard`` opens, for the data in ``data_dir``
-    (:func:`~kifqa.kb.build.locate`; missing data is :func:`data`'s problem)."""
-    spec = settings.kb.spec.strip()
-    if spec not in ("local", "local-hard"):
-        return []
+def knowledge_base(settings: Settings, *, build: bool = True) -> tuple[KBRoutes | None, list[Problem]]:
+    """Where ``kb.spec`` sends its queries (:func:`~kifqa.kb.spec.kb_routes`), and the problems: a spec that names
+    nothing (``endpoint``) or a base that is not there (``kb``). With ``build``, for ``local`` and ``local-hard``,
+    also the build made from the data in ``data_dir`` (:func:`~kifqa.kb.build.locate`; missing data is
+    :func:`data`'s problem)."""
     from kifqa.kb.build import locate
 
+    problems: list[Problem] = []
+    spec = settings.kb.spec.strip()
+    if build and spec in ("local", "local-hard"):
+        try:
+            locate(settings, hard=spec == "local-hard")
+        except KBError as err:
+            problems.append(Problem("kb", _first_line(err)))
+        except KifqaError:  # the data folder lacks the inputs: data() says so
+            pass
     try:
-        locate(settings, hard=spec == "local-hard")
+        return kb_routes(settings), problems
+    except ConfigError as err:
+        return None, [*problems, Problem("endpoint", _first_line(err))]
     except KBError as err:
-        return [Problem("kb", _first_line(err))]
-    except KifqaError:  # the data folder lacks the inputs: data() says so
-        return []
-    return []
+        return None, [*problems, Problem("kb", _first_line(err))]
 
 
 def endpoints(llm: LLMSettings | None, routes: KBRoutes | None) -> list[Problem]:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel
+
+from kifqa.llm.blockstate import BlockStats
+from kifqa.runs.folder import RunFolder
 
 #: The trace columns the summary reads.
 COLUMNS = ["error", "error_step", "n_answers", "llm_calls", "prompt_tokens", "completion_tokens", "kb_calls"]
@@ -79,6 +83,43 @@ class Summary(BaseModel):
         if self.shards_failed:
             lines.append(f"FAILED    shards {self.shards_failed} (rerun to finish them)")
         return "\n".join(lines)
+
+
+@dataclass
+class RunMeasures:
+    """What running the shards of this invocation measured."""
+
+    questions: int = 0
+    failed: list[int] = field(default_factory=list)
+    startup_s: float = 0.0
+    seconds: float = 0.0
+    llm_busy_s: float = 0.0
+    task_cpu_s: float = 0.0
+    kb_calls: int = 0
+    kb_cache_hits: int = 0
+    #: perf_counter() when the first question was answered (0: none yet).
+    first_answer_at: float = 0.0
+    llm_actors: int = 0
+    kb_actors: int = 0
+    blocks: BlockStats = field(default_factory=BlockStats)
+
+
+def job_summary(output: RunFolder, run: RunMeasures, *, n_shards: int, n_todo: int, started: float) -> Summary:
+    """The summary of the job in ``output`` after this run (``run``; ``n_todo`` of its ``n_shards`` shards to do,
+    begun at ``started``, :func:`time.perf_counter`)."""
+    return Summary(
+        out=output.uri, **trace_counts(output.trace_shards(COLUMNS)),
+        answers=output.count_answers(), ran=run.questions, shards=n_shards,
+        shards_skipped=n_shards - n_todo, shards_failed=run.failed, startup_s=round(run.startup_s, 3),
+        seconds=round(run.seconds, 3), task_cpu_s=round(run.task_cpu_s, 3),
+        questions_per_s=run.questions / run.seconds if run.seconds else 0.0,
+        kb_cache_hit_rate=run.kb_cache_hits / run.kb_calls if run.kb_calls else 0.0,
+        first_answer_s=round(run.first_answer_at - started, 3) if run.first_answer_at else 0.0,
+        llm_actors=run.llm_actors, kb_actors=run.kb_actors, blocks_restored=run.blocks.restored,
+        blocks_computed=run.blocks.computed, blocks_refused=run.blocks.refused,
+        block_restore_ms=round(1000 * run.blocks.restore_s / run.blocks.restored, 1) if run.blocks.restored else 0.0,
+        block_compute_s=round(run.blocks.compute_s, 3),
+        llm_busy_share=run.llm_busy_s / (run.llm_actors * run.seconds) if run.seconds and run.llm_actors else 0.0)
 
 
 def trace_counts(shards: Iterable[pa.Table]) -> dict[str, Any]:

@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 
 from kifqa.batch import Pools, actor_pools, run_job
 from kifqa.batch.kbpool import kb_in_tasks
+from kifqa.batch.limiter import endpoint_limit
 from kifqa.batch.llmpool import cluster_cpus
 from kifqa.bench.public_like import PUBLIC_DEFAULTS, measure_public_paths, render_public_like
 from kifqa.bench.wdqs_like import WDQSLike
@@ -228,10 +229,12 @@ def measure(settings: Settings, corpus: Path, out: Path) -> dict[str, object]:
     again = run_job(resume_settings, corpus, out, progress=False)
     resume_s = time.perf_counter() - start
     q = summary.ran or 1
+    routes = kb_routes(settings)
+    in_tasks = kb_in_tasks(settings.batch.kb_placement, endpoint_limit(settings.batch, routes), spec=routes.spec)
     sizes = {kind: sum(p.stat().st_size for p in (out / kind).glob("*.parquet")) for kind in ("answers", "traces")}
     return {
         "questions": summary.questions, "errors": summary.errors, "answered": summary.answered,
-        "kb": ("opened in each task" if kb_in_tasks(settings.batch, kb_routes(settings))
+        "kb": ("opened in each task" if in_tasks
                else f"{settings.batch.kb_actors} KB actor(s)"),
         "llm_actors": settings.batch.llm_actors,
         "shard_size": settings.batch.shard_size, "max_tasks": settings.batch.max_task_count(cpus=cluster_cpus()),

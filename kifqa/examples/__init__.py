@@ -23,8 +23,8 @@ __all__ = ["ExampleSource", "Pool", "configured_pool", "drawn_pool", "open_examp
 
 def configured_pool(settings: ExamplesSettings, *, data_dir: Path, kb_spec: str) -> Pool:
     """The pool ``settings.pool`` names, or the base's own (:func:`~.pool.pool_name`)."""
-    return open_pool(pool_name(settings.pool, kb_spec), data_dir=data_dir, language=settings.language,
-                     limit=settings.pool_limit)
+    name = pool_name(settings.pool, kb_spec)
+    return open_pool(name, data_dir=data_dir, language=settings.language, limit=settings.pool_limit)
 
 
 def drawn_pool(settings: ExamplesSettings, *, data_dir: Path, kb_spec: str) -> Pool:

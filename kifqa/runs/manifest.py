@@ -16,12 +16,10 @@ from kifqa.runs.corpus import Corpus
 from kifqa.runs.storage import shown
 
 
-def job_key(settings: Settings, corpus: Corpus) -> str:
-    """A hash of what a job's output depends on: the corpus and the settings that shape answers (all but
-    the runtime-only ones, :data:`kifqa.config.RUNTIME`)."""
-    shaping = settings.shaping()
-    shaping["corpus"] = corpus.sha256
-    return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:16]
+def job_key(shaping: dict[str, Any], corpus: Corpus) -> str:
+    """A hash of what a job's output depends on: the corpus and ``shaping``, the settings that shape answers
+    (:meth:`Settings.shaping <kifqa.config.Settings.shaping>`: all but the runtime-only ones)."""
+    return hashlib.sha256(json.dumps({**shaping, "corpus": corpus.sha256}, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def new_manifest(settings: Settings, corpus: Corpus, key: str, n_shards: int,

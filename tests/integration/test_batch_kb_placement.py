@@ -11,6 +11,7 @@ import pytest
 
 from kifqa.batch import actor_pools, run_job
 from kifqa.batch.kbpool import kb_in_tasks
+from kifqa.batch.limiter import endpoint_limit
 from kifqa.bench.batch import _comparable, held_out
 from kifqa.config import Settings
 from kifqa.errors import ConfigError, KifqaError
@@ -71,7 +72,8 @@ def test_a_base_that_cannot_be_opened_stops_the_job_with_its_error(settings: Set
 
 def test_placement_follows_the_endpoint_limit(settings: Settings) -> None:
     def in_tasks(job: Settings) -> bool:
-        return kb_in_tasks(job.batch, kb_routes(job))
+        routes = kb_routes(job)
+        return kb_in_tasks(job.batch.kb_placement, endpoint_limit(job.batch, routes), spec=routes.spec)
 
     assert in_tasks(settings.override(kb={"spec": "local"}))
     assert not in_tasks(settings.override(kb={"spec": "wikidata"})), "WDQS's limit needs the actor pool"

@@ -269,14 +269,14 @@ def test_the_rayjobs_contact_is_a_placeholder_the_check_refuses(monkeypatch: pyt
 
 def test_the_local_cpu_config_says_whether_the_model_is_fetched_and_the_base_built(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data_dir: Path, built_kb: BuiltKB) -> None:
-    from kifqa.batch.preflight import local_base, local_model
+    from kifqa.batch.preflight import knowledge_base, local_model
     from kifqa.llm import weights
 
     repo = Path(__file__).resolve().parents[2]
     monkeypatch.setenv("KIFQA_DATA_DIR", str(data_dir))
     monkeypatch.setenv("KIFQA_CACHE_DIR", str(tmp_path / "empty-cache"))
     settings = Settings.load(repo / "jobs" / "configs" / "local-cpu.yaml")
-    [kb] = local_base(settings)
+    [kb] = knowledge_base(settings)[1]
     assert str(kb).startswith(f"kb: no knowledge base is built for the data in {data_dir}") and \
         str(kb).endswith("run `kifqa kb build`")
     known = weights.KNOWN_MODELS[settings.llm.model]
@@ -287,7 +287,8 @@ def test_the_local_cpu_config_says_whether_the_model_is_fetched_and_the_base_bui
         assert str(model).startswith(f"model: {known.name} is not fetched") and "`kifqa model fetch`" in str(model)
     missing = settings.override(llm={"model": str(tmp_path / "none.gguf")})
     assert [p.check for p in local_model(missing.llm, cache_dir=missing.cache_dir)] == ["model"]
-    assert local_base(settings.override(cache_dir=built_kb.root.parents[1])) == [], "built: no problem"
+    assert knowledge_base(settings.override(cache_dir=built_kb.root.parents[1]))[1] == [], "built: no problem"
+    assert knowledge_base(settings, build=False)[1] == [], "the build left to the driver's check"
 
 
 def test_kifqa_check_on_the_local_cpu_config_reports_an_unbuilt_base(

@@ -179,3 +179,11 @@ def test_kb_endpoints_name_the_scholarly_host_with_wdqs_limits() -> None:
     assert (mirror.url, mirror.dialect) == ("http://mirror:7002/sparql", "standard")
     limits = settings.batch.limits
     assert limits["query-scholarly.wikidata.org"] == limits["query.wikidata.org"]
+
+
+def test_job_paths_default_to_the_batch_settings_and_are_required(tmp_path: Path) -> None:
+    batch = Settings(batch={"corpus": "corpus.jsonl", "out": "run"}).batch
+    assert batch.job_paths(None, None) == ("corpus.jsonl", "run")
+    assert batch.job_paths(tmp_path / "q.csv", "s3://b/run") == (tmp_path / "q.csv", "s3://b/run")
+    with pytest.raises(ConfigError, match=r"a corpus and an output folder .*batch\.corpus/batch\.out"):
+        Settings().batch.job_paths("corpus.jsonl", None)

@@ -37,10 +37,10 @@ def test_a_changed_runtime_setting_resumes_the_same_job(change: dict, corpus, tm
     settings = Settings()
     folder = RunFolder(tmp_path / "run")
     folder.create()
-    folder.write_manifest({"job_key": job_key(settings, corpus), "runs": []})
+    folder.write_manifest({"job_key": job_key(settings.shaping(), corpus), "runs": []})
     changed = settings.override(**change)
-    assert job_key(changed, corpus) == job_key(settings, corpus)
-    assert _prepare(folder, job_key(changed, corpus), resume=True)[0] == folder.read_manifest()
+    assert job_key(changed.shaping(), corpus) == job_key(settings.shaping(), corpus)
+    assert _prepare(folder, job_key(changed.shaping(), corpus), resume=True)[0] == folder.read_manifest()
 
 
 @pytest.mark.parametrize("change", [{"kb": {"spec": "local-server"}}, {"llm": {"model": "qwen2.5-coder-0.5b"}},
@@ -51,6 +51,6 @@ def test_a_changed_shaping_setting_is_another_job(change: dict, corpus, tmp_path
     settings = Settings()
     folder = RunFolder(tmp_path / "run")
     folder.create()
-    folder.write_manifest({"job_key": job_key(settings, corpus), "runs": []})
+    folder.write_manifest({"job_key": job_key(settings.shaping(), corpus), "runs": []})
     with pytest.raises(ConfigError, match="holds the output of another job"):
-        _prepare(folder, job_key(settings.override(**change), corpus), resume=True)
+        _prepare(folder, job_key(settings.override(**change).shaping(), corpus), resume=True)
