@@ -23,7 +23,8 @@ from kifqa.data.text import spaced
 from kifqa.kb import ids
 from kifqa.kb.base import FilterResult
 from kifqa.kb.kifkb import KifKnowledgeBase
-from kifqa.kb.wbapi import WikibaseEntities
+from kifqa.kb.wbapi import MAX_IDS, WikibaseEntities
+from kifqa.kb.wdqslabels import ItemLabels
 from kifqa.types import Candidate, Direction
 
 
@@ -37,6 +38,10 @@ class PublicKnowledgeBase(KifKnowledgeBase):
         self.entities = WikibaseEntities(
             api_url, run=lambda kind, call: self._guard.run(kind, call, target="search"), headers=headers,
             timeout_s=settings.timeout_s, maxlag_s=settings.maxlag_s, wait_s=settings.batch_wait_s)
+        shapes = self._batch_shapes
+        #: Labels of more items than one API request holds, from WDQS (the subjects of a large inverse lookup).
+        self._item_labels = ItemLabels(shapes, select=lambda query: self._guard.run(
+            "labels", lambda: shapes.store.backend.aselect(query, settings.timeout_s))) if shapes else None
 
     async def facts(self, entity: str, property: str, direction: Direction) -> FilterResult:
         if direction != "forward" or not is_wikidata_id(ids.to_id(ids.to_iri(entity))):
@@ -63,8 +68,20 @@ class PublicKnowledgeBase(KifKnowledgeBase):
         return found[:limit], len(found) > limit
 
     async def _labels(self, wanted: Iterable[str]) -> dict[str, str]:
+        """Remembered labels; where more items than one API request holds are missing, theirs from WDQS
+        (:class:`~kifqa.kb.wdqslabels.ItemLabels`); the rest from the API's terms."""
         asked = [id for id in dict.fromkeys(wanted) if is_wikidata_id(id)]
-        return {id: e.label for id, e in (await self.entities.terms(asked)).items() if e.label}
+        known = {id: self._label_cache[id] for id in asked if id in self._label_cache}
+        missing = [id for id in asked if id not in known]
+        items = [id for id in missing if id.startswith("Q") and self.entities.cached(id) is None]
+        if len(items) > MAX_IDS and self._item_labels is not None:
+            found = await self._item_labels.labels(items)
+            if found is not None:
+                self._label_cache.update(found)
+                known.update(found)
+                missing = [id for id in missing if id not in found]
+        known.update((id, e.label) for id, e in (await self.entities.terms(missing)).items())
+        return {id: label for id, label in known.items() if label}
 
     async def _describe(self, properties: list[Property]) -> dict[str, Candidate]:
         keys = [ids.to_id(p) for p in properties]
