@@ -2,11 +2,11 @@
 stand-ins (:mod:`kifqa.bench.standins`), over the local base and over the hard base (its build behind the same
 stand-ins, its homonyms in the API's search), each by the path of ``kb.wikidata_lookups: api`` (forward lookups and
 terms from ``wbgetentities``, inverse lookups coalesced on WDQS) and beside it by today's ``sparql`` path (KIF's
-``wdqs`` store for every lookup) on fewer questions (:data:`SPARQL_QUESTIONS`: it runs near 1 question a second):
+``wdqs`` store for every lookup) on fewer questions (:data:`SPARQL_QUESTIONS`):
 a WDQS-like front (WDQS's budget, 429 and Retry-After, 0.15 s latency, Blazegraph's dialect) and a
 Wikidata-API-like server (1 request in flight and 10 a second per client, 429 beyond; a replication lag above
-``maxlag`` for 3 s of every 30 s). The job runs with the default limits of ``batch.limits`` for both hosts and
-its KB cache on (fresh), on the gold model.
+``maxlag`` for 3 s of every 30 s). The job runs on the default settings (its in-flight work, KB actors and the
+limits of ``batch.limits`` for both hosts) with its KB cache on (fresh), on the gold model.
 
 It prints what each service saw: requests per question, 429s and ``maxlag`` refusals, requests sent inside a
 wait the client had been told of, the most requests of the job in flight at once against the configured limit,
@@ -28,16 +28,14 @@ from kifqa.bench.standins.stack import wikidata_standins
 from kifqa.bench.standins.wikidata_api import Lag
 from kifqa.config import Settings
 
-#: Job settings unless given: 32 questions in flight. The services' limits hold the job near 1 question a second,
-#: so more in flight only wait longer each, and the last of 600 would pass ``batch.question_timeout_s``.
-PUBLIC_DEFAULTS = {"max_tasks": 2, "task_concurrency": 16, "kb_actor_concurrency": 256}
 #: The API's simulated replication lag: above ``maxlag=5`` for 3 s of every 30 s.
 BENCH_LAG = Lag(lag_s=8.0, every_s=30.0, for_s=3.0)
 #: Words of an error that throttling left (a 429, a ``maxlag`` refusal, a wait given up).
 _THROTTLING = ("429", "maxlag", "Retry-After", "Too Many Requests", "throttl")
 
 
-#: Questions of today's ``sparql`` path at most (2000 at its ~0.8 q/s would take 40 minutes).
+#: Questions of today's ``sparql`` path at most (it runs near 1 question a second over the local base, half that
+#: over the hard base: 2000 would take an hour).
 SPARQL_QUESTIONS = 200
 #: The runs: (name, hard base, ``kb.wikidata_lookups``).
 RUNS = (("local, api", False, "api"), ("local, sparql (today)", False, "sparql"),
