@@ -94,7 +94,9 @@ def measure_public_like(settings: Settings, corpus: Path, root: Path, *, hard: b
                  "inside_retry_after": sparql.inside_retry_after, "max_in_flight": sparql.max_running,
                  "limit_in_flight": limits["query.wikidata.org"].max_concurrent,
                  "blazegraph_queries": sparql.blazegraph},
-        "api": {"requests_per_question": round(api.requests / q, 3), "throttled_429": api.throttled,
+        "api": {"requests_per_question": round(api.requests / q, 3),
+                "per_question_by_action": {a: round(n / q, 3) for a, n in sorted(api.by_action.items())},
+                "throttled_429": api.throttled,
                 "maxlag_refused": api.maxlag_refused, "without_maxlag": api.without_maxlag,
                 "inside_waits": api.inside_waits, "max_in_flight": api.max_in_flight,
                 "limit_in_flight": limits["www.wikidata.org"].max_concurrent},
@@ -111,6 +113,8 @@ def render_public_like(figures: dict[str, Any]) -> str:
             ("hours per 100,000", lambda f: f["hours_per_100k"]),
             ("WDQS requests per question", lambda f: f["wdqs"]["requests_per_question"]),
             ("API requests per question", lambda f: f["api"]["requests_per_question"]),
+            ("  search / wbgetentities / full text", lambda f: " / ".join(
+                str(f["api"]["per_question_by_action"].get(a, 0)) for a in _ACTIONS)),
             ("WDQS s charged per question", lambda f: f["wdqs"]["charged_s_per_question"]),
             ("requests inside waits (WDQS + API)",
              lambda f: f["wdqs"]["inside_retry_after"] + f["api"]["inside_waits"]),
@@ -132,6 +136,10 @@ def render_public_like(figures: dict[str, Any]) -> str:
     lines += [f"{label:38}" + "".join(f"{str(get(f)):>{width}}" for _, f in runs) for label, get in rows]
     lines.append(f"load average {runs[-1][1]['load_average']} (after the runs; other processes share the CPUs)")
     return "\n".join(lines)
+
+
+#: The API's actions the table counts apart: the search, the entities, the full-text search (``action=query``).
+_ACTIONS = ("wbsearchentities", "wbgetentities", "query")
 
 
 def _of(service: dict[str, Any]) -> str:
