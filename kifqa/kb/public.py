@@ -6,8 +6,10 @@ goes to WDQS: the inverse lookups (an entity's statements as a value: ``properti
 coalesced across questions into ``VALUES`` queries compiled by KIF (:class:`~kifqa.kb.sparql.BatchShapes`, as
 :class:`~kifqa.kb.kifkb.KifKnowledgeBase` batches them). Forward lookups, labels, descriptions and property
 datatypes come from the Wikidata API's ``wbgetentities`` (:class:`~kifqa.kb.wbapi.WikibaseEntities`: 50 entities a
-request, remembered), through the API's limit as the searches go. Search and exact names stay KIF's
-(``wikidata-wapi``, the store's labels), as on :class:`~kifqa.kb.kifkb.KifKnowledgeBase`.
+request, remembered), through the API's limit as the searches go; only the labels of many items at once (the
+subjects of a large inverse lookup) are asked of WDQS, in one query per thousand (:mod:`~kifqa.kb.wdqslabels`).
+Search and exact names stay KIF's (``wikidata-wapi``, the store's labels), as on
+:class:`~kifqa.kb.kifkb.KifKnowledgeBase`.
 """
 
 from __future__ import annotations
@@ -23,8 +25,13 @@ from kifqa.data.text import spaced
 from kifqa.kb import ids
 from kifqa.kb.base import FilterResult
 from kifqa.kb.kifkb import KifKnowledgeBase
-from kifqa.kb.wbapi import WikibaseEntities
+from kifqa.kb.wbapi import MAX_IDS, WikibaseEntities
+from kifqa.kb.wdqslabels import ItemLabels
 from kifqa.types import Candidate, Direction
+
+#: Items missing a label past which they are asked of WDQS: one query there (~0.2 s of its 60 s a minute) costs
+#: about what two API requests do (of its 10 a second, one at a time).
+BULK_LABELS_OVER = 2 * MAX_IDS
 
 
 class PublicKnowledgeBase(KifKnowledgeBase):
@@ -37,6 +44,10 @@ class PublicKnowledgeBase(KifKnowledgeBase):
         self.entities = WikibaseEntities(
             api_url, run=lambda kind, call: self._guard.run(kind, call, target="search"), headers=headers,
             timeout_s=settings.timeout_s, maxlag_s=settings.maxlag_s, wait_s=settings.batch_wait_s)
+        shapes = self._batch_shapes
+        #: Labels of many items from WDQS (the subjects of a large inverse lookup).
+        self._item_labels = ItemLabels(shapes, select=lambda query: self._guard.run(
+            "labels", lambda: shapes.store.backend.aselect(query, settings.timeout_s))) if shapes else None
 
     async def facts(self, entity: str, property: str, direction: Direction) -> FilterResult:
         if direction != "forward" or not is_wikidata_id(ids.to_id(ids.to_iri(entity))):
@@ -63,8 +74,20 @@ class PublicKnowledgeBase(KifKnowledgeBase):
         return found[:limit], len(found) > limit
 
     async def _labels(self, wanted: Iterable[str]) -> dict[str, str]:
+        """Remembered labels; where more than :data:`BULK_LABELS_OVER` items are missing, theirs from WDQS
+        (:class:`~kifqa.kb.wdqslabels.ItemLabels`); the rest from the API's terms."""
         asked = [id for id in dict.fromkeys(wanted) if is_wikidata_id(id)]
-        return {id: e.label for id, e in (await self.entities.terms(asked)).items() if e.label}
+        known = {id: self._label_cache[id] for id in asked if id in self._label_cache}
+        missing = [id for id in asked if id not in known]
+        items = [id for id in missing if id.startswith("Q") and self.entities.cached(id) is None]
+        if len(items) > BULK_LABELS_OVER and self._item_labels is not None:
+            found = await self._item_labels.labels(items)
+            if found is not None:
+                self._label_cache.update(found)
+                known.update(found)
+                missing = [id for id in missing if id not in found]
+        known.update((id, e.label) for id, e in (await self.entities.terms(missing)).items())
+        return {id: label for id, label in known.items() if label}
 
     async def _describe(self, properties: list[Property]) -> dict[str, Candidate]:
         keys = [ids.to_id(p) for p in properties]

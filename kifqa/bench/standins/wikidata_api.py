@@ -28,8 +28,9 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
@@ -80,6 +81,8 @@ class APICounts:
     inside_waits: int = 0
     #: Most requests of one client in flight at once.
     max_in_flight: int = 0
+    #: Requests answered by action (``wbsearchentities``, ``wbgetentities``, ``query`` for the full text...).
+    by_action: Counter[str] = field(default_factory=Counter)
 
 
 class WikidataAPILike(LoopbackServer):
@@ -165,10 +168,11 @@ class WikidataAPILike(LoopbackServer):
             self.counts.max_in_flight = self.rate.max_in_flight
             return None
 
-    def _done(self, who: str) -> None:
+    def _done(self, who: str, action: str) -> None:
         self.rate.done(who)
         with self._lock:
             self.counts.answered += 1
+            self.counts.by_action[action] += 1
 
     # -- the actions ---------------------------------------------------------
 
@@ -278,7 +282,8 @@ class WikidataAPILike(LoopbackServer):
                 try:
                     answer = api.answer(params)
                 finally:
-                    api._done(who)  # before the answer leaves: the client may send its next request at once
+                    # before the answer leaves: the client may send its next request at once
+                    api._done(who, params.get("action", ""))
                 self._send(200, answer, {"MediaWiki-API-Error": answer["error"]["code"]} if "error" in answer else {})
 
             def _send(self, status: int, data: dict[str, Any], headers: dict[str, str]) -> None:
