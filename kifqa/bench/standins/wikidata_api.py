@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
@@ -82,7 +81,7 @@ class APICounts:
     #: Most requests of one client in flight at once.
     max_in_flight: int = 0
     #: Requests answered by action (``wbsearchentities``, ``wbgetentities``, ``query`` for the full text...).
-    by_action: Counter[str] = field(default_factory=Counter)
+    by_action: dict[str, int] = field(default_factory=dict)
 
 
 class WikidataAPILike(LoopbackServer):
@@ -172,7 +171,7 @@ class WikidataAPILike(LoopbackServer):
         self.rate.done(who)
         with self._lock:
             self.counts.answered += 1
-            self.counts.by_action[action] += 1
+            self.counts.by_action[action] = self.counts.by_action.get(action, 0) + 1
 
     # -- the actions ---------------------------------------------------------
 
