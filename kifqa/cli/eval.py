@@ -52,6 +52,10 @@ if TYPE_CHECKING:
 @click.option("--extend-gold", is_flag=True,
               help="Extend a gold file's answers with the local base's namesakes, as SimpleQuestions-Wikidata's are "
                    "(needs topic and Pn/Rn property columns).")
+@click.option("--hard-gold", is_flag=True,
+              help="Score against the hard base's gold (its synthetic namesakes extend it) whatever the KB spec: for "
+                   "a run over the hard base behind other endpoints (`kifqa bench standins --hard`). Implied by "
+                   "--kb local-hard.")
 @click.option("--oracle-drafts", is_flag=True,
               help="Also answer each question given its gold draft (in-process) and split the loss by step; the "
                    "oracle run goes to OUT/oracle-drafts.")
@@ -69,7 +73,8 @@ if TYPE_CHECKING:
 @settings_options
 def eval_(scored: tuple[Path, ...], dataset: str, limit: int | None, start: int, concurrency: int | None,
           out: Path | None, batch: bool, run_dir: Path | str | None, compare: tuple[Path, Path] | None,
-          table: tuple[Path, ...], show: int, extend_gold: bool, oracle_drafts: bool, allow_pool_overlap: bool,
+          table: tuple[Path, ...], show: int, extend_gold: bool, hard_gold: bool, oracle_drafts: bool,
+          allow_pool_overlap: bool,
           report: bool, fit_confidence: Path | None, check_dirs: tuple[Path, ...], config: Path | None, kb: str | None,
           model: str | None, examples: str | None) -> None:
     """Answer DATASET (or read a run) and print precision, recall, F1, linking accuracy, failure classes and costs;
@@ -98,13 +103,14 @@ def eval_(scored: tuple[Path, ...], dataset: str, limit: int | None, start: int,
     if oracle_drafts and (batch or run_dir or compare):
         raise click.UsageError("--oracle-drafts answers in-process: not with --batch, --run or --compare")
     settings = load_settings(config, kb, model, examples)
+    extender = gold_extender(settings, extend_other=extend_gold, hard=hard_gold or None)
     instances = in_process_instances(settings)
     concurrency = concurrency or settings.llm.in_flight * instances
     try:
         if compare:
-            _compare(settings, dataset, compare, out, show, extend_gold)
+            _compare(settings, dataset, compare, out, show, extender)
             return
-        evaluation, oracle = _evaluate(settings, dataset, limit, start, concurrency, out, batch, run_dir, extend_gold,
+        evaluation, oracle = _evaluate(settings, dataset, limit, start, concurrency, out, batch, run_dir, extender,
                                        oracle_drafts, allow_pool_overlap)
     except KifqaError as err:
         raise fail(err) from err
@@ -136,7 +142,7 @@ def _fit_confidence(dest: Path, scored: tuple[Path, ...], check: tuple[Path, ...
 
 
 def _evaluate(settings: Settings, dataset: str, limit: int | None, start: int, concurrency: int, out: Path | None,
-              batch: bool, run_dir: Path | str | None, extend_gold: bool, oracle_drafts: bool,
+              batch: bool, run_dir: Path | str | None, extender: GoldExtender, oracle_drafts: bool,
               allow_pool_overlap: bool) -> tuple[Any, Any]:
     from kifqa.eval.datasets import load_gold
     from kifqa.eval.evaluation import About
@@ -153,9 +159,9 @@ def _evaluate(settings: Settings, dataset: str, limit: int | None, start: int, c
     )
     from kifqa.examples import drawn_pool
 
-    extender = gold_extender(settings, extend_other=extend_gold)
+    gold = "hard base" if extender.hard else None
     about = About(dataset=dataset, model=settings.llm.model, kb=redact(settings.kb.spec),
-                  examples=f"{settings.examples.mode} k={settings.examples.k}")
+                  examples=f"{settings.examples.mode} k={settings.examples.k}", gold=gold)
     if run_dir is not None:
         evaluation = evaluate_run(run_dir, load_gold(dataset, settings.data_dir, start=start), extender, limit=limit)
         from kifqa.runs.results import run_about
@@ -166,7 +172,7 @@ def _evaluate(settings: Settings, dataset: str, limit: int | None, start: int, c
         traced = traced_pool((s.trace.pool for s in evaluation.scored), lambda: _run_pool(run_dir, settings),
                              [s.gold for s in evaluation.scored], dataset=dataset, allow=allow_pool_overlap)
         evaluation.about = About(dataset=dataset, model=ran["model"], kb=ran["kb"], examples=ran["examples"],
-                                 pool=traced)
+                                 pool=traced, gold=gold)
         if traced is not None and traced.overlap is None:
             click.echo(f"warning: the example pool the run answered with ({traced.label}) cannot be opened again "
                        "from the run's settings (no manifest, or a pool file gone or changed): whether it holds the "
@@ -227,9 +233,10 @@ def _run_pool(run_dir: Path | str, settings: Settings) -> Pool:
     return drawn_pool(examples, data_dir=settings.data_dir, kb_spec=(config.get("kb") or {}).get("spec", ""))
 
 
-def gold_extender(settings: Settings, *, extend_other: bool = False) -> GoldExtender:
+def gold_extender(settings: Settings, *, extend_other: bool = False, hard: bool | None = None) -> GoldExtender:
     """The gold of the data folder (see :class:`~kifqa.eval.datasets.GoldExtender`); SimpleDBpediaQA's
-    comes through the DBpedia build's links."""
+    comes through the DBpedia build's links. ``hard``: extend it with the hard build's namesakes too (default: where
+    the KB spec is ``local-hard``)."""
     from kifqa.eval.datasets import GoldExtender
 
     def dbpedia_links() -> DBpediaLinks:
@@ -243,13 +250,14 @@ def gold_extender(settings: Settings, *, extend_other: bool = False) -> GoldExte
 
         return read_exports(locate(settings, hard=True).root)
 
-    hard = settings.kb.spec.startswith("local-hard")
+    if hard is None:
+        hard = settings.kb.spec.startswith("local-hard")
     return GoldExtender(settings.data_dir, extend_other=extend_other, dbpedia_links=dbpedia_links,
                         distractors=distractors if hard else None)
 
 
 def _compare(settings: Settings, dataset: str, folders: tuple[Path, Path], out: Path | None, show: int,
-             extend_gold: bool) -> None:
+             extender: GoldExtender) -> None:
     from kifqa.eval.compare import compare, load_scored, render
 
     loaded = []
@@ -261,8 +269,7 @@ def _compare(settings: Settings, dataset: str, folders: tuple[Path, Path], out: 
             from kifqa.eval.evaluation import About
             from kifqa.eval.sources import evaluate_run
 
-            evaluation = evaluate_run(folder, load_gold(dataset, settings.data_dir),
-                                      gold_extender(settings, extend_other=extend_gold))
+            evaluation = evaluate_run(folder, load_gold(dataset, settings.data_dir), extender)
             evaluation.about = About(dataset=dataset)
             rows = {s.gold.id: {k: v for k, v in s.row().items() if k != "trace"} for s in evaluation.scored}
             loaded.append((evaluation.metrics(), rows))

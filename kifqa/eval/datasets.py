@@ -288,6 +288,11 @@ class GoldExtender:
         self._dbpedia_links = dbpedia_links
         self._distractors = distractors
 
+    @property
+    def hard(self) -> bool:
+        """Whether the hard build's namesakes extend the gold."""
+        return self._distractors is not None
+
     @cached_property
     def _added(self) -> Distractors:
         return self._distractors() if self._distractors else ([], {})

@@ -70,6 +70,8 @@ class About:
     drafts: str | None = None
     #: The example pool that answered, and how many scored questions it holds (:mod:`kifqa.eval.pools`).
     pool: PoolRecord | None = None
+    #: ``hard base`` where the gold was extended with the hard build's namesakes (:class:`GoldExtender`).
+    gold: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -40,7 +40,7 @@ def row(folder: Path) -> dict[str, Any]:
     answered = [r["precision"] for r in rows if r.get("scored") and r.get("predicted")]
     n = len(rows) or 1
     return {
-        "run": folder.name, "base": metrics.get("kb", ""),
+        "run": folder.name, "base": _base(metrics),
         "pool": PoolRecord.from_dict(metrics["pool"]).short if metrics.get("pool") else None,
         "n": metrics["questions"],
         "macro F1": metrics["all"]["macro_f1"], "micro F1": metrics["all"]["micro_f1"],
@@ -67,3 +67,9 @@ def render(folders: list[Path]) -> str:
         cells = ("–" if values[h] is None else fmt.format(values[h]) for h, fmt in COLUMNS)
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _base(metrics: dict[str, Any]) -> str:
+    """The KB spec, and whose gold scored it where that is not the spec's own."""
+    kb = metrics.get("kb", "")
+    return f"{kb} (hard base's gold)" if metrics.get("gold") and not kb.startswith("local-hard") else kb

@@ -133,6 +133,17 @@ def test_scored_folders_side_by_side(sdbqa_run: Path, tmp_path: Path) -> None:
     assert result.exit_code != 0 and "not a scored evaluation folder" in result.output
 
 
+@pytest.mark.usefixtures("dbpedia_links")
+def test_hard_gold_is_recorded_and_shown_beside_the_base(sdbqa_run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "scored"
+    result = CliRunner().invoke(cli, ["eval", "--run", str(sdbqa_run), "--dataset", "sdbqa:valid", "--out", str(out),
+                                      "--no-report", "--hard-gold"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "metrics.json").read_text())["gold"] == "hard base"
+    row = CliRunner().invoke(cli, ["eval", "--table", str(out)]).output.strip().splitlines()[2]
+    assert [c.strip() for c in row.strip("|").split("|")][1] == "dbpedia (hard base's gold)"
+
+
 def test_eval_options_conflict(sdbqa_run: Path) -> None:
     result = CliRunner().invoke(cli, ["eval", "--run", str(sdbqa_run), "--batch", "--out", "x"])
     assert result.exit_code == 2 and "one of --batch, --run, --compare and --table" in result.output
