@@ -356,15 +356,16 @@ class KifKnowledgeBase(KnowledgeBase):
 
     async def _fulltext_hits(self, text: str, limit: int, *, known: set[str]) -> list[Candidate]:
         """The items the full-text search finds for ``text``'s words (those of three letters or more may be
-        misspelt), not in ``known``, labelled from the store."""
+        misspelt), not in ``known``, described from the store as the prefix search's hits are (an alias that names
+        the text makes its item a namesake)."""
         fulltext = self.fulltext
         assert fulltext is not None
         query = " ".join(w + "~" if len(w) > 2 else w for w in typed_key(text).split())
         items = await self._guard.run("search_fulltext", lambda: _collect(fulltext.aitem(query, limit=limit)),
                                       target="search")
-        fresh = list(dict.fromkeys(id for id in map(ids.to_id, items) if id not in known))
-        names = await self._labels(fresh)
-        return [Candidate(id=id, label=names[id]) for id in fresh if id in names]
+        fresh = list(dict.fromkeys(item for item in items if ids.to_id(item) not in known))
+        described = await self._described(fresh)
+        return [c for item in fresh if (c := described.get(ids.to_id(item))) and c.label]
 
     async def _properties_of(self, entity: str) -> EntityProperties:
         e = ids.entity(entity)
@@ -598,19 +599,20 @@ class KifKnowledgeBase(KnowledgeBase):
 
     async def _describe(self, properties: list[Property]) -> dict[str, Candidate]:
         """Labelled candidates of ``properties`` (bare ids where nothing is known)."""
-        keys = [ids.to_id(p) for p in properties]
+        known = await self._described(properties)
+        return {id: known.get(id) or Candidate(id=id, label=id) for id in map(ids.to_id, properties)}
+
+    async def _described(self, entities: Sequence[Entity]) -> dict[str, Candidate]:
+        """Candidates of those ``entities`` the base knows, with their English label, aliases and description."""
+        keys = [ids.to_id(e) for e in entities]
         if self.index is not None:
-            entries = self.index.entries(keys)
-            known = {id: Candidate(id=id, label=e.label, aliases=e.aliases, description=e.description)
-                     for id, e in entries.items()}
-        else:
-            # asked without their datatypes: KIF's DBpedia mapping describes no property of a given datatype
-            untyped = [Property(p.iri) for p in properties]
-            texts = await self._kif_texts(untyped, (LabelProperty(), AliasProperty(), DescriptionProperty()))
-            known = {id: Candidate(id=id, label=spaced(t["label"]), aliases=tuple(sorted(t["aliases"])),
-                                   description=spaced(t["description"]))
-                     for id, t in texts.items()}
-        return {id: known.get(id) or Candidate(id=id, label=id) for id in keys}
+            return {id: Candidate(id=id, label=e.label, aliases=e.aliases, description=e.description)
+                    for id, e in self.index.entries(keys).items()}
+        # properties asked without their datatypes: KIF's DBpedia mapping describes no property of a given datatype
+        untyped = [Property(e.iri) if isinstance(e, Property) else e for e in entities]
+        texts = await self._kif_texts(untyped, (LabelProperty(), AliasProperty(), DescriptionProperty()))
+        return {id: Candidate(id=id, label=spaced(t["label"]), aliases=tuple(sorted(t["aliases"])),
+                              description=spaced(t["description"])) for id, t in texts.items()}
 
     def _value_types(self, properties: list[Property]) -> dict[Property, str]:
         """What each property's values are (:data:`VALUE_TYPES`): from its Wikidata datatype where

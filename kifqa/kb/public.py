@@ -14,7 +14,7 @@ Search and exact names stay KIF's (``wikidata-wapi``, the store's labels), as on
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from kif_lib import Filter, Property, Search, Store
 from kif_lib.model import Entity
@@ -89,12 +89,10 @@ class PublicKnowledgeBase(KifKnowledgeBase):
         known.update((id, e.label) for id, e in (await self.entities.terms(missing)).items())
         return {id: label for id, label in known.items() if label}
 
-    async def _describe(self, properties: list[Property]) -> dict[str, Candidate]:
-        keys = [ids.to_id(p) for p in properties]
-        found = await self.entities.terms(k for k in keys if is_wikidata_id(k))
+    async def _described(self, entities: Sequence[Entity]) -> dict[str, Candidate]:
+        found = await self.entities.terms(k for e in entities if is_wikidata_id(k := ids.to_id(e)))
         return {id: Candidate(id=id, label=spaced(e.label), aliases=tuple(sorted(set(e.aliases))),
-                              description=spaced(e.description)) if (e := found.get(id)) else Candidate(id=id, label=id)
-                for id in keys}
+                              description=spaced(e.description)) for id, e in found.items()}
 
     def _datatypes(self, properties: list[Property]) -> dict[str, str]:
         """From the API's terms of the properties (:meth:`_describe` has just asked them)."""
