@@ -18,7 +18,7 @@ from kifqa.config import WIKIDATA_API_LIMIT, EndpointLimit, Settings
 from kifqa.kb.build import BuiltKB
 
 #: Questions, all in flight at once; WDQS requests a second the job may send (about 4 a question).
-N, WDQS_PER_S = 30, 4.0
+N, WDQS_PER_S = 20, 6.0
 
 
 @pytest.fixture(scope="module")
