@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 import yaml
 
 from kifqa.config import Settings
@@ -19,6 +20,7 @@ from kifqa.kb.build import build
 from kifqa.kb.hard import DISTRACTOR_LABELS
 
 
+@pytest.mark.slow  # builds the hard base from the real data where it is not built (about a minute)
 def test_standins_hard_serve_the_hard_base_and_its_homonyms(settings: Settings, tmp_path: Path) -> None:
     hard = build(settings, hard=True)[0]
     homonyms = json.loads((hard.root / DISTRACTOR_LABELS).read_text())

@@ -3,6 +3,8 @@ base's gold with ``kifqa eval --hard-gold``, as a ``--kb local-hard`` run is: th
 
 from __future__ import annotations
 
+import pytest
+
 from kifqa.cli.eval import gold_extender
 from kifqa.config import Settings
 from kifqa.eval.datasets import load_gold
@@ -14,6 +16,7 @@ def _synthetic(answers: set[str]) -> set[str]:
     return {a for a in answers if int(a[1:]) >= SYNTHETIC_BASE}
 
 
+@pytest.mark.slow  # builds the hard base from the real data where it is not built (about a minute)
 def test_hard_gold_extends_a_wikidata_runs_gold_with_the_hard_bases_namesakes(settings: Settings) -> None:
     build(settings, hard=True)
     questions = load_gold("sqwd:valid", settings.data_dir, limit=40)
