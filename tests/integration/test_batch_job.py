@@ -161,6 +161,7 @@ def test_a_killed_worker_reruns_its_shard_without_duplicates(cluster, tmp_path, 
     assert summary.ok and summary.answered == 30
 
 
+@pytest.mark.slow  # the default suite kills the real pipeline's job: test_batch_pipeline.py
 def test_killing_the_job_midway_then_rerunning_loses_and_duplicates_nothing(cluster, tmp_path, flags):
     corpus, out = _corpus(tmp_path, 120), tmp_path / "out"
     script = tmp_path / "driver.py"

@@ -94,11 +94,12 @@ def test_serve_virtuoso_answers_and_stops_its_server(env: dict[str, str],
 
 
 @needs_virtuoso
-@pytest.mark.parametrize("examples", ["fixed", pytest.param("retrieved", marks=pytest.mark.slow)])
+@pytest.mark.slow  # the real model; the default suite runs the pipeline on Virtuoso with a scripted one (test_kb_virtuoso.py)
+@pytest.mark.parametrize("examples", ["fixed", "retrieved"])
 def test_kifqa_ask_on_local_dbpedia_with_the_real_model(env: dict[str, str], dbpedia_build: dbpedia.DBpediaBuild,
                                                        examples: str) -> None:
     """The unchanged pipeline and the real 0.5B model on a Virtuoso that the command starts and stops itself; with
-    examples retrieved from the DBpedia pool (slow: its embedding costs a minute on a fresh cache) or the fixed block."""
+    examples retrieved from the DBpedia pool (its embedding costs a minute on a fresh cache) or the fixed block."""
     pytest.importorskip("xllamacpp", reason="the local backend needs xllamacpp")
     runs = set(Path(tempfile.gettempdir()).glob("kifqa-virtuoso-*"))
     done = subprocess.run(

@@ -114,6 +114,7 @@ def cluster() -> Iterator[None]:
     ray.shutdown()
 
 
+@pytest.mark.slow  # the limiter the KB actors share is in the default suite: test_batch_job.py's WDQS entry
 def test_the_scholarly_hosts_limit_is_shared_by_every_kb_actor(cluster: None,
                                                                tiny_settings: Callable[..., Settings]) -> None:
     """A batch job's KB actors keep the scholarly host's ``batch.limits`` entry together, as they keep WDQS's: two

@@ -30,8 +30,8 @@ def precedents(data_dir: Path) -> Precedents:
 
 @pytest.fixture(scope="module")
 def asked(data_dir: Path) -> list[tuple[str, str]]:
-    """256 valid questions with their gold entity, as the draft would name it."""
-    return [(e.question, e.known()) for e in sqwd_pool(data_dir, split="valid", limit=256)]
+    """128 valid questions with their gold entity, as the draft would name it."""
+    return [(e.question, e.known()) for e in sqwd_pool(data_dir, split="valid", limit=128)]
 
 
 def fresh() -> None:

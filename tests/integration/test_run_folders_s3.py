@@ -243,6 +243,7 @@ def test_of_two_runs_taking_a_folder_at_once_exactly_one_holds_it(s3: S3Server) 
     assert "is in use by another run" in refused[0]
 
 
+@pytest.mark.slow  # a killed driver's rerun on disk and the store's lease takeover are in the default suite
 def test_a_killed_driver_resumes_from_the_object_store(cluster, s3: S3Server, tmp_path: Path, flags: Path) -> None:
     corpus, _ = _corpus(s3, tmp_path, "corpora/killed.jsonl", 120)
     out = s3.uri("runs/killed")

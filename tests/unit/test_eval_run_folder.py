@@ -18,6 +18,7 @@ from kifqa.errors import ConfigError
 from kifqa.eval.datasets import load_gold, load_simpledbpediaqa
 from kifqa.eval.pools import PoolOverlapError, PoolRecord, checked_pool, traced_pool
 from kifqa.examples.pool import open_pool
+from kifqa.kb.build import build
 from kifqa.kb.dbpedia import DBpediaBuild
 from kifqa.runs import ANSWER_SCHEMA, TRACE_SCHEMA, read_run
 from kifqa.types import Answer, Candidate, Fact, Pattern, Question, Relation, Result, Trace
@@ -133,8 +134,10 @@ def test_scored_folders_side_by_side(sdbqa_run: Path, tmp_path: Path) -> None:
     assert result.exit_code != 0 and "not a scored evaluation folder" in result.output
 
 
+@pytest.mark.slow  # builds the hard base from the real data where it is not built (about a minute)
 @pytest.mark.usefixtures("dbpedia_links")
-def test_hard_gold_is_recorded_and_shown_beside_the_base(sdbqa_run: Path, tmp_path: Path) -> None:
+def test_hard_gold_is_recorded_and_shown_beside_the_base(sdbqa_run: Path, settings: Settings, tmp_path: Path) -> None:
+    build(settings, hard=True)
     out = tmp_path / "scored"
     result = CliRunner().invoke(cli, ["eval", "--run", str(sdbqa_run), "--dataset", "sdbqa:valid", "--out", str(out),
                                       "--no-report", "--hard-gold"])
