@@ -21,7 +21,7 @@ from tests.integration.test_batch_job import cluster  # noqa: F401 - the Ray clu
 
 pytestmark = pytest.mark.usefixtures("cluster")
 
-N = 48
+N = 24  # two shards of 12, one a task
 
 
 def _job(settings: Settings, placement: str) -> Settings:

@@ -59,13 +59,18 @@ def test_any_text_gives_a_trace_and_renders(question: str, local_kb, settings) -
     render_answers(result)
 
 
-@pytest.mark.parametrize("argument", [
-    os.fsdecode(b"who is \xff\xfe born"),  # not UTF-8: Python hands it over with surrogates
-    "\x01\x02 where was \x1b[31mjames brown born",
-    "where " * 3000,
-    INJECTION,
+#: The outputs of ``kifqa ask``: plain, JSON, and the trace explained.
+EVERY_OUTPUT = ([], ["--json"], ["--explain"])
+
+
+@pytest.mark.parametrize(("argument", "outputs"), [
+    (os.fsdecode(b"who is \xff\xfe born"), EVERY_OUTPUT),  # not UTF-8: Python hands it over with surrogates
+    ("\x01\x02 where was \x1b[31mjames brown born", EVERY_OUTPUT),  # what a terminal would act on
+    ("where " * 3000, ([],)),
+    (INJECTION, ([],)),
 ])
-def test_kifqa_ask_never_crashes_on_hostile_text(argument: str, settings: Settings, built_kb, tmp_path) -> None:
+def test_kifqa_ask_never_crashes_on_hostile_text(argument: str, outputs: tuple[list[str], ...], settings: Settings,
+                                                 built_kb, tmp_path) -> None:
     config = tmp_path / "ask.yaml"
     config.write_text(yaml.safe_dump({
         "data_dir": str(settings.data_dir), "cache_dir": str(settings.cache_dir),
@@ -73,7 +78,7 @@ def test_kifqa_ask_never_crashes_on_hostile_text(argument: str, settings: Settin
         "examples": {"mode": "fixed"}}))  # the cassette's prompts
     kifqa = Path(sys.executable).with_name("kifqa")
     env = os.environ | {"PYTHONIOENCODING": "utf-8:strict"}  # as on a UTF-8 terminal: no escape hatch
-    for flags in ([], ["--json"], ["--explain"]):
+    for flags in outputs:
         done = subprocess.run([str(kifqa), "ask", argument, "--config", str(config), *flags],
                               capture_output=True, timeout=120, env=env)
         assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
