@@ -44,7 +44,7 @@ _TYPE, _LABEL = str(RDF.type), str(RDFS.label)
 @functools.cache
 def property_labels(data_dir: Path) -> dict[str, str]:
     """Property IRI → its English label (:func:`english`'s choice), for the ontology's properties that have one (read
-    once a process). Oxigraph's parser reads the file in a sixth of rdflib's time: every process that answers
+    once a process). Oxigraph's parser reads the file in about a tenth of rdflib's time: every process that answers
     SimpleDBpediaQA drafts (the gold model's actors, the DBpedia pools) reads it."""
     path = Path(data_dir) / paths.ONTOLOGY
     properties: set[str] = set()
