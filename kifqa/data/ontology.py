@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections import defaultdict
+from collections.abc import Iterable
 from pathlib import Path
 
 import pyoxigraph
@@ -31,9 +32,16 @@ def read_ontology(path: Path) -> rdflib.Graph:
 
 def english(graph: rdflib.Graph, subject: rdflib.term.Node, predicate: rdflib.URIRef) -> str:
     """``subject``'s English (else untagged) ``predicate`` text, spaces folded; empty where it has none."""
-    texts = [o for o in graph.objects(subject, predicate) if isinstance(o, rdflib.Literal)]
-    best = [o for o in texts if o.language == "en"] or [o for o in texts if not o.language]
-    return spaced(str(min(best))) if best else ""
+    return _english((o.language, str(o)) for o in graph.objects(subject, predicate) if isinstance(o, rdflib.Literal))
+
+
+def _english(texts: Iterable[tuple[str | None, str]]) -> str:
+    """The first in order of the English texts of (language tag, text) pairs, else of the untagged ones, spaces
+    folded; empty where there is neither."""
+    tagged = list(texts)
+    best = [text for language, text in tagged if language == "en"] or [
+        text for language, text in tagged if not language]
+    return spaced(min(best)) if best else ""
 
 
 #: The types that make a subject one of the ontology's properties (:func:`read_ontology`'s ``rdf:Property``).
@@ -43,9 +51,9 @@ _TYPE, _LABEL = str(RDF.type), str(RDFS.label)
 
 @functools.cache
 def property_labels(data_dir: Path) -> dict[str, str]:
-    """Property IRI → its English label (:func:`english`'s choice), for the ontology's properties that have one (read
-    once a process). Oxigraph's parser reads the file in about a tenth of rdflib's time: every process that answers
-    SimpleDBpediaQA drafts (the gold model's actors, the DBpedia pools) reads it."""
+    """Property IRI → its English label (as :func:`english` chooses it), for the ontology's properties that have one
+    (read once a process). Oxigraph's parser reads the file in about a tenth of rdflib's time: every process that
+    answers SimpleDBpediaQA drafts (the gold model's actors, the DBpedia pools) reads it."""
     path = Path(data_dir) / paths.ONTOLOGY
     properties: set[str] = set()
     labels: defaultdict[str, list[tuple[str | None, str]]] = defaultdict(list)
@@ -60,10 +68,5 @@ def property_labels(data_dir: Path) -> dict[str, str]:
                 labels[subject.value].append((value.language, value.value))
     except (SyntaxError, OSError) as err:
         raise DataError(f"{path} is not valid Turtle: {err}") from err
-    found = {}
-    for iri in properties:
-        best = [text for language, text in labels[iri] if language == "en"] or [
-            text for language, text in labels[iri] if not language]
-        if best:
-            found[iri] = spaced(min(best))
-    return found
+    found = {iri: _english(labels[iri]) for iri in properties}
+    return {iri: label for iri, label in found.items() if label}
