@@ -27,3 +27,4 @@ def test_hard_gold_extends_a_wikidata_runs_gold_with_the_hard_bases_namesakes(se
     gained = [q for q in questions if _synthetic(forced.gold(q))]
     # the hard base adds synthetic answers to some questions' gold; the plain gold has none of them
     assert gained and not any(_synthetic(plain.gold(q)) for q in gained)
+    assert all(forced.gold(q) == implied.gold(q) for q in questions)
